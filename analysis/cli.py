@@ -1,0 +1,56 @@
+"""`envoy-dissect` command line: thin front end over the parser and analysis stages.
+
+Each subcommand lives in its own module and registers itself through a
+``register(subparsers)`` function listed in ``SUBCOMMANDS``.
+Exit codes: 0 ok, 1 internal error, 2 unreadable input, 3 unknown format,
+4 nothing parseable, 64 usage error, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from envoy_dissector.parser.errors import DissectorError
+
+SUBCOMMANDS: tuple[str, ...] = (
+    "envoy_dissector.analysis.cli_parse",
+    "envoy_dissector.analysis.lab.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envoy-dissect",
+        description="Where did the time go inside an Envoy / istio-proxy sidecar? Reads trace logs.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:  # a subcommand still being built must not break the others
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except DissectorError as exc:
+        print(f"envoy-dissect: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("envoy-dissect: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Dash web UI for envoy-dissector."""
