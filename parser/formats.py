@@ -1,0 +1,116 @@
+"""Known envelope formats, by format id, and their detection from the first lines of a capture."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from envoy_dissector.parser.errors import FormatError
+from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
+
+FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "custom"]
+
+
+@dataclass(frozen=True)
+class KnownFormat:
+    id: FormatId
+    label: str
+    pattern: str
+
+    @property
+    def compiled(self) -> TextFormat | JsonFormat:
+        return _compiled(self.pattern)
+
+
+_CACHE: dict[str, TextFormat | JsonFormat] = {}
+
+
+def _compiled(pattern: str) -> TextFormat | JsonFormat:
+    if pattern not in _CACHE:
+        _CACHE[pattern] = compile_format(pattern)
+    return _CACHE[pattern]
+
+
+#: Tried in this order; the first with the best match rate wins.
+KNOWN_FORMATS: tuple[KnownFormat, ...] = (
+    KnownFormat("istio-thread", "Istio 1.17+ text (caller and thread)", "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t"),
+    KnownFormat("istio", "Istio 1.6-1.16 text", "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n\t%v"),
+    KnownFormat("istio", "Istio text with a caller column before the scope", "%Y-%m-%dT%T.%fZ\t%l\t%g:%#\tenvoy %n\t%v"),
+    KnownFormat("envoy", "Envoy default, microseconds", "[%Y-%m-%d %T.%f][%t][%l][%n] [%g:%#] %v"),
+    KnownFormat("envoy", "Envoy default (milliseconds)", "[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v"),
+    KnownFormat("envoy", "Envoy default without source location", "[%Y-%m-%d %T.%e][%t][%l][%n] %v"),
+    KnownFormat("istio-json", "Istio JSON",
+                '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","caller":"%g:%#","msg":"%j","thread":%t}'),
+)
+
+_JSON_LIKE = re.compile(r'^\{.*"(?:msg|message)"\s*:')
+
+
+@dataclass(frozen=True)
+class Detection:
+    format_id: FormatId
+    label: str
+    pattern: str
+    match_rate: float
+
+    @property
+    def compiled(self) -> TextFormat | JsonFormat:
+        return _compiled(self.pattern)
+
+
+def _json_rate(lines: list[str]) -> float:
+    ok = 0
+    for line in lines:
+        if not _JSON_LIKE.match(line):
+            continue
+        try:
+            ok += isinstance(json.loads(line), dict)
+        except ValueError:
+            pass
+    return ok / len(lines)
+
+
+def detect_format(lines: list[str], *, source: str = "input", only: str | None = None) -> Detection:
+    """Pick the envelope format that parses most of ``lines`` (wrappers already stripped).
+
+    Raises:
+        FormatError: nothing reaches half of the sample; the message lists what was tried.
+    """
+    sample = [line for line in lines if line.strip()][:2000]
+    if not sample:
+        raise FormatError("no log lines to detect a format from", path=source)
+    best: Detection | None = None
+    rates = []
+    for known in KNOWN_FORMATS:
+        if only is not None and known.id != only:
+            continue
+        compiled = known.compiled
+        if isinstance(compiled, JsonFormat):
+            rate = _json_rate(sample)
+        else:
+            start = re.compile(compiled.start)
+            rate = sum(1 for line in sample if start.match(line)) / len(sample)
+        rates.append(f"{known.label} {rate:.0%}")
+        if best is None or rate > best.match_rate:
+            best = Detection(known.id, known.label, known.pattern, rate)
+    assert best is not None
+    if best.match_rate < 0.5:
+        raise FormatError(
+            "not an Envoy / istio-proxy log in any known format; tried " + ", ".join(rates)
+            + " — pass --format/--log-format if it uses a custom --log-format",
+            path=source, line=1, expected="an Envoy log line", found=sample[0][:120],
+        )
+    return best
+
+
+def custom_detection(pattern: str) -> Detection:
+    return Detection("custom", f"custom --log-format {pattern!r}", pattern, 1.0)
+
+
+def detection_by_id(format_id: str) -> Detection:
+    for known in KNOWN_FORMATS:
+        if known.id == format_id:
+            return Detection(known.id, known.label, known.pattern, 1.0)
+    raise FormatError(f"unknown format {format_id!r}; choose one of "
+                      + ", ".join(sorted({k.id for k in KNOWN_FORMATS})) + ", or give a --log-format string")

@@ -1,0 +1,134 @@
+"""The grammar as a function: one message in, its kind and the character spans of its fields out.
+
+This is the reference classifier. The fast path (``classify.py``) calls it once
+per distinct message *shape*; the slow path calls it once per record.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from antlr4 import CommonTokenStream, InputStream, ParserRuleContext, Token
+from antlr4.atn.PredictionMode import PredictionMode
+from antlr4.error.ErrorListener import ErrorListener
+from antlr4.error.ErrorStrategy import BailErrorStrategy
+from antlr4.error.Errors import ParseCancellationException
+
+from envoy_dissector.parser.generated.EnvoyLogLexer import EnvoyLogLexer
+from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
+
+UNKNOWN = "unknown"
+_CTX_ATTRIBUTES = frozenset({"parentCtx", "invokingState", "children", "start", "stop", "exception", "parser"})
+
+
+def snake_case(rule_name: str) -> str:
+    """``h2SentFrame`` -> ``h2_sent_frame``; rule names are the kind contract."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", rule_name).lower()
+
+
+def _rules_between(first: str, last: str) -> tuple[str, ...]:
+    names = list(EnvoyLogParser.ruleNames)
+    return tuple(names[names.index(first) + 1 : names.index(last)])
+
+
+#: Kinds of request-lifecycle messages, in grammar order.
+LIFECYCLE_KINDS: tuple[str, ...] = tuple(snake_case(r) for r in _rules_between("lifecycle", "noise"))
+#: Kinds of recognised messages the analysis does not use, plus ``background`` (quiet loggers).
+NOISE_KINDS: tuple[str, ...] = tuple(snake_case(r) for r in _rules_between("noise", "unknownMessage")) + ("background",)
+#: Every value the ``kind`` column can take.
+ALL_KINDS: tuple[str, ...] = LIFECYCLE_KINDS + NOISE_KINDS + (UNKNOWN,)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageParse:
+    """What the grammar says about one ``LOGGER \\t MESSAGE`` text."""
+
+    kind: str
+    #: field name -> (start, stop) character span in the parsed text, stop exclusive
+    spans: tuple[tuple[str, int, int], ...]
+
+    def values(self, text: str) -> dict[str, str]:
+        return {name: text[a:b] for name, a, b in self.spans}
+
+
+class _Silent(ErrorListener):
+    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802 (ANTLR API)
+        pass
+
+
+_SILENT = _Silent()
+
+
+def grammar_text() -> str:
+    """The .g4 source shipped with the package."""
+    return resources.files("envoy_dissector.parser").joinpath("EnvoyLog.g4").read_text()
+
+
+def _parse_tree(text: str) -> EnvoyLogParser.LineContext:
+    lexer = EnvoyLogLexer(InputStream(text))
+    lexer.removeErrorListeners()
+    tokens = CommonTokenStream(lexer)
+    parser = EnvoyLogParser(tokens)
+    parser.removeErrorListeners()
+    parser._interp.predictionMode = PredictionMode.SLL
+    parser._errHandler = BailErrorStrategy()
+    try:
+        return parser.line()
+    except ParseCancellationException:
+        # SLL is exact for almost every input; full LL settles the rest.
+        tokens.seek(0)
+        parser = EnvoyLogParser(tokens)
+        parser.removeErrorListeners()
+        parser.addErrorListener(_SILENT)
+        parser._interp.predictionMode = PredictionMode.LL
+        return parser.line()
+
+
+def _span(node: object) -> tuple[int, int] | None:
+    if isinstance(node, Token):
+        return node.start, node.stop + 1
+    if isinstance(node, ParserRuleContext):
+        if node.start is None:
+            return None
+        if node.stop is None or node.stop.tokenIndex < node.start.tokenIndex:
+            return node.start.start, node.start.start  # empty match, e.g. an empty `rest`
+        return node.start.start, node.stop.stop + 1
+    return None
+
+
+def _labels(ctx: ParserRuleContext) -> list[tuple[str, int, int]]:
+    out = []
+    for name, value in vars(ctx).items():
+        if name in _CTX_ATTRIBUTES or value is None:
+            continue
+        span = _span(value)
+        if span is not None:
+            out.append((name.rstrip("_"), *span))  # ANTLR renames labels that shadow builtins (filter -> filter_)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def parse_message(text: str) -> MessageParse:
+    """Classify one ``LOGGER \\t FIRST_LINE`` text with the grammar.
+
+    >>> parse_message('connection\\t[C7] read returns: 113').values('connection\\t[C7] read returns: 113')
+    {'conn_id': '7', 'bytes': '113'}
+    """
+    tree = _parse_tree(text)
+    spans: list[tuple[str, int, int]] = []
+    if tree.prefix() is not None:
+        spans += _labels(tree.prefix())
+    known = tree.known()
+    if known is not None:
+        group = known.lifecycle() or known.noise()
+        leaf = group.getChild(0) if group is not None else None
+        if not isinstance(leaf, ParserRuleContext):
+            return MessageParse(UNKNOWN, tuple(spans))
+        kind = snake_case(EnvoyLogParser.ruleNames[leaf.getRuleIndex()])
+        spans += _labels(leaf)
+        return MessageParse(kind, tuple(spans))
+    if tree.quietLogger() is not None:
+        return MessageParse("background", tuple(spans))
+    return MessageParse(UNKNOWN, tuple(spans))

@@ -1,0 +1,151 @@
+"""Compile an Envoy ``--log-format`` (spdlog pattern + Envoy flags) into a record parser.
+
+A text format becomes two regular expressions: ``start`` recognises the first
+physical line of a record (everything up to ``%v``), ``record`` splits a whole
+folded record (``(?s)``, so multi-line header dumps stay in the message and a
+suffix such as Istio's ``\\tthread=%t`` is found after the dump). A JSON format
+(pattern starting with ``{``) becomes a key -> sub-pattern table read with
+JSON path lookups.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from envoy_dissector.parser.errors import UsageError
+
+# Envelope field names produced by the flags (regex group names).
+_LEVELS = r"trace|debug|info|warning|warn|error|critical|off"
+FLAG_PATTERNS: dict[str, str] = {
+    "Y": r"(?P<Y>\d{4})",
+    "m": r"(?P<mo>\d{2})",
+    "d": r"(?P<d>\d{2})",
+    "H": r"(?P<H>\d{2})",
+    "M": r"(?P<Mi>\d{2})",
+    "S": r"(?P<S>\d{2})",
+    "T": r"(?P<H>\d{2}):(?P<Mi>\d{2}):(?P<S>\d{2})",
+    "e": r"(?P<frac_ms>\d{3})",
+    "f": r"(?P<frac_us>\d{6})",
+    "F": r"(?P<frac_ns>\d{9})",
+    "z": r"(?:[+-]\d{2}:?\d{2}|Z)",
+    "t": r"(?P<thread>\d+)",
+    "P": r"\d+",
+    "l": rf"(?P<level>{_LEVELS})",
+    "L": r"(?P<level_short>[TDIWECO])",
+    "n": r"(?P<logger>[^\s\[\]]+?)",
+    "g": r"(?P<source_file>[^\s:\[\]]+)",
+    "s": r"(?P<source_file>[^\s:\[\]]+)",
+    "#": r"(?P<source_line>\d+)",
+    "@": r"(?P<source_file>[^\s:\[\]]+):(?P<source_line>\d+)",
+    "!": r"[^\s]*",
+    "v": r"(?P<message>.*)",
+    "_": r"(?P<message>.*)",
+    "j": r"(?P<message>.*)",
+    "^": "",
+    "$": "",
+}
+MESSAGE_FLAGS = frozenset("v_j")
+_FLAG = re.compile(r"%(-?\d*)(.)")
+_RUST_META = set("\\.+*?()|[]{}^$#&-~")
+
+
+def rust_escape(text: str) -> str:
+    """Escape for Rust's ``regex`` crate (and Python's ``re``): only metacharacters."""
+    return "".join("\\" + c if c in _RUST_META else c for c in text)
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """A compiled text log format."""
+
+    pattern: str
+    start: str  # regex for a record's first physical line (prefix up to the message)
+    record: str  # regex for a folded record, (?s)
+    fields: frozenset[str]  # envelope fields it can produce
+    message_escaping: str  # "none" | "newlines" (%_) | "json" (%j)
+
+
+@dataclass(frozen=True)
+class JsonFormat:
+    """A compiled JSON log format: JSON key -> regex applied to that key's value."""
+
+    pattern: str
+    keys: dict[str, str] = field(default_factory=dict)
+    fields: frozenset[str] = frozenset()
+
+
+def _compile_parts(pattern: str) -> tuple[list[str], set[str], str, bool]:
+    """Returns regex pieces, fields, message flag, and whether the message was seen."""
+    pieces: list[str] = []
+    fields: set[str] = set()
+    seen_groups: set[str] = set()
+    message_flag = ""
+    pos = 0
+    for m in _FLAG.finditer(pattern):
+        pieces.append(rust_escape(pattern[pos : m.start()]))
+        pos = m.end()
+        flag = m.group(2)
+        if flag == "%":
+            pieces.append("%")
+            continue
+        if flag not in FLAG_PATTERNS:
+            raise UsageError(f"log format {pattern!r}: unsupported flag %{flag}")
+        piece = FLAG_PATTERNS[flag]
+        # A group name may appear once per regex: later repeats become back-references-free copies.
+        for name in re.findall(r"\(\?P<(\w+)>", piece):
+            if name in seen_groups:
+                piece = piece.replace(f"(?P<{name}>", "(?:")
+            seen_groups.add(name)
+            fields.add(name)
+        if flag in MESSAGE_FLAGS:
+            message_flag = flag
+        pieces.append(piece)
+    pieces.append(rust_escape(pattern[pos:]))
+    return pieces, fields, message_flag, bool(message_flag)
+
+
+def compile_text_format(pattern: str) -> TextFormat:
+    """Compile a spdlog/Envoy text pattern.
+
+    >>> f = compile_text_format("[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v")
+    >>> sorted(f.fields)[:4]
+    ['H', 'Mi', 'S', 'Y']
+    """
+    pieces, fields, message_flag, has_message = _compile_parts(pattern)
+    if not has_message:
+        raise UsageError(f"log format {pattern!r} has no message flag (%v, %_ or %j)")
+    idx = next(i for i, p in enumerate(pieces) if "(?P<message>" in p)
+    prefix = "".join(pieces[:idx])
+    suffix = "".join(pieces[idx + 1 :])
+    start = "^" + prefix
+    if suffix:
+        record = "(?s)^" + prefix + r"(?P<message>.*?)(?:" + suffix + r")?\n?$"
+    else:
+        record = "(?s)^" + prefix + r"(?P<message>.*?)\n?$"
+    escaping = {"v": "none", "_": "newlines", "j": "json"}[message_flag]
+    return TextFormat(pattern, start, record, frozenset(fields), escaping)
+
+
+_JSON_PAIR = re.compile(r'"(?P<key>[^"]+)"\s*:\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>%\w))')
+
+
+def compile_json_format(pattern: str) -> JsonFormat:
+    """Compile a JSON pattern such as Istio's ``{"level":"%l","time":"%Y-%m-%dT%T.%fZ",...}``."""
+    keys: dict[str, str] = {}
+    fields: set[str] = set()
+    for m in _JSON_PAIR.finditer(pattern):
+        value = m.group("quoted") if m.group("quoted") is not None else m.group("bare")
+        if "%" not in value:
+            continue
+        pieces, sub_fields, _, _ = _compile_parts(value)
+        keys[m.group("key")] = "(?s)^" + "".join(pieces) + "$"
+        fields |= sub_fields
+    if "message" not in fields:
+        raise UsageError(f"JSON log format {pattern!r} has no message flag (%v, %_ or %j)")
+    return JsonFormat(pattern, keys, frozenset(fields))
+
+
+def compile_format(pattern: str) -> TextFormat | JsonFormat:
+    if pattern.lstrip().startswith("{"):
+        return compile_json_format(pattern)
+    return compile_text_format(pattern)

@@ -1,0 +1,245 @@
+"""The parser pipeline: sources -> lines -> records -> events, chunk by chunk, with diagnostics.
+
+``parse()`` returns whole frames; ``iter_parse()`` yields per-chunk frames so
+multi-gigabyte captures stream through bounded memory.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from envoy_dissector.parser.classify import Classifier, classify
+from envoy_dissector.parser.envelope import split_envelope
+from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
+from envoy_dissector.parser.headers import header_columns
+from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
+from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
+from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwrap
+
+Progress = Callable[[int], None]  # called with bytes consumed since the last call
+MALFORMED_EXAMPLES = 5
+
+
+@dataclass
+class Diagnostics:
+    """How every input line was accounted for. ``lines_read == lines_in_records + lines_malformed``."""
+
+    format: str = ""
+    format_label: str = ""
+    log_format: str = ""
+    wrappers: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    lines_in_records: int = 0
+    lines_malformed: int = 0
+    records: int = 0
+    records_unknown: int = 0
+    events_by_kind: Counter[str] = field(default_factory=Counter)
+    by_origin: dict[str, dict[str, int]] = field(default_factory=dict)
+    malformed_examples: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    shapes: int = 0
+    grammar_calls: int = 0
+    fast_path_fallback_lines: int = 0
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format, "format_label": self.format_label, "log_format": self.log_format,
+            "wrappers": list(self.wrappers), "lines_read": self.lines_read,
+            "lines_in_records": self.lines_in_records, "lines_malformed": self.lines_malformed,
+            "records": self.records, "records_unknown": self.records_unknown,
+            "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
+            "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
+            "shapes": self.shapes, "grammar_calls": self.grammar_calls,
+            "fast_path_fallback_lines": self.fast_path_fallback_lines,
+        }
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Events of one slice of one source (records are ``events.select(RECORD_COLUMNS)``)."""
+
+    origin: str
+    events: pl.DataFrame
+
+
+def _lines_frame(block: Block) -> pl.DataFrame:
+    text = block.text[:-1] if block.text.endswith("\n") else block.text
+    raw = pl.Series("raw", [text]).str.split("\n").explode()
+    df = pl.DataFrame({"raw": raw}).with_columns(pl.col("raw").str.strip_suffix("\r"))
+    return df.with_row_index("line_no", offset=block.first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
+
+
+@dataclass
+class _SourceState:
+    detection: Detection
+    wrappers: list[str]
+    carry: pl.DataFrame | None = None
+
+
+def _choose_format(sample: list[str], source: Source, format: str, log_format: str | None) -> Detection:
+    if log_format:
+        return custom_detection(log_format)
+    if format and format != "auto":
+        if format == "custom":
+            raise InputError("--format custom needs --log-format STRING")
+        detection_by_id(format)  # validates the id
+        return detect_format(sample, source=source.name, only=format)
+    return detect_format(sample, source=source.name)
+
+
+def _events_for(lines: pl.DataFrame, state: _SourceState, diag: Diagnostics, classifier: Classifier,
+                redact: bool, fast: bool | None) -> pl.DataFrame:
+    fmt: TextFormat | JsonFormat = state.detection.compiled
+    env = split_envelope(lines, fmt, redact=redact)
+    _count_malformed(env.malformed, diag)
+    records = env.records
+    found = classify(records, fast=fast, classifier=classifier)
+    events = pl.concat([records.drop("first_line"), found], how="horizontal")
+    events = header_columns(events)
+    return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA)  # type: ignore[arg-type]
+
+
+def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics) -> None:
+    if malformed.height == 0:
+        return
+    diag.lines_malformed += malformed.height
+    for origin, n in malformed.group_by("origin").len().iter_rows():
+        diag.by_origin.setdefault(origin, {}).setdefault("lines_malformed", 0)
+        diag.by_origin[origin]["lines_malformed"] += n
+    room = MALFORMED_EXAMPLES - len(diag.malformed_examples)
+    for line_no, origin, raw in malformed.head(max(room, 0)).iter_rows():
+        diag.malformed_examples.append(f"{origin}:{line_no}: {raw[:160]}")
+
+
+def _account(events: pl.DataFrame, diag: Diagnostics) -> None:
+    diag.records += events.height
+    diag.lines_in_records += int(events["n_lines"].sum() or 0)
+    for kind, n in events.group_by("kind").len().iter_rows():
+        diag.events_by_kind[str(kind)] += n
+    diag.records_unknown = diag.events_by_kind.get("unknown", 0)
+    per = events.group_by("origin").agg(records=pl.len(), unknown=(pl.col("kind") == "unknown").sum(),
+                                        lines=pl.col("n_lines").sum())
+    for origin, n, unknown, lines in per.iter_rows():
+        slot = diag.by_origin.setdefault(origin, {})
+        slot["records"] = slot.get("records", 0) + n
+        slot["records_unknown"] = slot.get("records_unknown", 0) + unknown
+        slot["lines_in_records"] = slot.get("lines_in_records", 0) + lines
+
+
+def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Hold back each origin's last record: its continuation lines may be in the next block."""
+    if isinstance(fmt, JsonFormat) or lines.height == 0:
+        return lines, lines.head(0)
+    starts = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
+    rid = pl.col("is_start").cast(pl.Int64).cum_sum().over("origin")
+    starts = starts.with_columns(rid=rid).with_columns(last=pl.col("rid") == pl.col("rid").max().over("origin"))
+    hold = starts.filter(pl.col("last") & (pl.col("rid") > 0)).drop("is_start", "rid", "last")
+    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop("is_start", "rid", "last")
+    return keep, hold
+
+
+def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], *, format: str = "auto",
+               log_format: str | None = None, redact: bool = True, fast: bool | None = None,
+               diagnostics: Diagnostics | None = None, progress: Progress | None = None,
+               block_bytes: int | None = None) -> Iterator[Chunk]:
+    """Stream events chunk by chunk; ``diagnostics`` is filled as it goes."""
+    diag = diagnostics if diagnostics is not None else Diagnostics()
+    sources = _as_sources(inputs)
+    classifier = Classifier()
+    formats_seen: Counter[str] = Counter()
+    for source in sources:
+        state: _SourceState | None = None
+        last_bytes = 0
+        kwargs = {"block_bytes": block_bytes} if block_bytes else {}
+        for block in read_blocks(source, **kwargs):
+            if progress is not None:
+                progress(block.bytes_read - last_bytes)
+                last_bytes = block.bytes_read
+            lines = _lines_frame(block)
+            diag.lines_read += lines.height
+            if state is None:
+                sample = lines.head(2000)["raw"].to_list()
+                wrappers = detect_wrappers(sample)
+                detection = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
+                state = _SourceState(detection, wrappers)
+                _note_detection(diag, detection, wrappers)
+                formats_seen[detection.format_id] += 1
+            lines = unwrap(lines, state.wrappers, source.name)
+            if state.carry is not None and state.carry.height:
+                lines = pl.concat([state.carry, lines], how="vertical_relaxed")
+            lines, state.carry = _split_carry(lines, state.detection.compiled)
+            if lines.height:
+                yield from _emit(lines, state, diag, classifier, redact, fast)
+        if state is not None and state.carry is not None and state.carry.height:
+            yield from _emit(state.carry, state, diag, classifier, redact, fast)
+    diag.shapes = len(classifier.rules)
+    diag.grammar_calls = classifier.grammar_calls
+    diag.fast_path_fallback_lines = classifier.fallback_lines
+    if formats_seen:
+        diag.format = formats_seen.most_common(1)[0][0]
+
+
+def _emit(lines: pl.DataFrame, state: _SourceState, diag: Diagnostics, classifier: Classifier,
+          redact: bool, fast: bool | None) -> Iterator[Chunk]:
+    events = _events_for(lines, state, diag, classifier, redact, fast)
+    _account(events, diag)
+    if events.height:
+        yield Chunk(events["origin"][0], events)
+
+
+def _note_detection(diag: Diagnostics, detection: Detection, wrappers: list[str]) -> None:
+    diag.format = diag.format or detection.format_id
+    diag.format_label = diag.format_label or detection.label
+    diag.log_format = diag.log_format or detection.pattern
+    for w in wrappers:
+        if w not in diag.wrappers:
+            diag.wrappers.append(w)
+    if "%e" in detection.pattern and "%f" not in detection.pattern:
+        diag.warn("timestamps have millisecond resolution (%e): microsecond attribution is coarse; "
+                  "use %f in --log-format for µs")
+    if "%t" not in detection.pattern:
+        diag.warn("no thread ids in this format: worker membership is inferred from connection ids")
+
+
+def _as_sources(inputs: Any) -> list[Source]:
+    if isinstance(inputs, Source):
+        return [inputs]
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(i, Source) for i in inputs):
+        return list(inputs)
+    return expand(inputs)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    records: pl.DataFrame
+    events: pl.DataFrame
+    diagnostics: Diagnostics
+
+
+def parse(inputs: Any, **kwargs: Any) -> Parsed:
+    """Parse whole captures into ``records`` and ``events`` frames plus ``diagnostics``.
+
+    >>> from envoy_dissector.parser.sources import text_source
+    >>> line = "2024-01-01T00:00:00.000001Z\\ttrace\\tenvoy connection\\t[C1] read returns: 5"
+    >>> parse(text_source(line)).events.select("kind", "conn_id", "bytes").row(0)
+    ('read_returns', 1, 5)
+    """
+    diag = kwargs.pop("diagnostics", None) or Diagnostics()
+    chunks = [c.events for c in iter_parse(inputs, diagnostics=diag, **kwargs)]
+    events = pl.concat(chunks) if chunks else pl.DataFrame(schema=EVENT_SCHEMA)
+    return Parsed(events.select(RECORD_COLUMNS), events, diag)
+
+
+def parse_text(text: str, **kwargs: Any) -> Parsed:
+    return parse(text_source(text), **kwargs)

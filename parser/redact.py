@@ -1,0 +1,24 @@
+"""Redaction of secrets in header dumps and header lines (on by default everywhere)."""
+from __future__ import annotations
+
+import polars as pl
+
+SENSITIVE_HEADERS: tuple[str, ...] = (
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "x-auth-token",
+    "x-amz-security-token", "x-csrf-token", "x-xsrf-token", "api-key", "apikey", "x-forwarded-client-cert",
+    "x-envoy-peer-metadata", "x-goog-iap-jwt-assertion", "x-jwt-assertion", "x-access-token", "x-refresh-token",
+)
+REDACTED = "[redacted]"
+_NAMES = "|".join(SENSITIVE_HEADERS)
+_DUMP_LINE = rf"(?im)^('(?:{_NAMES})', ').*$"
+_HEADER_LINE = rf"(?i)(completed header: key=(?:{_NAMES}) value=).*$"
+
+
+def redact_message(message: pl.Expr) -> pl.Expr:
+    """Replace values of sensitive headers in dumps (``'cookie', '...'``) and codec header lines."""
+    return (message.str.replace_all(_DUMP_LINE, "${1}" + REDACTED + "'")
+            .str.replace(_HEADER_LINE, "${1}" + REDACTED))
+
+
+def is_sensitive(name: str) -> bool:
+    return name.lower() in SENSITIVE_HEADERS

@@ -1,0 +1,145 @@
+"""Sources: files, globs, gzip, stdin and in-memory text, read as blocks of whole lines.
+
+Nothing after this module knows where bytes came from: every source yields
+``Block(origin, first_line_no, text)`` with ``text`` holding whole lines.
+"""
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from envoy_dissector.parser.errors import InputError
+
+BLOCK_BYTES = 16 * 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Block:
+    origin: str
+    first_line_no: int  # 1-based line number of the first line in ``text``
+    text: str
+    bytes_read: int  # cumulative bytes consumed from the (decompressed) source
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a path, ``-`` for stdin, or literal text."""
+
+    name: str
+    path: Path | None = None
+    text: str | None = None
+
+    def size(self) -> int | None:
+        if self.path is not None:
+            try:
+                return self.path.stat().st_size
+            except OSError:
+                return None
+        if self.text is not None:
+            return len(self.text)
+        return None
+
+
+def expand(inputs: str | Path | Sequence[str | Path]) -> list[Source]:
+    """Expand paths and globs; ``-`` is stdin. Raises InputError for a missing path or empty glob."""
+    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    sources: list[Source] = []
+    for item in items:
+        name = str(item)
+        if name == "-":
+            sources.append(Source("<stdin>"))
+            continue
+        if any(ch in name for ch in "*?[") and not os.path.exists(name):
+            matches = sorted(glob.glob(name))
+            if not matches:
+                raise InputError("no file matches this pattern", path=name)
+            sources.extend(Source(m, path=Path(m)) for m in matches)
+            continue
+        path = Path(name)
+        if not path.exists():
+            raise InputError("no such file", path=name)
+        if path.is_dir():
+            raise InputError("is a directory; give the log files inside it (a glob works)", path=name)
+        sources.append(Source(name, path=path))
+    if not sources:
+        raise InputError("no input given")
+    return sources
+
+
+def _open_binary(source: Source) -> BinaryIO:
+    if source.path is None:
+        return sys.stdin.buffer
+    try:
+        fh: BinaryIO = open(source.path, "rb")  # noqa: SIM115 (closed by the caller)
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror}", path=source.name) from exc
+    head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
+    if head == GZIP_MAGIC:
+        return gzip.open(fh, "rb")  # type: ignore[return-value]
+    return fh
+
+
+def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
+    """Yield blocks of whole lines (the last may lack a final newline)."""
+    if source.text is not None:
+        yield Block(source.name, 1, source.text, len(source.text))
+        return
+    fh = _open_binary(source)
+    line_no = 1
+    consumed = 0
+    carry = b""
+    try:
+        while True:
+            try:
+                data = fh.read(block_bytes)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise InputError(f"read failed: {exc}", path=source.name) from exc
+            consumed += len(data)
+            if not data:
+                if carry:
+                    yield Block(source.name, line_no, carry.decode("utf-8", errors="replace"), consumed)
+                return
+            data = carry + data
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            whole, carry = data[: cut + 1], data[cut + 1 :]
+            yield Block(source.name, line_no, whole.decode("utf-8", errors="replace"), consumed)
+            line_no += whole.count(b"\n")
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+def text_source(text: str, name: str = "<text>") -> Source:
+    return Source(name, text=text)
+
+
+def head_lines(source: Source, n: int = 2000) -> list[str]:
+    """The first ``n`` lines, for format detection. Stdin is buffered so nothing is lost."""
+    if source.text is not None:
+        return source.text.splitlines()[:n]
+    if source.path is None:
+        raise InputError("stdin must be read through peek_stdin()", path=source.name)
+    fh = _open_binary(source)
+    try:
+        wrapper = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+        out = []
+        for line in wrapper:
+            out.append(line.rstrip("\r\n"))
+            if len(out) >= n:
+                break
+        return out
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"read failed: {exc}", path=source.name) from exc
+    finally:
+        fh.close()
