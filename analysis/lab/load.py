@@ -241,7 +241,9 @@ def _run_http2(port: int, settings: LoadSettings, index: int, count: int, deadli
             for event in conn.receive_data(chunk):
                 if isinstance(event, h2.events.ResponseReceived):
                     rec = pending[event.stream_id][0]
-                    rec.status = int(dict(event.headers)[":status"])
+                    for key, value in event.headers:
+                        if key in (":status", b":status"):
+                            rec.status = int(value)
                 elif isinstance(event, h2.events.DataReceived):
                     pending[event.stream_id][0].body_bytes += len(event.data)
                     conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
