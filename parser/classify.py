@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
@@ -24,7 +25,6 @@ from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUO
 MASK = r"""'[^'\n]*'|"[^"\n]*"|0x[0-9a-fA-F]+|[A-Za-z_.\-]*[0-9][A-Za-z0-9_.\-]*"""
 _MASK_RE = re.compile(MASK)
 _PLACEHOLDER = "\x00"
-_OK = "ok__"
 INT_FIELDS = tuple(k for k, v in FIELD_SCHEMA.items() if v == pl.Int64()) + ("conn_id",)
 BOOL_FIELDS = tuple(k for k, v in FIELD_SCHEMA.items() if v == pl.Boolean())
 
@@ -34,60 +34,54 @@ def fast_path_enabled() -> bool:
 
 
 @dataclass(frozen=True)
+class Boundary:
+    """A field boundary in any line of a shape: ``literal + sum(len(first `regions` placeholders)) + delta``."""
+
+    literal: int
+    regions: int
+    delta: int
+
+
+@dataclass(frozen=True)
 class ShapeRule:
-    """The grammar's verdict on one shape, as a kind and (if it has fields) an extraction regex."""
+    """The grammar's verdict on one shape: its kind and where each field sits."""
 
     kind: str
-    fields: tuple[str, ...]
-    regex: str | None
+    fields: tuple[tuple[str, Boundary, Boundary], ...]
 
 
-def shape_rule(representative: str, parse: MessageParse) -> ShapeRule:
-    """Turn the grammar's parse of one line into a regex matching every line of its shape."""
-    if not parse.spans:
-        return ShapeRule(parse.kind, (), None)
-    regions = [(m.start(), m.end()) for m in _MASK_RE.finditer(representative)]
-    bounds = {0, len(representative)}
-    for a, b in regions:
-        bounds |= {a, b}
-    for _, a, b in parse.spans:
-        bounds |= {a, b}
-    cuts = sorted(bounds)
-    starts = {a: name for name, a, _ in parse.spans}
-    ends = {b for _, _, b in parse.spans}
-    # A mask region cut by a field boundary is written out piecewise (literal + lazy capture).
-    split = {r for r in regions if any(r[0] < x < r[1] for _, a, b in parse.spans for x in (a, b))}
-    pieces = ["^(?P<" + _OK + ">)"]
-    in_field = False
-    i = 0
-    while i < len(cuts) - 1:
-        a = cuts[i]
-        if in_field and a in ends:
-            pieces.append(")")
-            in_field = False
-        if a in starts:
-            if in_field:
-                pieces.append(")")
-            pieces.append(f"(?P<{starts[a]}>")
-            in_field = True
-        region = next((r for r in regions if r[0] <= a < r[1]), None)
-        if region is not None and region not in split:
-            pieces.append(f"(?:{MASK})")
-            i = cuts.index(region[1])
-            continue
-        b = cuts[i + 1]
-        if region is not None and in_field:
-            pieces.append(".+?")
+def shape_rule(shape: str, values: list[str], parse: MessageParse) -> ShapeRule:
+    """Locate the grammar's field spans (found on one representative line) relative to the placeholders.
+
+    ``shape`` has ``\\x00`` where MASK matched and ``values`` are the matched texts of the
+    representative, both from the same regex engine, so positions line up exactly.
+    """
+    regions: list[tuple[int, int]] = []
+    literal_before: list[int] = []
+    pos = lit = 0
+    for ch in shape:
+        if ch == _PLACEHOLDER:
+            k = len(regions)
+            regions.append((pos, pos + len(values[k])))
+            literal_before.append(lit)
+            pos += len(values[k])
         else:
-            pieces.append(rust_escape(representative[a:b]))
-        i += 1
-    if in_field:
-        pieces.append(")")
-    pieces.append("$")
-    names = tuple(name for name, _, _ in parse.spans)
-    if len(set(names)) != len(names):
-        return ShapeRule(parse.kind, names, None)  # repeated label: leave such lines to the grammar
-    return ShapeRule(parse.kind, names, "".join(pieces))
+            pos += 1
+            lit += 1
+
+    def boundary(p: int, is_end: bool) -> Boundary:
+        consumed = 0  # placeholder characters before p
+        for k, (a, b) in enumerate(regions):
+            if a < p < b:  # inside a placeholder: a constant offset from its start (or end)
+                return Boundary(literal_before[k], k + 1, p - b) if is_end else Boundary(literal_before[k], k, p - a)
+            if b <= p and (is_end or a < p):
+                consumed += b - a
+                continue
+            return Boundary(p - consumed, k, 0)
+        return Boundary(p - consumed, len(regions), 0)
+
+    fields = tuple((name, boundary(a, False), boundary(b, True)) for name, a, b in parse.spans)
+    return ShapeRule(parse.kind, fields)
 
 
 @dataclass
@@ -95,14 +89,13 @@ class Classifier:
     """Keeps the shape -> rule table across chunks of one capture (and across captures)."""
 
     rules: dict[str, ShapeRule] = field(default_factory=dict)
-    fallback_lines: int = 0
     grammar_calls: int = 0
 
-    def rule_for(self, shape: str, representative: str) -> ShapeRule:
+    def rule_for(self, shape: str, values: list[str], representative: str) -> ShapeRule:
         rule = self.rules.get(shape)
         if rule is None:
             self.grammar_calls += 1
-            rule = shape_rule(representative, parse_message(representative))
+            rule = shape_rule(shape, values, parse_message(representative))
             self.rules[shape] = rule
         return rule
 
@@ -155,38 +148,95 @@ def classify_slow(records: pl.DataFrame) -> pl.DataFrame:
     return _finish(_with_all_fields(found))
 
 
+def _field_mode(a: Boundary, b: Boundary) -> int:
+    """0: the field is (part of) one placeholder; 1: pure literal text; 2: anything else."""
+    if b.regions == a.regions + 1 and a.literal == b.literal:
+        return 0
+    if a.regions == b.regions and a.delta == 0 and b.delta == 0:
+        return 1
+    return 2
+
+
+@dataclass(frozen=True)
+class _FieldPlan:
+    """Per-shape parameters of one field, as arrays indexed by shape id."""
+
+    mode: np.ndarray  # -1 absent, 0 one placeholder, 1 literal, 2 positional
+    params: np.ndarray  # (shapes, 6): Boundary start (literal, regions, delta), end (literal, regions, delta)
+    const: list[str | None]
+
+
+def _plans(rules: list[ShapeRule], representatives: list[str]) -> dict[str, _FieldPlan]:
+    names: dict[str, None] = {}
+    for rule in rules:
+        names.update((n, None) for n, _, _ in rule.fields)
+    plans = {}
+    for name in names:
+        mode = np.full(len(rules), -1, dtype=np.int64)
+        params = np.zeros((len(rules), 6), dtype=np.int64)
+        const: list[str | None] = [None] * len(rules)
+        for i, (rule, text) in enumerate(zip(rules, representatives)):
+            where = next(((a, b) for n, a, b in rule.fields if n == name), None)
+            if where is None:
+                continue
+            a, b = where
+            mode[i] = _field_mode(a, b)
+            params[i] = (a.literal, a.regions, a.delta, b.literal, b.regions, b.delta)
+            if mode[i] == 1:
+                span = next((x, y) for n, x, y in parse_message(text).spans if n == name)
+                const[i] = text[span[0] : span[1]]
+        plans[name] = _FieldPlan(mode, params, const)
+    return plans
+
+
+def _extract(sub: pl.DataFrame, mode: int, params: np.ndarray, const: list[str | None], sids: np.ndarray) -> pl.Series:
+    """Values of one field for rows that all share ``mode``."""
+    p = params[sids]
+    if mode == 1:
+        return pl.Series(const, dtype=pl.String).gather(sids)
+    frame = sub.with_columns(
+        ls=pl.Series(p[:, 0]), rs=pl.Series(p[:, 1]), ds=pl.Series(p[:, 2]),
+        le=pl.Series(p[:, 3]), re=pl.Series(p[:, 4]), de=pl.Series(p[:, 5]))
+    if mode == 0:
+        value = pl.col("values").list.get(pl.col("rs"), null_on_oob=True)
+        expr = value.str.slice(pl.col("ds"), value.str.len_chars().cast(pl.Int64) - pl.col("ds") + pl.col("de"))
+    else:
+        cum = pl.concat_list(pl.lit(0, dtype=pl.UInt32),
+                             pl.col("values").list.eval(pl.element().str.len_chars().cum_sum()))
+        frame = frame.with_columns(cum=cum)
+        start = pl.col("ls") + pl.col("cum").list.get(pl.col("rs"), null_on_oob=True).cast(pl.Int64) + pl.col("ds")
+        end = pl.col("le") + pl.col("cum").list.get(pl.col("re"), null_on_oob=True).cast(pl.Int64) + pl.col("de")
+        expr = pl.col("text").str.slice(start, end - start)
+    return frame.select(expr).to_series()
+
+
 def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -> pl.DataFrame:
-    """Grammar per distinct shape, fields by vectorised regex; same result as ``classify_slow``."""
+    """Grammar per distinct shape, fields by vectorised slicing; same result as ``classify_slow``."""
     classifier = classifier or Classifier()
-    work = pl.DataFrame({"text": _texts(records)}).with_row_index("row__")
-    work = work.with_columns(shape=pl.col("text").str.replace_all(MASK, _PLACEHOLDER))
-    reps = work.unique(subset="shape", keep="first", maintain_order=True).select("shape", "text")
-    table_rows = []
-    for shape, text in reps.iter_rows():
-        rule = classifier.rule_for(shape, text)
-        table_rows.append((shape, rule.kind, rule.regex))
-    table = pl.DataFrame(table_rows, schema={"shape": pl.String, "kind": pl.String, "regex": pl.String},
-                         orient="row")
-    work = work.join(table, on="shape", how="left", maintain_order="left")
-    plain = work.filter(pl.col("regex").is_null()).select("row__", "kind")
-    parts = [plain]
-    fallback_rows = []
-    with_regex = work.filter(pl.col("regex").is_not_null())
-    if with_regex.height:
-        for (regex,), part in with_regex.partition_by("regex", as_dict=True).items():
-            got = part.select("row__", "kind", pl.col("text").str.extract_groups(regex).alias("f")).unnest("f")
-            ok = got.filter(pl.col(_OK).is_not_null()).drop(_OK)
-            parts.append(ok)
-            if ok.height != got.height:
-                missed = got.filter(pl.col(_OK).is_null()).select("row__")
-                fallback_rows.append(missed.join(part.select("row__", "text"), on="row__"))
-    if fallback_rows:
-        missed = pl.concat(fallback_rows)
-        classifier.fallback_lines += missed.height
-        slow = _grammar_rows(missed["text"].to_list())
-        parts.append(pl.concat([missed.select("row__"), slow], how="horizontal"))
-    out = pl.concat([_with_all_fields(p) for p in parts], how="diagonal_relaxed").sort("row__").drop("row__")
-    return _finish(_with_all_fields(out))
+    work = pl.DataFrame({"text": _texts(records)}).with_columns(
+        shape=pl.col("text").str.replace_all(MASK, _PLACEHOLDER))
+    reps = work.unique(subset="shape", keep="first", maintain_order=True).with_columns(
+        values=pl.col("text").str.extract_all(MASK)).with_row_index("sid")
+    texts = reps["text"].to_list()
+    rules = [classifier.rule_for(shape, values, text)
+             for shape, text, values in reps.select("shape", "text", "values").iter_rows()]
+    sid = work.select(pl.col("shape").replace_strict(reps["shape"], reps["sid"], return_dtype=pl.Int64)
+                      ).to_series().to_numpy()
+    out = {"kind": pl.Series("kind", [r.kind for r in rules], dtype=pl.String).gather(sid)}
+    plans = _plans(rules, texts)
+    if plans:
+        work = work.with_columns(values=pl.col("text").str.extract_all(MASK))
+    n = work.height
+    for name, plan in plans.items():
+        column = pl.repeat(None, n, dtype=pl.String, eager=True).alias(name)
+        row_mode = plan.mode[sid]
+        for mode in (0, 1, 2):
+            rows = np.flatnonzero(row_mode == mode)
+            if rows.size:
+                values = _extract(work[rows], mode, plan.params, plan.const, sid[rows])
+                column = column.scatter(rows, values)
+        out[name] = column
+    return _finish(_with_all_fields(pl.DataFrame(out)))
 
 
 def _finish(df: pl.DataFrame) -> pl.DataFrame:

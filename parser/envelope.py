@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
-from envoy_dissector.parser.redact import redact_message
+from envoy_dissector.parser.redact import redact_frame
 from envoy_dissector.parser.schema import RECORD_COLUMNS
 
 # A physical line that may continue the record above it: a header-dump line,
@@ -57,8 +57,6 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], escaping: str, redact: boo
     elif escaping == "newlines":
         message = message.str.replace_all(r"\n", "\n", literal=True)
     message = message.str.strip_chars_end("\n")
-    if redact:
-        message = redact_message(message)
     level = col("level")
     if "level_short" in fields:
         level = pl.col("level_short").replace_strict(_LEVEL_SHORT, default=None)
@@ -66,13 +64,15 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], escaping: str, redact: boo
     source = pl.lit(None, dtype=pl.String)
     if "source_file" in fields:
         source = pl.col("source_file") + pl.lit(":") + pl.col("source_line").fill_null("")
+    df = df.with_columns(message=message)
+    if redact:
+        df = redact_frame(df)
     return df.with_columns(
         ts_us=pl.coalesce(_timestamp(fields), pl.col("wrapper_ts_us")),
         thread=col("thread", pl.Int64),
         level=level,
         logger=col("logger"),
         source=source,
-        message=message,
     )
 
 
@@ -82,8 +82,12 @@ def _select(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> Envelope:
-    """Fold continuation lines into their record and split the envelope of a text format."""
-    lines = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
+    """Fold continuation lines into their record and split the envelope of a text format.
+
+    ``lines`` may carry a precomputed ``is_start`` column.
+    """
+    if "is_start" not in lines.columns:
+        lines = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
     lines = lines.with_columns(rid=pl.col("is_start").cast(pl.Int64).cum_sum().over("origin"))
     opener = (pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":"))
               .otherwise(None).forward_fill().over("origin"))
@@ -93,20 +97,28 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
     )
     malformed = lines.filter(~pl.col("is_start") & ~pl.col("is_cont")).select("line_no", "origin", "raw")
     starts = lines.filter(pl.col("is_start"))
+    # Envelope fields come from the short prefix only; the message is the rest of the line.
+    parts = starts.select(pl.col("raw").str.extract_groups(fmt.prefix).alias("p")).unnest("p")
+    starts = pl.concat([starts.select("line_no", "origin", "rid", "wrapper_ts_us", "raw"), parts], how="horizontal")
+    starts = starts.with_columns(message=pl.col("raw").str.slice(pl.col("prefix__").str.len_chars()))
     conts = lines.filter(pl.col("is_cont"))
     if conts.height:
         joined = conts.group_by("origin", "rid", maintain_order=True).agg(
             cont=pl.col("raw").str.join("\n"), cont_lines=pl.len())
         starts = starts.join(joined, on=["origin", "rid"], how="left", maintain_order="left")
-        text = pl.when(pl.col("cont").is_null()).then(pl.col("raw")).otherwise(
-            pl.col("raw") + pl.lit("\n") + pl.col("cont"))
-        starts = starts.with_columns(text=text, n_lines=1 + pl.col("cont_lines").fill_null(0))
+        starts = starts.with_columns(
+            message=pl.when(pl.col("cont").is_null()).then(pl.col("message"))
+            .otherwise(pl.col("message") + pl.lit("\n") + pl.col("cont")),
+            n_lines=1 + pl.col("cont_lines").fill_null(0).cast(pl.Int64))
     else:
-        starts = starts.with_columns(text=pl.col("raw"), n_lines=pl.lit(1, dtype=pl.UInt32))
-    parts = starts.select(pl.col("text").str.extract_groups(fmt.record)).unnest("text")
-    df = pl.concat([starts.select("line_no", "origin", "wrapper_ts_us", "n_lines"), parts], how="horizontal")
-    df = _finish(df, fmt.fields, fmt.message_escaping, redact)
-    return Envelope(_select(df).with_columns(n_lines=df["n_lines"].cast(pl.Int64)), malformed)
+        starts = starts.with_columns(n_lines=pl.lit(1, dtype=pl.Int64))
+    fields = fmt.fields
+    if fmt.suffix is not None:
+        tail = pl.col("message").str.extract_groups("(?P<suffix__>" + fmt.suffix + ")").alias("s")
+        starts = starts.with_columns(tail).unnest("s").with_columns(
+            message=pl.col("message").str.head(-pl.col("suffix__").str.len_chars().fill_null(0).cast(pl.Int64)))
+    df = _finish(starts, fields, fmt.message_escaping, redact)
+    return Envelope(_select(df).with_columns(n_lines=df["n_lines"]), malformed)
 
 
 def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:

@@ -25,10 +25,12 @@ def header_columns(events: pl.DataFrame) -> pl.DataFrame:
         "x_request_id": _header("x-request-id"),
         "trace_id": pl.coalesce(traceparent, _header("x-b3-traceid")),
     }
-    out = events.with_columns(
-        [pl.when(is_dump).then(e).otherwise(None).alias(k) for k, e in exprs.items()]
-        + [pl.when(is_dump & pl.col("status").is_null())
-           .then(_header(":status").cast(pl.Int64, strict=False))
-           .otherwise(pl.col("status")).alias("status")]
-    )
-    return out
+    rows = events.select(is_dump).to_series().arg_true()
+    if rows.len() == 0:
+        return events.with_columns(pl.lit(None, dtype=pl.String).alias(k) for k in exprs)
+    found = events[rows].select(
+        *[e.alias(k) for k, e in exprs.items()],
+        status=pl.coalesce(pl.col("status"), _header(":status").cast(pl.Int64, strict=False)))
+    n = events.height
+    columns = [pl.repeat(None, n, dtype=pl.String, eager=True).alias(k).scatter(rows, found[k]) for k in exprs]
+    return events.with_columns(*columns, events["status"].cast(pl.Int64).scatter(rows, found["status"]))

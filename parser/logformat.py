@@ -60,7 +60,9 @@ class TextFormat:
 
     pattern: str
     start: str  # regex for a record's first physical line (prefix up to the message)
-    record: str  # regex for a folded record, (?s)
+    record: str  # regex for a folded record, (?s); the reference the fast split agrees with
+    prefix: str  # `start` with the whole prefix also captured as `prefix__`
+    suffix: str | None  # regex for what follows the message at the end of a record (e.g. `\tthread=%t`)
     fields: frozenset[str]  # envelope fields it can produce
     message_escaping: str  # "none" | "newlines" (%_) | "json" (%j)
 
@@ -123,7 +125,9 @@ def compile_text_format(pattern: str) -> TextFormat:
     else:
         record = "(?s)^" + prefix + r"(?P<message>.*?)\n?$"
     escaping = {"v": "none", "_": "newlines", "j": "json"}[message_flag]
-    return TextFormat(pattern, start, record, frozenset(fields), escaping)
+    prefix_re = "^(?P<prefix__>" + prefix + ")"
+    return TextFormat(pattern, start, record, prefix_re, ("(?:" + suffix + r")\n?$") if suffix else None,
+                      frozenset(fields), escaping)
 
 
 _JSON_PAIR = re.compile(r'"(?P<key>[^"]+)"\s*:\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>%\w))')

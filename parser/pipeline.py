@@ -5,7 +5,9 @@ multi-gigabyte captures stream through bounded memory.
 """
 from __future__ import annotations
 
-from collections import Counter
+import os
+from collections import Counter, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwra
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 MALFORMED_EXAMPLES = 5
+WORKERS = min(4, os.cpu_count() or 1)
 
 
 @dataclass
@@ -46,7 +49,6 @@ class Diagnostics:
     warnings: list[str] = field(default_factory=list)
     shapes: int = 0
     grammar_calls: int = 0
-    fast_path_fallback_lines: int = 0
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -61,7 +63,6 @@ class Diagnostics:
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
             "shapes": self.shapes, "grammar_calls": self.grammar_calls,
-            "fast_path_fallback_lines": self.fast_path_fallback_lines,
         }
 
 
@@ -96,18 +97,6 @@ def _choose_format(sample: list[str], source: Source, format: str, log_format: s
         detection_by_id(format)  # validates the id
         return detect_format(sample, source=source.name, only=format)
     return detect_format(sample, source=source.name)
-
-
-def _events_for(lines: pl.DataFrame, state: _SourceState, diag: Diagnostics, classifier: Classifier,
-                redact: bool, fast: bool | None) -> pl.DataFrame:
-    fmt: TextFormat | JsonFormat = state.detection.compiled
-    env = split_envelope(lines, fmt, redact=redact)
-    _count_malformed(env.malformed, diag)
-    records = env.records
-    found = classify(records, fast=fast, classifier=classifier)
-    events = pl.concat([records.drop("first_line"), found], how="horizontal")
-    events = header_columns(events)
-    return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA)  # type: ignore[arg-type]
 
 
 def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics) -> None:
@@ -145,54 +134,76 @@ def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat) -> tuple[pl.
     rid = pl.col("is_start").cast(pl.Int64).cum_sum().over("origin")
     starts = starts.with_columns(rid=rid).with_columns(last=pl.col("rid") == pl.col("rid").max().over("origin"))
     hold = starts.filter(pl.col("last") & (pl.col("rid") > 0)).drop("is_start", "rid", "last")
-    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop("is_start", "rid", "last")
+    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop("rid", "last")
     return keep, hold
 
 
 def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], *, format: str = "auto",
                log_format: str | None = None, redact: bool = True, fast: bool | None = None,
                diagnostics: Diagnostics | None = None, progress: Progress | None = None,
-               block_bytes: int | None = None) -> Iterator[Chunk]:
-    """Stream events chunk by chunk; ``diagnostics`` is filled as it goes."""
+               block_bytes: int | None = None, workers: int = WORKERS) -> Iterator[Chunk]:
+    """Stream events chunk by chunk, in input order; ``diagnostics`` is filled as it goes.
+
+    Blocks are split into lines and cut at record boundaries in order; the heavy
+    work (envelope, grammar, fields) runs on ``workers`` threads (polars releases the GIL).
+    """
     diag = diagnostics if diagnostics is not None else Diagnostics()
     sources = _as_sources(inputs)
     classifier = Classifier()
     formats_seen: Counter[str] = Counter()
-    for source in sources:
-        state: _SourceState | None = None
-        last_bytes = 0
-        kwargs = {"block_bytes": block_bytes} if block_bytes else {}
-        for block in read_blocks(source, **kwargs):
-            if progress is not None:
-                progress(block.bytes_read - last_bytes)
-                last_bytes = block.bytes_read
-            lines = _lines_frame(block)
-            diag.lines_read += lines.height
-            if state is None:
-                sample = lines.head(2000)["raw"].to_list()
-                wrappers = detect_wrappers(sample)
-                detection = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
-                state = _SourceState(detection, wrappers)
-                _note_detection(diag, detection, wrappers)
-                formats_seen[detection.format_id] += 1
-            lines = unwrap(lines, state.wrappers, source.name)
-            if state.carry is not None and state.carry.height:
-                lines = pl.concat([state.carry, lines], how="vertical_relaxed")
-            lines, state.carry = _split_carry(lines, state.detection.compiled)
-            if lines.height:
-                yield from _emit(lines, state, diag, classifier, redact, fast)
-        if state is not None and state.carry is not None and state.carry.height:
-            yield from _emit(state.carry, state, diag, classifier, redact, fast)
+    pending: deque[Future[pl.DataFrame]] = deque()
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
+            pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast))
+            while len(pending) > max(1, workers):
+                yield from _finish_chunk(pending.popleft().result(), diag)
+
+        for source in sources:
+            state: _SourceState | None = None
+            last_bytes = 0
+            kwargs = {"block_bytes": block_bytes} if block_bytes else {}
+            for block in read_blocks(source, **kwargs):
+                if progress is not None:
+                    progress(block.bytes_read - last_bytes)
+                    last_bytes = block.bytes_read
+                lines = _lines_frame(block)
+                diag.lines_read += lines.height
+                if state is None:
+                    sample = lines.head(2000)["raw"].to_list()
+                    wrappers = detect_wrappers(sample)
+                    detection = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
+                    state = _SourceState(detection, wrappers)
+                    _note_detection(diag, detection, wrappers)
+                    formats_seen[detection.format_id] += 1
+                lines = unwrap(lines, state.wrappers, source.name)
+                if state.carry is not None and state.carry.height:
+                    lines = pl.concat([state.carry, lines], how="vertical_relaxed")
+                lines, state.carry = _split_carry(lines, state.detection.compiled)
+                if lines.height:
+                    yield from submit(lines, state)
+            if state is not None and state.carry is not None and state.carry.height:
+                yield from submit(state.carry, state)
+        while pending:
+            yield from _finish_chunk(pending.popleft().result(), diag)
     diag.shapes = len(classifier.rules)
     diag.grammar_calls = classifier.grammar_calls
-    diag.fast_path_fallback_lines = classifier.fallback_lines
     if formats_seen:
         diag.format = formats_seen.most_common(1)[0][0]
 
 
-def _emit(lines: pl.DataFrame, state: _SourceState, diag: Diagnostics, classifier: Classifier,
-          redact: bool, fast: bool | None) -> Iterator[Chunk]:
-    events = _events_for(lines, state, diag, classifier, redact, fast)
+def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: bool,
+                fast: bool | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    env = split_envelope(lines, fmt, redact=redact)
+    records = env.records
+    found = classify(records, fast=fast, classifier=classifier)
+    events = pl.concat([records.drop("first_line"), found], how="horizontal")
+    events = header_columns(events)
+    return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA), env.malformed  # type: ignore[arg-type]
+
+
+def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics) -> Iterator[Chunk]:
+    events, malformed = result
+    _count_malformed(malformed, diag)
     _account(events, diag)
     if events.height:
         yield Chunk(events["origin"][0], events)

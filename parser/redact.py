@@ -22,3 +22,16 @@ def redact_message(message: pl.Expr) -> pl.Expr:
 
 def is_sensitive(name: str) -> bool:
     return name.lower() in SENSITIVE_HEADERS
+
+
+def redact_frame(df: pl.DataFrame, column: str = "message") -> pl.DataFrame:
+    """Redact ``column`` on the rows that can hold header values (multi-line dumps, codec header lines)."""
+    candidates = df.select(
+        pl.col(column).str.contains("\n", literal=True) | pl.col(column).str.contains("completed header: key=",
+                                                                                       literal=True)
+    ).to_series()
+    rows = candidates.arg_true()
+    if rows.len() == 0:
+        return df
+    fixed = df[column].gather(rows).to_frame().select(redact_message(pl.col(column))).to_series()
+    return df.with_columns(df[column].scatter(rows, fixed))
