@@ -297,7 +297,7 @@ rest : ~EOF* ;
 anything : ~EOF* ;
 signedInt : '-'? INT ;
 headerKey : ~(' ' | TAB | ' value=')+ ;
-filterName : ~(' ' | TAB | ' status=')+ ;
+filterName : ~(' ' | TAB | ' status=')* ;
 
 // ---- lexer ----
 TAB : '\t' ;
