@@ -1,0 +1,138 @@
+"""Phase attribution: cut each request's life at ten boundaries; per-filter breakdown of decode/encode.
+
+Boundaries, in order (docs/phases.md has the exact log lines):
+b0 life start (downstream read event) · b1 parse start · b2 request headers complete ·
+b3 router start (route match) · b4 pool ready · b5 request written to the upstream socket ·
+b6 upstream read event · b7 response headers at the router · b8 response fully encoded ·
+b9 last byte written downstream.
+A missing boundary takes the value of the next one that exists (its phase is empty);
+each boundary is clipped to be at least the previous one, so phases never go negative
+and always sum to ``total_us = b9 - b0``. ``upstream_connect`` is carved out of the
+router span when the request waited for a new upstream connection.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
+
+BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
+_SOURCES = {
+    "b0": "life_start_us", "b1": "parse_start_ts", "b2": "hdr_ts", "b3": "router_start_ts",
+    "b4": "pool_ready_ts", "b5": "us_written_ts", "b6": "us_read_start_ts", "b7": "resp_at_router_ts",
+    "b8": "ds_tx_end_us", "b9": "life_end_us",
+}
+_SPANS = (  # phase, from, to
+    (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
+    (Phase.ROUTER, "b3", "b4"), (Phase.UPSTREAM_SEND, "b4", "b5"), (Phase.UPSTREAM_WAIT, "b5", "b6"),
+    (Phase.RESPONSE_PARSE, "b6", "b7"), (Phase.ENCODE, "b7", "b8"), (Phase.DOWNSTREAM_WRITE, "b8", "b9"),
+)
+WASM_FILTER = r"(?i)wasm|^istio\.(stats|metadata_exchange)|stats_(in|out)bound"
+TRACING_FILTER = r"(?i)tracing|tracer|zipkin|opentelemetry|datadog|skywalking"
+
+
+def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
+    """Adds b0..b9 (filled and clipped) to requests."""
+    r = requests.with_columns(
+        router_start_ts=pl.coalesce("route_ts", "router_any_ts"),
+        resp_at_router_ts=pl.coalesce("us_rx_beg_us", "ds_tx_beg_us"),
+    )
+    raw = [pl.col(_SOURCES[b]).alias(b) for b in BOUNDARIES]
+    r = r.with_columns(raw)
+    # Missing boundary: borrow the next one that exists (backward fill across the row).
+    for i in range(len(BOUNDARIES) - 2, -1, -1):
+        r = r.with_columns(pl.coalesce(BOUNDARIES[i], BOUNDARIES[i + 1]).alias(BOUNDARIES[i]))
+    for i in range(1, len(BOUNDARIES)):
+        r = r.with_columns(pl.max_horizontal(BOUNDARIES[i - 1], BOUNDARIES[i]).alias(BOUNDARIES[i]))
+    return r
+
+
+def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
+    """``<phase>_us`` columns and ``total_us``; connect time is carved out of the router span."""
+    cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", "us_cx_beg_us"))
+    cx_end = pl.max_horizontal(cx_beg, pl.min_horizontal("b4", pl.coalesce("us_cx_end_us", "b4")))
+    connect = pl.when(pl.col("us_cx_beg_us").is_not_null()).then(cx_end - cx_beg).otherwise(0)
+    exprs = {f"{phase.value}_us": pl.col(b) - pl.col(a) for phase, a, b in _SPANS}
+    exprs["upstream_connect_us"] = connect
+    exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect
+    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end).with_columns(
+        **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64))
+
+
+def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
+    """Long form: one row per phase span of every request (``part_of_total`` rows sum to total_us)."""
+    parts = []
+    for phase, a, b in _SPANS:
+        if phase == Phase.ROUTER:
+            parts.append(_rows(r, phase, "b3", "cx_beg_ts", None))
+            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.UPSTREAM_CONNECT,
+                               "cx_beg_ts", "cx_end_ts", None))
+            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.ROUTER, "cx_end_ts", "b4",
+                               "after connect"))
+            continue
+        parts.append(_rows(r, phase, a, b, None))
+    rows = pl.concat(parts)
+    return rows.filter(pl.col("dur_us") > 0).with_columns(part_of_total=pl.lit(True))
+
+
+def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> pl.DataFrame:
+    start = pl.col(a)
+    end = pl.col(b) if b != "cx_beg_ts" else pl.when(pl.col("us_cx_beg_us").is_not_null()).then(
+        pl.col("cx_beg_ts")).otherwise(pl.col("b4"))
+    return r.select(
+        "request_uid", phase=pl.lit(phase.value), detail=pl.lit(detail, dtype=pl.String),
+        start_us=start, end_us=end, dur_us=(end - start),
+    )
+
+
+def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """Per-filter spans inside ``filter_chain`` (decode) and ``encode``, from ``... headers called`` lines.
+
+    A filter's line is logged when its callback returns, so its span runs from the previous
+    marker (headers complete, or the previous filter's line) to its own line. Decode filters
+    are the ones whose line comes before the router starts; the router's own line closes the
+    router span and is not listed. The time from the last filter to the route match is the
+    router's route lookup.
+    """
+    keys = r.select("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
+    called = events.filter(pl.col("kind").cast(pl.String).is_in(["decode_headers_called", "encode_headers_called"])
+                           & pl.col("stream_id").is_not_null()).select(
+        "origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter")
+    called = called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner")
+    decode = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") <= pl.col("b3")))
+    encode = called.filter((pl.col("kind") == "encode_headers_called") & (pl.col("ts_us") >= pl.col("b7"))
+                           & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
+    out = []
+    for frame, phase, origin_col in ((decode, Phase.FILTER_CHAIN, "b2"), (encode, Phase.ENCODE, "b7")):
+        if frame.height == 0:
+            continue
+        frame = frame.sort("request_uid", "ts_us", "line_no").with_columns(
+            start_us=pl.col("ts_us").shift(1).over("request_uid"))
+        frame = frame.with_columns(start_us=pl.coalesce("start_us", origin_col))
+        out.append(frame.select("request_uid", phase=pl.lit(phase.value),
+                                detail=pl.coalesce(pl.col("filter"), pl.lit("?")),
+                                start_us="start_us", end_us="ts_us",
+                                dur_us=(pl.col("ts_us") - pl.col("start_us"))))
+    lookup = decode.group_by("request_uid").agg(last=pl.col("ts_us").max())
+    rest = keys.join(lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
+    out.append(rest.filter(pl.col("b3") > pl.col("start")).select(
+        "request_uid", phase=pl.lit(Phase.FILTER_CHAIN.value), detail=pl.lit("router (route lookup)"),
+        start_us="start", end_us="b3", dur_us=pl.col("b3") - pl.col("start")))
+    if not out:
+        return pl.DataFrame(schema=PHASES_SCHEMA)
+    rows = pl.concat(out, how="vertical_relaxed").with_columns(part_of_total=pl.lit(False))
+    return rows.with_columns(pl.col("dur_us").clip(lower_bound=0))
+
+
+def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
+    r = phase_durations(boundaries(requests))
+    details = filter_rows(r, events)
+    share = details.group_by("request_uid").agg(
+        wasm_us=pl.col("dur_us").filter(pl.col("detail").str.contains(WASM_FILTER)).sum(),
+        tracing_us=pl.col("dur_us").filter(pl.col("detail").str.contains(TRACING_FILTER)).sum(),
+    )
+    r = r.join(share, on="request_uid", how="left").with_columns(
+        pl.col("wasm_us").fill_null(0).cast(pl.Int64), pl.col("tracing_us").fill_null(0).cast(pl.Int64))
+    phases = pl.concat([phase_rows(r), details], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    return r, phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True])
