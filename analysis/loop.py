@@ -1,0 +1,225 @@
+"""Event-loop model: each worker's busy slices, and how long a request's events waited for the worker.
+
+A worker thread runs one event at a time. Envoy logs ``socket event: N`` when the
+loop dispatches a file event, so every ``socket event`` line opens a *slice* that
+lasts until the line before the next one on that thread (silent CPU such as a Lua
+script stays inside its slice). Slices separated by at most ``IDLE_GAP_US`` form a
+*busy run*: the loop never went back to waiting in between.
+
+``loop_queue_us`` estimates how long an event of the request was ready while the
+worker was serving other connections, at two places (docs/phases.md):
+
+* before the read that starts the request: the request cannot have arrived before the
+  previous response on its connection was written plus the fastest client turnaround
+  seen on this capture, before the connection's first event, nor before the busy run in
+  which it was served began;
+* inside ``upstream_wait``: the response cannot have arrived before the request was
+  written plus the fastest upstream wait seen for the same cluster, nor before the
+  busy run in which it was read began.
+
+The estimate is the time between that lower bound and the moment the event was served;
+the connections served meanwhile are listed.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA
+
+IDLE_GAP_US = 50
+_EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+closed", 6: "write+closed",
+               7: "read+write+closed"}
+
+
+def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """Without thread ids, place connections on inferred worker lanes.
+
+    Connections linked by a request (downstream + upstream) share a worker. Linked groups are
+    packed first-fit into lanes whose busy intervals never overlap: a lane is a worker that
+    certainly existed; the true worker count may be larger. Returns events with ``thread``
+    filled for lines with a connection id (lane numbers are negative to mark them inferred).
+    """
+    if events["thread"].null_count() < events.height:
+        return events, None
+    conns = events.filter(pl.col("conn_id").is_not_null()).group_by("origin", "conn_id").agg(
+        start=pl.col("ts_us").min(), end=pl.col("ts_us").max())
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(x: tuple[str, int]) -> tuple[str, int]:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for origin, down, up in requests.select("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
+        if down is not None and up is not None:
+            a, b = find((origin, down)), find((origin, up))
+            if a != b:
+                parent[a] = b
+    groups: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    for origin, conn, start, end in conns.iter_rows():
+        groups.setdefault(find((origin, conn)), []).append((conn, start, end))
+    lanes: dict[str, list[list[tuple[int, int]]]] = {}
+    assignment: list[tuple[str, int, int]] = []
+    for (origin, _), members in sorted(groups.items(), key=lambda kv: min(m[1] for m in kv[1])):
+        spans = [(s, e) for _, s, e in members]
+        origin_lanes = lanes.setdefault(origin, [])
+        for i, lane in enumerate(origin_lanes):
+            if not any(s <= le and ls <= e for s, e in spans for ls, le in lane):
+                lane.extend(spans)
+                break
+        else:
+            origin_lanes.append(list(spans))
+            i = len(origin_lanes) - 1
+        assignment.extend((origin, conn, -(i + 1)) for conn, _, _ in members)
+    lane_of = pl.DataFrame(assignment, schema={"origin": pl.String, "conn_id": pl.Int64, "lane": pl.Int64},
+                           orient="row")
+    events = events.join(lane_of, on=["origin", "conn_id"], how="left", maintain_order="left").with_columns(
+        thread=pl.coalesce("thread", "lane")).drop("lane")
+    n_lanes = sum(len(v) for v in lanes.values())
+    note = (f"no thread ids: {conns.height} connections placed on {n_lanes} inferred worker lane(s) "
+            "(linked connections share a lane; lanes never overlap in time); confidence is lower than with %t")
+    return events, note
+
+
+def slices(events: pl.DataFrame) -> pl.DataFrame:
+    """The ``loop`` frame: busy slices per (origin, thread)."""
+    lines = events.filter(pl.col("thread").is_not_null()).select(
+        "origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events").sort("origin", "thread", "ts_us",
+                                                                                 "line_no")
+    lines = lines.with_columns(opens=(pl.col("kind") == "socket_event"))
+    lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum().over("origin", "thread"))
+    out = lines.group_by("origin", "thread", "slice", maintain_order=True).agg(
+        start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").max(),
+        conn_id=pl.col("conn_id").filter(pl.col("opens")).first(),
+        mask=pl.col("events").filter(pl.col("opens")).first(), lines=pl.len())
+    out = out.with_columns(kind=pl.col("mask").replace_strict(_EVENT_KIND, default="other",
+                                                              return_dtype=pl.String))
+    return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
+
+
+def busy_runs(loop: pl.DataFrame, idle_gap_us: int = IDLE_GAP_US) -> pl.DataFrame:
+    """Slices with ``run_start_us``: the start of the busy run each belongs to."""
+    loop = loop.sort("origin", "thread", "start_us")
+    gap = pl.col("start_us") - pl.col("end_us").shift(1).over("origin", "thread")
+    loop = loop.with_columns(new_run=gap.is_null() | (gap > idle_gap_us))
+    loop = loop.with_columns(run=pl.col("new_run").cast(pl.Int64).cum_sum().over("origin", "thread"))
+    return loop.with_columns(run_start_us=pl.col("start_us").min().over("origin", "thread", "run"))
+
+
+def _min_positive(expr: pl.Expr) -> pl.Expr:
+    return expr.filter(expr >= 0).min()
+
+
+#: Where a request waits for the loop: (name, event column, lower-bound column, lower bound is a slice end).
+WAIT_POINTS = (
+    ("before read", "life_start_us", "ready_read_us", False),
+    ("upstream send", "b5", "us_tx_beg_us", True),
+    ("upstream wait", "us_read_start_ts", "ready_response_us", False),
+    ("downstream write", "life_end_us", "ds_tx_end_us", True),
+)
+
+
+def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Adds ``loop_queue_us`` (and ``queue_<where>_us`` parts) to requests; returns detail rows for ``phases``.
+
+    At each wait point the request's next event is served in some slice; it was ready no
+    earlier than a lower bound (see module doc) and no earlier than the start of the busy
+    run that slice belongs to. The queue is the time from the later of the two to the slice.
+    For writes the lower bound is the end of the request's own slice that queued the bytes.
+    """
+    runs = busy_runs(loop).select("origin", "thread", "start_us", "end_us", "run_start_us")
+    r = requests.sort("origin", "downstream_conn_id", "life_start_us").with_columns(
+        prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
+    turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
+    min_wait = r.group_by("origin", "cluster").agg(
+        min_wait_us=_min_positive(pl.col("us_read_start_ts") - pl.col("b5")))
+    accepted = events.filter(pl.col("conn_id").is_not_null()).group_by("origin", "conn_id").agg(
+        conn_seen_us=pl.col("ts_us").min()).rename({"conn_id": "downstream_conn_id"})
+    r = (r.join(turnaround, on="origin", how="left")
+         .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True)
+         .join(accepted, on=["origin", "downstream_conn_id"], how="left"))
+    r = r.with_columns(
+        ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_seen_us"),
+        ready_response_us=pl.col("b5") + pl.col("min_wait_us"),
+    )
+    windows = []
+    for where, event_col, bound_col, bound_is_slice in WAIT_POINTS:
+        key = where.replace(" ", "_")
+        w = asof(r.select("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id",
+                          event=event_col, bound=bound_col),
+                 runs, left_on="event", right_on="start_us", by=["origin", "thread"], strategy="backward",
+                 take={"start_us": "slice_start", "run_start_us": "run_start"})
+        if bound_is_slice:
+            w = asof(w, runs, left_on="bound", right_on="start_us", by=["origin", "thread"], strategy="backward",
+                     take={"end_us": "bound_slice_end", "start_us": "bound_slice_start"})
+            # Same slice as the bytes were queued in: no new event, no wait.
+            w = w.with_columns(bound=pl.when(pl.col("bound_slice_start") == pl.col("slice_start"))
+                               .then(pl.col("slice_start")).otherwise(pl.col("bound_slice_end")))
+        w = w.with_columns(lb=pl.max_horizontal("bound", "run_start")).with_columns(
+            queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64),
+            where=pl.lit(where))
+        r = r.join(w.select("request_uid", pl.col("queue").alias(f"queue_{key}_us")), on="request_uid", how="left")
+        windows.append(w.filter(pl.col("queue") > 0).select(
+            "request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "where",
+            start_us="lb", end_us="slice_start"))
+    parts = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS]
+    r = r.with_columns(loop_queue_us=pl.sum_horizontal(parts).cast(pl.Int64))
+    return r, _competitors(pl.concat(windows), loop)
+
+
+def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
+    """Rows for ``phases``: each queueing window with the connections the worker served during it."""
+    if windows.height == 0:
+        return pl.DataFrame(schema=PHASES_SCHEMA)
+    served = windows.join(loop.select("origin", "thread", s="start_us", c="conn_id"), on=["origin", "thread"]
+                          ).filter((pl.col("s") >= pl.col("start_us")) & (pl.col("s") < pl.col("end_us"))
+                                   & pl.col("c").is_not_null()
+                                   & (pl.col("c") != pl.col("downstream_conn_id"))
+                                   & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
+    names = served.sort("s").group_by("request_uid", "where", maintain_order=True).agg(
+        conns=pl.col("c").unique(maintain_order=True))
+    rows = windows.join(names, on=["request_uid", "where"], how="left").with_columns(
+        detail=pl.col("where") + pl.lit(": ") + pl.col("conns").list.eval(
+            pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ").fill_null("(no other connection logged)"))
+    return rows.select("request_uid", phase=pl.lit("loop_queue"), detail="detail", start_us="start_us",
+                       end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
+                       part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+
+
+def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
+    """Per worker: busy share of the capture span, requests and connections served."""
+    if loop.height == 0:
+        return pl.DataFrame(schema={"origin": pl.String, "thread": pl.Int64, "utilisation": pl.Float64,
+                                    "busy_us": pl.Int64, "requests": pl.UInt32, "connections": pl.UInt32})
+    span = loop.group_by("origin").agg(t0=pl.col("start_us").min(), t1=pl.col("end_us").max())
+    busy = loop.group_by("origin", "thread").agg(busy_us=(pl.col("end_us") - pl.col("start_us")).sum(),
+                                                 first_us=pl.col("start_us").min(), last_us=pl.col("end_us").max())
+    work = requests.filter(~pl.col("internal")).group_by("origin", "thread").agg(
+        requests=pl.len(), connections=pl.col("downstream_conn_id").n_unique())
+    out = busy.join(span, on="origin").join(work, on=["origin", "thread"], how="left")
+    # Busy share over the traffic window (first to last request) so start-up idleness does not dilute it.
+    window = requests.filter(~pl.col("internal")).group_by("origin").agg(
+        w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+    busy_in = loop.join(window, on="origin").with_columns(
+        s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(pl.col("e") > pl.col("s")
+                                                                                           ).group_by(
+        "origin", "thread").agg(busy_window_us=(pl.col("e") - pl.col("s")).sum())
+    out = out.join(window, on="origin", how="left").join(busy_in, on=["origin", "thread"], how="left")
+    return out.with_columns(
+        utilisation=(pl.col("busy_window_us").fill_null(0) / (pl.col("w1") - pl.col("w0")).cast(pl.Float64)
+                     ).fill_nan(None).clip(0, 1),
+        requests=pl.col("requests").fill_null(0), connections=pl.col("connections").fill_null(0),
+    ).select("origin", "thread", "utilisation", "busy_us", "requests", "connections").sort("origin", "thread")
+
+
+def utilisation_timeline(loop: pl.DataFrame, bucket_us: int) -> pl.DataFrame:
+    """Busy fraction per worker per time bucket (for plots)."""
+    if loop.height == 0:
+        return pl.DataFrame(schema={"origin": pl.String, "thread": pl.Int64, "bucket_us": pl.Int64,
+                                    "busy": pl.Float64})
+    t0 = int(loop["start_us"].min())  # type: ignore[arg-type]
+    b = loop.with_columns(bucket_us=((pl.col("start_us") - t0) // bucket_us) * bucket_us + t0)
+    return b.group_by("origin", "thread", "bucket_us").agg(
+        busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket_us).clip(0, 1)).sort("origin", "thread",
+                                                                                          "bucket_us")
