@@ -27,7 +27,8 @@ import polars as pl
 from envoy_dissector.analysis.asof import asof
 from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA
 
-IDLE_GAP_US = 50
+IDLE_GAP_US = 100
+MIN_SAMPLES = 5
 _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+closed", 6: "write+closed",
                7: "read+write+closed"}
 
@@ -35,15 +36,14 @@ _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+clo
 def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     """Without thread ids, place connections on inferred worker lanes.
 
-    Connections linked by a request (downstream + upstream) share a worker. Linked groups are
-    packed first-fit into lanes whose busy intervals never overlap: a lane is a worker that
-    certainly existed; the true worker count may be larger. Returns events with ``thread``
-    filled for lines with a connection id (lane numbers are negative to mark them inferred).
+    Connections linked by a request (downstream + upstream) share a worker. Each linked group's
+    busy slices (cut at its ``socket event`` lines) are packed first-fit into lanes whose slices
+    never overlap: a lane is a worker that certainly existed; the true worker count may be larger.
+    Lines without a connection id go to the lane whose slice covers them. Lane numbers are
+    negative to mark them inferred.
     """
     if events["thread"].null_count() < events.height:
         return events, None
-    conns = events.filter(pl.col("conn_id").is_not_null()).group_by("origin", "conn_id").agg(
-        start=pl.col("ts_us").min(), end=pl.col("ts_us").max())
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
     def find(x: tuple[str, int]) -> tuple[str, int]:
@@ -56,29 +56,46 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
             a, b = find((origin, down)), find((origin, up))
             if a != b:
                 parent[a] = b
-    groups: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    for origin, conn, start, end in conns.iter_rows():
-        groups.setdefault(find((origin, conn)), []).append((conn, start, end))
+    conn_lines = events.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "ts_us", "line_no",
+                                                                        "kind")
+    conns = conn_lines.select("origin", "conn_id").unique().rows()
+    group_of = pl.DataFrame([(o, c, "%s|%d" % find((o, c))) for o, c in conns],
+                            schema={"origin": pl.String, "conn_id": pl.Int64, "group": pl.String}, orient="row")
+    lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("group", "ts_us", "line_no")
+    lines = lines.with_columns(slice=(pl.col("kind") == "socket_event").cast(pl.Int64).cum_sum().over("group"))
+    spans = lines.group_by("origin", "group", "slice").agg(s=pl.col("ts_us").min(), e=pl.col("ts_us").max())
+    by_group = spans.group_by("origin", "group").agg(pl.col("s"), pl.col("e"), first=pl.col("s").min()).sort(
+        "first")
     lanes: dict[str, list[list[tuple[int, int]]]] = {}
-    assignment: list[tuple[str, int, int]] = []
-    for (origin, _), members in sorted(groups.items(), key=lambda kv: min(m[1] for m in kv[1])):
-        spans = [(s, e) for _, s, e in members]
+    lane_rows: list[tuple[str, str, int]] = []
+    for origin, group, starts, ends, _ in by_group.iter_rows():
+        mine = list(zip(starts, ends))
         origin_lanes = lanes.setdefault(origin, [])
         for i, lane in enumerate(origin_lanes):
-            if not any(s <= le and ls <= e for s, e in spans for ls, le in lane):
-                lane.extend(spans)
+            if not any(s <= le and ls <= e for s, e in mine for ls, le in lane):
+                lane.extend(mine)
                 break
         else:
-            origin_lanes.append(list(spans))
+            origin_lanes.append(list(mine))
             i = len(origin_lanes) - 1
-        assignment.extend((origin, conn, -(i + 1)) for conn, _, _ in members)
-    lane_of = pl.DataFrame(assignment, schema={"origin": pl.String, "conn_id": pl.Int64, "lane": pl.Int64},
-                           orient="row")
+        lane_rows.append((origin, group, -(i + 1)))
+    lane_of = group_of.join(pl.DataFrame(lane_rows, schema={"origin": pl.String, "group": pl.String,
+                                                            "lane": pl.Int64}, orient="row"),
+                            on=["origin", "group"]).select("origin", "conn_id", "lane")
     events = events.join(lane_of, on=["origin", "conn_id"], how="left", maintain_order="left").with_columns(
-        thread=pl.coalesce("thread", "lane")).drop("lane")
+        thread=pl.col("lane")).drop("lane")
+    # Lines without a connection id: the lane whose latest slice started before them.
+    lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select("origin", "group", "lane")
+                            .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane")
+    events = asof(events, lane_spans, left_on="ts_us", right_on="s", by=["origin"], strategy="backward",
+                  take={"lane": "covering_lane", "e": "covering_end"})
+    events = events.with_columns(thread=pl.coalesce(
+        "thread", pl.when(pl.col("ts_us") <= pl.col("covering_end") + IDLE_GAP_US).then(pl.col("covering_lane"))
+    )).drop("covering_lane", "covering_end")
     n_lanes = sum(len(v) for v in lanes.values())
-    note = (f"no thread ids: {conns.height} connections placed on {n_lanes} inferred worker lane(s) "
-            "(linked connections share a lane; lanes never overlap in time); confidence is lower than with %t")
+    note = (f"no thread ids: {len(conns)} connections placed on {n_lanes} inferred worker lane(s) "
+            "(connections linked by a request share a lane; a lane's event slices never overlap); "
+            "confidence is lower than with %t in the log format")
     return events, note
 
 
@@ -132,8 +149,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     r = requests.sort("origin", "downstream_conn_id", "life_start_us").with_columns(
         prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
     turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
-    min_wait = r.group_by("origin", "cluster").agg(
-        min_wait_us=_min_positive(pl.col("us_read_start_ts") - pl.col("b5")))
+    waits = pl.col("us_read_start_ts") - pl.col("b5")
+    min_wait = r.group_by("origin", "cluster").agg(  # too few samples tell nothing about the upstream's speed
+        min_wait_us=pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)))
     accepted = events.filter(pl.col("conn_id").is_not_null()).group_by("origin", "conn_id").agg(
         conn_seen_us=pl.col("ts_us").min()).rename({"conn_id": "downstream_conn_id"})
     r = (r.join(turnaround, on="origin", how="left")
@@ -141,7 +159,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
          .join(accepted, on=["origin", "downstream_conn_id"], how="left"))
     r = r.with_columns(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_seen_us"),
-        ready_response_us=pl.col("b5") + pl.col("min_wait_us"),
+        ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
     )
     windows = []
     for where, event_col, bound_col, bound_is_slice in WAIT_POINTS:
@@ -156,7 +174,14 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
             # Same slice as the bytes were queued in: no new event, no wait.
             w = w.with_columns(bound=pl.when(pl.col("bound_slice_start") == pl.col("slice_start"))
                                .then(pl.col("slice_start")).otherwise(pl.col("bound_slice_end")))
-        w = w.with_columns(lb=pl.max_horizontal("bound", "run_start")).with_columns(
+        w = _after_own_work(w, loop)
+        w = w.with_columns(lb=pl.max_horizontal("bound", "run_start", "own_end"))
+        # Slices after `lb` and before the event belong to other connections (own ones moved `lb`);
+        # the wait starts when the first of them starts: idle time before it is not queueing.
+        w = asof(w, runs, left_on="lb", right_on="start_us", by=["origin", "thread"], strategy="forward",
+                 take={"start_us": "first_other"})
+        w = w.with_columns(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
+        w = w.with_columns(
             queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64),
             where=pl.lit(where))
         r = r.join(w.select("request_uid", pl.col("queue").alias(f"queue_{key}_us")), on="request_uid", how="left")
@@ -166,6 +191,18 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     parts = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS]
     r = r.with_columns(loop_queue_us=pl.sum_horizontal(parts).cast(pl.Int64))
     return r, _competitors(pl.concat(windows), loop)
+
+
+def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
+    """``own_end``: end of the last slice of the request's own connections before its event (not queueing)."""
+    own = loop.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "start_us", "end_us")
+    w = w.with_columns(before=pl.col("slice_start") - 1)
+    w = asof(w, own.rename({"conn_id": "downstream_conn_id"}), left_on="before", right_on="start_us",
+             by=["origin", "downstream_conn_id"], strategy="backward", take={"end_us": "own_down_end"})
+    w = asof(w, own.rename({"conn_id": "upstream_conn_id"}), left_on="before", right_on="start_us",
+             by=["origin", "upstream_conn_id"], strategy="backward", take={"end_us": "own_up_end"})
+    return w.with_columns(own_end=pl.max_horizontal("own_down_end", "own_up_end")).drop(
+        "before", "own_down_end", "own_up_end")
 
 
 def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:

@@ -114,6 +114,17 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                                 start_us="start_us", end_us="ts_us",
                                 dur_us=(pl.col("ts_us") - pl.col("start_us"))))
     lookup = decode.group_by("request_uid").agg(last=pl.col("ts_us").max())
+    # The router filter's own decodeHeaders: from the previous filter's line to the router's line
+    # (the last decode line at or after the route match). It spans router, connect and send.
+    router_line = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") >= pl.col("b3"))
+                                & ~pl.col("filter").fill_null("").str.contains("upstream_codec")
+                                ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
+                                                              name=pl.col("filter").sort_by("ts_us").last())
+    router_span = router_line.join(keys.select("request_uid", "b2"), on="request_uid").join(
+        lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
+    out.append(router_span.select("request_uid", phase=pl.lit(Phase.ROUTER.value),
+                                  detail=pl.coalesce("name", pl.lit("router")) + pl.lit(" (decodeHeaders)"),
+                                  start_us="start", end_us="end", dur_us=pl.col("end") - pl.col("start")))
     rest = keys.join(lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
     out.append(rest.filter(pl.col("b3") > pl.col("start")).select(
         "request_uid", phase=pl.lit(Phase.FILTER_CHAIN.value), detail=pl.lit("router (route lookup)"),

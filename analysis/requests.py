@@ -141,10 +141,14 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         up_first_ts=pl.col("ts_us").min(),
         up_connected_ts=pl.col("ts_us").filter((pl.col("kind") == "connected")).min(),
         up_in_progress_ts=pl.col("ts_us").filter((pl.col("kind") == "connection_in_progress")).min(),
+        up_connecting_ts=pl.col("ts_us").filter(pl.col("kind").cast(pl.String).is_in(
+            ["connecting_to", "client_connecting", "connection_in_progress"])).min(),
     ).rename({"conn_id": "upstream_conn_id"})
     streams = streams.join(up_first, on=UPSTREAM_CONN, how="left")
     router_start = pl.coalesce("route_ts", "router_any_ts")
-    new_conn = (pl.col("up_first_ts") >= router_start) & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
+    # A connection this request waited for: it was set up (connect lines) between route match and pool ready.
+    new_conn = ((pl.col("up_first_ts") >= router_start) & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
+                & pl.col("up_connecting_ts").is_not_null())
     streams = streams.with_columns(
         new_upstream_conn=new_conn.fill_null(False),
         us_cx_beg_us=pl.when(new_conn).then(pl.coalesce("up_in_progress_ts", "up_first_ts")),
