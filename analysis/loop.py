@@ -104,7 +104,12 @@ def slices(events: pl.DataFrame) -> pl.DataFrame:
     lines = events.filter(pl.col("thread").is_not_null()).select(
         "origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events").sort("origin", "thread", "ts_us",
                                                                                  "line_no")
-    lines = lines.with_columns(opens=(pl.col("kind") == "socket_event"))
+    # A slice opens at each `socket event`. Silent CPU inside an event (a Lua script) stays in its slice.
+    # On a thread that has not dispatched a socket event yet (start-up, the main thread), idle gaps cut slices.
+    gap = pl.col("ts_us") - pl.col("ts_us").shift(1).over("origin", "thread")
+    is_event = pl.col("kind") == "socket_event"
+    before_first = is_event.cast(pl.Int64).cum_sum().over("origin", "thread") == 0
+    lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first))
     lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum().over("origin", "thread"))
     out = lines.group_by("origin", "thread", "slice", maintain_order=True).agg(
         start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").max(),
@@ -224,8 +229,19 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
                        part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
 
 
-def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
-    """Per worker: busy share of the capture span, requests and connections served."""
+def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
+    """(origin, thread) of workers: threads that logged `worker entering dispatch loop` or served requests."""
+    started = events.filter((pl.col("kind") == "worker_noise")
+                            & pl.col("message").str.starts_with("worker entering dispatch loop")
+                            & pl.col("thread").is_not_null()).select("origin", "thread")
+    served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select("origin", "thread")
+    return pl.concat([started, served]).unique()
+
+
+def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per worker: busy share of the traffic window, requests and connections served."""
+    if workers is not None:
+        loop = loop.join(workers, on=["origin", "thread"], how="semi")
     if loop.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "thread": pl.Int64, "utilisation": pl.Float64,
                                     "busy_us": pl.Int64, "requests": pl.UInt32, "connections": pl.UInt32})

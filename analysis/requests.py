@@ -67,6 +67,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         authority=_first("authority", "request_headers_complete"),
         path=_first("path", "request_headers_complete"),
         status=_first("status", "encoding_headers"),
+        log_lines=pl.len(),
     )
 
 
@@ -76,8 +77,7 @@ def _events_of(events: pl.DataFrame, *kinds: str) -> pl.DataFrame:
 
 def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     """The thread that logged the server's start-up per origin (admin requests run there)."""
-    startup = events.filter(pl.col("kind").cast(pl.String).is_in(["server_lifecycle_noise", "background"])
-                            & pl.col("thread").is_not_null())
+    startup = events.filter((pl.col("kind") == "server_lifecycle_noise") & pl.col("thread").is_not_null())
     if startup.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
     return (startup.group_by("origin", "thread").len().sort("len", descending=True)

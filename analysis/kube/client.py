@@ -94,7 +94,7 @@ def _kubeconfig_paths(explicit: str | None) -> tuple[str | None, list[Path]]:
 
 def load(*, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
          connect_timeout_s: float = 10.0, read_timeout_s: float = 60.0,
-         service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> Kube:
+         service_account_dir: Path | None = None) -> Kube:
     """Build a :class:`Kube` from kubeconfig / context / in-cluster configuration.
 
     Raises:
@@ -103,6 +103,7 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    service_account_dir = service_account_dir or SERVICE_ACCOUNT_DIR
     configuration = client.Configuration()
     config_file, existing = _kubeconfig_paths(kubeconfig)
     ns_from_config: str | None = None

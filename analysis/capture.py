@@ -1,0 +1,203 @@
+"""The capture model shared by the CLI, the dashboard and notebooks, and ``dissect()`` that builds it."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from envoy_dissector.analysis.findings import Finding, all_findings
+from envoy_dissector.analysis.loop import worker_stats, worker_threads
+from envoy_dissector.analysis.pipeline import analyse
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.analysis.stats import grouped, percentiles, span
+from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
+from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
+from envoy_dissector.parser.sources import Source, text_source
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capture:
+    """Everything known about one capture (one or several logs analysed together)."""
+
+    #: one row per log record: line_no, ts_us, thread, level, logger, source, conn_id, stream_id, message, origin
+    records: pl.DataFrame
+    #: records + kind + typed fields
+    events: pl.DataFrame
+    #: one row per HTTP stream; the output-contract columns come first
+    requests: pl.DataFrame
+    #: long form: request_uid, phase, detail, start_us, end_us, dur_us, part_of_total
+    phases: pl.DataFrame
+    #: busy slices per worker: origin, thread, start_us, end_us, conn_id, kind, lines
+    loop: pl.DataFrame
+    #: line accounting and parser facts
+    diagnostics_info: Diagnostics
+    notes: tuple[str, ...] = ()
+    name: str = "capture"
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def format(self) -> str:
+        return self.diagnostics_info.format
+
+    @property
+    def wrappers(self) -> list[str]:
+        return list(self.diagnostics_info.wrappers)
+
+    @property
+    def diagnostics(self) -> pl.DataFrame:
+        """Line/record accounting as a frame (``metric``, ``value``); ``summary()['diagnostics']`` as JSON."""
+        d = self.diagnostics_dict()
+        rows = [(k, v) for k, v in d.items() if isinstance(v, int)]
+        rows += [(f"events_by_kind.{k}", v) for k, v in d["events_by_kind"].items()]
+        return pl.DataFrame(rows, schema={"metric": pl.String, "value": pl.Int64}, orient="row")
+
+    def diagnostics_dict(self) -> dict[str, Any]:
+        d = self.diagnostics_info.as_dict()
+        client = self.requests.filter(~pl.col("internal"))
+        d["requests"] = client.height
+        d["requests_complete"] = int(client["complete"].sum()) if client.height else 0
+        d["warnings"] = list(d["warnings"]) + [n for n in self.notes if n not in d["warnings"]]
+        return d
+
+    @property
+    def contract_requests(self) -> pl.DataFrame:
+        """The requests frame restricted to the output-contract columns."""
+        return self.requests.select(CONTRACT_COLUMNS)
+
+    def workers(self) -> pl.DataFrame:
+        if "workers" not in self._cache:
+            self._cache["workers"] = worker_stats(self.loop, self.requests,
+                                                  worker_threads(self.events, self.requests))
+        return self._cache["workers"]
+
+    def findings(self) -> list[Finding]:
+        if "findings" not in self._cache:
+            self._cache["findings"] = all_findings(self.requests, self.workers(), self.events, self.phases,
+                                                   list(self.diagnostics_dict()["warnings"]))
+        return self._cache["findings"]
+
+    def summary(self) -> dict[str, Any]:
+        """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups."""
+        workers = self.workers()
+        return {
+            "format": self.format,
+            "wrappers": self.wrappers,
+            "capture": span(self.requests),
+            "diagnostics": self.diagnostics_dict(),
+            "phases": percentiles(self.requests),
+            "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
+                         "requests": n, "connections": c} for o, t, u, b, n, c in workers.iter_rows()],
+            "findings": [f.as_dict() for f in self.findings()],
+            "by": {by: grouped(self.requests, by).head(50).to_dicts()
+                   for by in ("authority", "path", "cluster", "status")},
+        }
+
+    def request(self, request: str | int) -> dict[str, Any]:
+        """One request row by ``request_uid``, ``x_request_id`` or row index."""
+        return self._request_row(request)
+
+    def _request_row(self, request: str | int | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(request, dict):
+            return request
+        if isinstance(request, int):
+            return self.requests.row(request, named=True)
+        found = self.requests.filter((pl.col("request_uid") == request) | (pl.col("x_request_id") == request))
+        if found.height == 0:
+            raise KeyError(f"no request with uid or x-request-id {request!r}")
+        return found.row(0, named=True)
+
+    def request_phases(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
+        uid = self._request_row(request)["request_uid"]
+        return self.phases.filter(pl.col("request_uid") == uid)
+
+    def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
+        """The log records of one request: its stream's lines and its connections' lines during its life."""
+        row = self._request_row(request)
+        t0, t1 = row["life_start_us"], row["life_end_us"]
+        conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]
+        same = pl.col("origin") == row["origin"]
+        during = pl.col("ts_us").is_between(t0, t1) if t0 is not None and t1 is not None else pl.lit(True)
+        own = (pl.col("stream_id") == row["stream_id"]) | (pl.col("conn_id").is_in(conns) & during)
+        if row["thread"] is not None:
+            own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
+                         & pl.col("stream_id").is_null()
+                         & pl.col("kind").cast(pl.String).is_in(["wasm_log", "lua_log", "attached_upstream_connection",
+                                                                "pool_creating_connection", "cel_error"]))
+        return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
+
+    # Figures: the same code the dashboard uses (dashboard/figures.py).
+    def waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
+        from envoy_dissector.dashboard import figures
+
+        row = self._request_row(request)
+        return figures.waterfall(row, self.request_phases(row))
+
+    def phase_distribution(self) -> go.Figure:
+        from envoy_dissector.dashboard import figures
+
+        return figures.phase_distribution(self.requests)
+
+    def event_loop(self, thread: int | None = None, start: int | None = None, end: int | None = None) -> go.Figure:
+        from envoy_dissector.dashboard import figures
+
+        return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end)
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        cap = s["capture"]
+        rows = "".join(
+            f"<tr><td>{p}</td><td>{v['p50']}</td><td>{v['p90']}</td><td>{v['p99']}</td><td>{v['max']}</td></tr>"
+            for p, v in s["phases"].items())
+        finds = "".join(f"<li><b>{f['severity']}</b>: {f['title']} — {f['evidence']}</li>" for f in s["findings"])
+        return (f"<div><b>envoy-dissector capture</b> {self.name}: format {self.format}, "
+                f"{cap['requests']} requests ({cap['requests_complete']} complete) over "
+                f"{cap['duration_s']:.3f} s, {cap['rps']:.0f} rps"
+                f"<table><tr><th>phase (µs)</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
+                f"<ul>{finds}</ul></div>")
+
+
+def _as_source(source: Any) -> Any:
+    """A path, list of paths, a Source, or log text (anything containing a newline)."""
+    if isinstance(source, Source):
+        return source
+    if isinstance(source, str) and ("\n" in source or "\t" in source) and not os.path.exists(source):
+        return text_source(source)
+    if isinstance(source, (str, Path)):
+        return str(source)
+    if isinstance(source, Sequence):
+        return [str(s) for s in source]
+    raise TypeError(f"cannot read a capture from {type(source).__name__}")
+
+
+def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: bool = True,
+            progress: Callable[[int], None] | None = None, name: str | None = None) -> Capture:
+    """Parse and analyse a capture.
+
+    Args:
+        source: a path, glob, ``.gz`` file, ``-`` (stdin), a list of those, or the log text itself.
+        format: ``auto`` or a format id (``envoy``, ``istio``, ``istio-thread``, ``istio-json``).
+        log_format: the Envoy ``--log-format`` string for custom formats.
+        redact: replace secret header values by ``[redacted]`` (default).
+
+    >>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")
+    >>> cap.requests.filter("complete").height > 0
+    True
+    """
+    diag = Diagnostics()
+    chunks = [c.events for c in iter_parse(_as_source(source), format=format, log_format=log_format,
+                                           redact=redact, diagnostics=diag, progress=progress)]
+    if not chunks:
+        raise InputError("nothing parseable: no log record found")
+    events = pl.concat(chunks) if len(chunks) > 1 else chunks[0]
+    result = analyse(events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
+    label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
+    return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
+                   phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label)

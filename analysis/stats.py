@@ -1,0 +1,69 @@
+"""Statistics over requests: percentiles per phase, overall and by group; capture span and rate."""
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from envoy_dissector.analysis.schema import PHASE_COLUMNS
+
+SUMMARY_COLUMNS: tuple[str, ...] = (*PHASE_COLUMNS, "wasm_us", "tracing_us", "total_us", "loop_queue_us")
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+
+
+def counted(requests: pl.DataFrame) -> pl.DataFrame:
+    """Requests that enter statistics: complete client requests (not internal, not cut by the capture)."""
+    return requests.filter(pl.col("complete") & ~pl.col("internal"))
+
+
+def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUMNS) -> dict[str, dict[str, int]]:
+    """``{phase: {p50, p90, p99, max}}`` in µs over counted requests (phase names without ``_us``)."""
+    r = counted(requests)
+    out: dict[str, dict[str, int]] = {}
+    if r.height == 0:
+        return out
+    exprs = []
+    for c in columns:
+        for name, q in QUANTILES.items():
+            exprs.append(pl.col(c).quantile(q, interpolation="nearest").alias(f"{c}|{name}"))
+        exprs.append(pl.col(c).max().alias(f"{c}|max"))
+    row = r.select(exprs).row(0, named=True)
+    for key, value in row.items():
+        c, stat = key.split("|")
+        out.setdefault(c.removesuffix("_us"), {})[stat] = int(value) if value is not None else 0
+    return out
+
+
+def grouped(requests: pl.DataFrame, by: str, columns: tuple[str, ...] = ("total_us", "upstream_wait_us",
+                                                                          "loop_queue_us")) -> pl.DataFrame:
+    """Count and p50/p90/p99/max of ``columns`` per value of ``by`` (authority, path, cluster, status)."""
+    r = counted(requests)
+    exprs: list[pl.Expr] = [pl.len().alias("requests")]
+    for c in columns:
+        for name, q in QUANTILES.items():
+            exprs.append(pl.col(c).quantile(q, interpolation="nearest").cast(pl.Int64).alias(f"{c[:-3]}_{name}"))
+        exprs.append(pl.col(c).max().alias(f"{c[:-3]}_max"))
+    return r.group_by(by).agg(exprs).sort("requests", descending=True)
+
+
+def span(requests: pl.DataFrame) -> dict[str, Any]:
+    """Capture span over client requests, request counts and rate."""
+    client = requests.filter(~pl.col("internal"))
+    if client.height == 0:
+        return {"start_us": None, "end_us": None, "duration_s": 0.0, "requests": 0, "requests_complete": 0,
+                "requests_incomplete": 0, "internal_requests": requests.height, "rps": 0.0}
+    start = client["life_start_us"].min()
+    end = client["life_end_us"].max()
+    duration = max((end - start) / 1e6, 1e-6) if start is not None and end is not None else 0.0  # type: ignore[operator]
+    complete = int(client["complete"].sum())
+    return {"start_us": start, "end_us": end, "duration_s": duration, "requests": client.height,
+            "requests_complete": complete, "requests_incomplete": client.height - complete,
+            "internal_requests": requests.height - client.height,
+            "rps": client.height / duration if duration else 0.0}
+
+
+def dominant_phase(requests: pl.DataFrame) -> pl.Expr:
+    """Name of the largest phase of each request."""
+    cols = [c for c in PHASE_COLUMNS]
+    return pl.concat_list([pl.col(c) for c in cols]).list.arg_max().replace_strict(
+        dict(enumerate(c.removesuffix("_us") for c in cols)), return_dtype=pl.String)
