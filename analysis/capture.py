@@ -173,6 +173,8 @@ def _as_source(source: Any) -> Any:
     if isinstance(source, (str, Path)):
         return str(source)
     if isinstance(source, Sequence):
+        if source and all(isinstance(s, Source) for s in source):
+            return list(source)
         return [str(s) for s in source]
     raise TypeError(f"cannot read a capture from {type(source).__name__}")
 

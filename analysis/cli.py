@@ -16,6 +16,7 @@ from envoy_dissector.parser.errors import DissectorError
 
 SUBCOMMANDS: tuple[str, ...] = (
     "envoy_dissector.analysis.cli_parse",
+    "envoy_dissector.analysis.cli_analyze",
     "envoy_dissector.analysis.lab.cli",
     "envoy_dissector.analysis.kube.cli",
 )
