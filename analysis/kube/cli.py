@@ -68,8 +68,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-no-trace", action="store_true",
                    help="do not fail when no fetched log holds a trace-level line")
     p.add_argument("--no-analyze", action="store_true", help="only write the log files")
+    p.add_argument("--report", action="append", default=[], metavar="OUT",
+                   help="analysis output file, passed to `analyze -o` (suffix picks the format; repeatable)")
     p.add_argument("--analyze-args", default="", metavar="ARGS",
-                   help="extra arguments for the analysis run, e.g. \"-o report.json\" (shell-quoted)")
+                   help="more arguments for the analysis run, shell-quoted; write it with '=' when it starts "
+                        "with a dash: --analyze-args='--top 5 --status 5xx'")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors and the analysis")
 
 
@@ -164,7 +167,8 @@ def run_analysis(args: argparse.Namespace, files: Sequence[Path]) -> int:
         return 0
     from envoy_dissector.analysis import cli
 
-    argv = analysis_argv(files, shlex.split(args.analyze_args))
+    extra = [a for out in getattr(args, "report", []) for a in ("-o", out)]
+    argv = analysis_argv(files, extra + shlex.split(args.analyze_args))
     _say(args, "$ envoy-dissect " + " ".join(shlex.quote(a) for a in argv))
     return cli.main(argv)
 
