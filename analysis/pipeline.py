@@ -20,9 +20,27 @@ class Analysis:
     notes: tuple[str, ...]
 
 
+def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Connection ids restart at 0 when Envoy restarts; give each run inside one origin its own origin."""
+    starts = (pl.col("kind") == "server_lifecycle_noise") & pl.col("message").str.starts_with("initializing epoch")
+    run = starts.cast(pl.Int64).cum_sum().over("origin")
+    marked = events.with_columns(run__=run)
+    runs = marked.group_by("origin").agg(pl.col("run__").max())
+    if runs.height == 0 or (runs["run__"].max() or 0) <= 1:
+        return events, 0
+    restarts = int(runs.select((pl.col("run__") - 1).clip(lower_bound=0).sum()).item())
+    out = marked.with_columns(origin=pl.when(pl.col("run__") > 1).then(
+        pl.col("origin") + pl.lit("#") + pl.col("run__").cast(pl.String)).otherwise(pl.col("origin"))).drop("run__")
+    return out, restarts
+
+
 def analyse(events: pl.DataFrame) -> Analysis:
     """Rebuild requests, attribute phases and model the event loop."""
     notes: list[str] = []
+    events, restarts = split_restarts(events)
+    if restarts:
+        notes.append(f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
+                     "run is analysed as its own origin (ORIGIN#2, ...)")
     requests = build_requests(events)
     if requests.height == 0:
         empty = pl.DataFrame(schema=REQUEST_SCHEMA)

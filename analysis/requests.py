@@ -76,8 +76,12 @@ def _events_of(events: pl.DataFrame, *kinds: str) -> pl.DataFrame:
 
 
 def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
-    """The thread that logged the server's start-up per origin (admin requests run there)."""
-    startup = events.filter((pl.col("kind") == "server_lifecycle_noise") & pl.col("thread").is_not_null())
+    """The thread that logged the server's start-up per origin (admin requests run there).
+
+    Only real thread ids count: inferred worker lanes (negative, see ``loop.infer_threads``) may hold
+    a shutdown line that fell inside a worker's slice, which must not turn that worker into "main".
+    """
+    startup = events.filter((pl.col("kind") == "server_lifecycle_noise") & (pl.col("thread") >= 0))
     if startup.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
     return (startup.group_by("origin", "thread").len().sort("len", descending=True)
@@ -131,8 +135,9 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.with_columns(
         ds_tx_end_us=pl.coalesce("codec_done_ts", "enc_end_ts"),
     )
-    writes = events.filter((pl.col("kind") == "write_returns") & (pl.col("bytes") > 0)
-                           & pl.col("conn_id").is_not_null())
+    # Bytes on the wire: raw sockets log `write returns`, TLS sockets (Istio mTLS) `ssl write returns`.
+    writes = events.filter(pl.col("kind").cast(pl.String).is_in(["write_returns", "ssl_write_returns"])
+                           & (pl.col("bytes") > 0) & pl.col("conn_id").is_not_null())
     streams = asof(streams, writes, left_on="ds_tx_end_us", right_on="ts_us", by=CONN, strategy="forward",
                    take={"ts_us": "life_end_ts"}, tolerance=10_000_000)
 
