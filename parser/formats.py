@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
 
@@ -42,8 +44,11 @@ KNOWN_FORMATS: tuple[KnownFormat, ...] = (
     KnownFormat("envoy", "Envoy default without source location", "[%Y-%m-%d %T.%e][%t][%l][%n] %v"),
     KnownFormat("istio-json", "Istio JSON",
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","caller":"%g:%#","msg":"%j","thread":%t}'),
+    KnownFormat("istio-json", "Istio JSON without caller and thread (1.10-1.16)",
+                '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","msg":"%j"}'),
 )
 
+_CONTINUATION = re.compile(CONTINUATION)
 _JSON_LIKE = re.compile(r'^\{.*"(?:msg|message)"\s*:')
 
 
@@ -59,15 +64,18 @@ class Detection:
         return _compiled(self.pattern)
 
 
-def _json_rate(lines: list[str]) -> float:
+def _json_rate(lines: list[str], keys: Iterable[str]) -> float:
+    """Share of lines that are JSON objects carrying every key of the format."""
+    wanted = set(keys)
     ok = 0
     for line in lines:
         if not _JSON_LIKE.match(line):
             continue
         try:
-            ok += isinstance(json.loads(line), dict)
+            obj = json.loads(line)
         except ValueError:
-            pass
+            continue
+        ok += isinstance(obj, dict) and wanted <= obj.keys()
     return ok / len(lines)
 
 
@@ -80,6 +88,10 @@ def detect_format(lines: list[str], *, source: str = "input", only: str | None =
     sample = [line for line in lines if line.strip()][:2000]
     if not sample:
         raise FormatError("no log lines to detect a format from", path=source)
+    # Header-dump lines and `\tthread=` trailers continue a record: judge record-start lines only
+    # (a request with 30 headers has more dump lines than record lines).
+    heads = [line for line in sample if not _CONTINUATION.match(line)]
+    sample = heads or sample
     best: Detection | None = None
     rates = []
     for known in KNOWN_FORMATS:
@@ -87,7 +99,7 @@ def detect_format(lines: list[str], *, source: str = "input", only: str | None =
             continue
         compiled = known.compiled
         if isinstance(compiled, JsonFormat):
-            rate = _json_rate(sample)
+            rate = _json_rate(sample, compiled.keys)
         else:
             start = re.compile(compiled.start)
             rate = sum(1 for line in sample if start.match(line)) / len(sample)
