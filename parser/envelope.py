@@ -43,6 +43,12 @@ def _timestamp(fields: frozenset[str]) -> pl.Expr:
         frac = pl.col("frac_ms").cast(pl.Int64, strict=False) * 1000
     elif "frac_ns" in fields:
         frac = pl.col("frac_ns").cast(pl.Int64, strict=False) // 1000
+    if "tz" in fields:  # %z: local time + offset -> UTC
+        tz = pl.col("tz").str.replace(":", "", literal=True)
+        offset_s = (tz.str.slice(1, 2).cast(pl.Int64, strict=False) * 3600
+                    + tz.str.slice(3, 2).cast(pl.Int64, strict=False) * 60).fill_null(0)
+        sign = pl.when(tz.str.starts_with("-")).then(-1).otherwise(1)
+        return base + frac - sign * offset_s * 1_000_000
     return base + frac
 
 

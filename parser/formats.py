@@ -79,30 +79,37 @@ def _json_rate(lines: list[str], keys: Iterable[str]) -> float:
     return ok / len(lines)
 
 
+def _rate(compiled: TextFormat | JsonFormat, sample: list[str]) -> float:
+    if isinstance(compiled, JsonFormat):
+        return _json_rate(sample, compiled.keys)
+    start = re.compile(compiled.start)
+    return sum(1 for line in sample if start.match(line)) / len(sample)
+
+
+def _record_heads(lines: list[str]) -> list[str]:
+    """Non-blank sample lines, without those that continue a record (header dumps, `\tthread=` trailers)."""
+    sample = [line for line in lines if line.strip()][:2000]
+    heads = [line for line in sample if not _CONTINUATION.match(line)]
+    return heads or sample
+
+
 def detect_format(lines: list[str], *, source: str = "input", only: str | None = None) -> Detection:
     """Pick the envelope format that parses most of ``lines`` (wrappers already stripped).
 
     Raises:
         FormatError: nothing reaches half of the sample; the message lists what was tried.
     """
-    sample = [line for line in lines if line.strip()][:2000]
-    if not sample:
-        raise FormatError("no log lines to detect a format from", path=source)
     # Header-dump lines and `\tthread=` trailers continue a record: judge record-start lines only
     # (a request with 30 headers has more dump lines than record lines).
-    heads = [line for line in sample if not _CONTINUATION.match(line)]
-    sample = heads or sample
+    sample = _record_heads(lines)
+    if not sample:
+        raise FormatError("no log lines to detect a format from", path=source)
     best: Detection | None = None
     rates = []
     for known in KNOWN_FORMATS:
         if only is not None and known.id != only:
             continue
-        compiled = known.compiled
-        if isinstance(compiled, JsonFormat):
-            rate = _json_rate(sample, compiled.keys)
-        else:
-            start = re.compile(compiled.start)
-            rate = sum(1 for line in sample if start.match(line)) / len(sample)
+        rate = _rate(known.compiled, sample)
         rates.append(f"{known.label} {rate:.0%}")
         if best is None or rate > best.match_rate:
             best = Detection(known.id, known.label, known.pattern, rate)
@@ -116,8 +123,11 @@ def detect_format(lines: list[str], *, source: str = "input", only: str | None =
     return best
 
 
-def custom_detection(pattern: str) -> Detection:
-    return Detection("custom", f"custom --log-format {pattern!r}", pattern, 1.0)
+def custom_detection(pattern: str, lines: list[str] | None = None) -> Detection:
+    """A user-given ``--log-format``; ``match_rate`` is measured on ``lines`` when given."""
+    sample = _record_heads(lines) if lines is not None else []
+    rate = _rate(_compiled(pattern), sample) if sample else 1.0
+    return Detection("custom", f"custom --log-format {pattern!r}", pattern, rate)
 
 
 def detection_by_id(format_id: str) -> Detection:

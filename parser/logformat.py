@@ -27,7 +27,7 @@ FLAG_PATTERNS: dict[str, str] = {
     "e": r"(?P<frac_ms>\d{3})",
     "f": r"(?P<frac_us>\d{6})",
     "F": r"(?P<frac_ns>\d{9})",
-    "z": r"(?:[+-]\d{2}:?\d{2}|Z)",
+    "z": r"(?P<tz>[+-]\d{2}:?\d{2}|Z)",
     "t": r"(?P<thread>\d+)",
     "P": r"\d+",
     "l": rf"(?P<level>{_LEVELS})",

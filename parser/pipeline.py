@@ -17,7 +17,7 @@ import polars as pl
 
 from envoy_dissector.parser.classify import Classifier, classify
 from envoy_dissector.parser.envelope import split_envelope
-from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
@@ -90,13 +90,40 @@ class _SourceState:
 
 def _choose_format(sample: list[str], source: Source, format: str, log_format: str | None) -> Detection:
     if log_format:
-        return custom_detection(log_format)
+        return custom_detection(log_format, sample)
     if format and format != "auto":
         if format == "custom":
             raise InputError("--format custom needs --log-format STRING")
         detection_by_id(format)  # validates the id
         return detect_format(sample, source=source.name, only=format)
     return detect_format(sample, source=source.name)
+
+
+def _detect(sample: list[str], source: Source, format: str, log_format: str | None) -> tuple[Detection, list[str]]:
+    """Wrappers, then the envelope format under them.
+
+    A log format may itself start with an RFC 3339 time and a space (``%Y-%m-%dT%T.%fZ %l ...``),
+    which looks like ``kubectl logs --timestamps``: the wrapper is kept only if the format
+    matches the lines at least as well with it stripped as without.
+    """
+    wrappers = detect_wrappers(sample)
+    try:
+        detection: Detection | None = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
+        error: FormatError | None = None
+    except FormatError as exc:
+        detection, error = None, exc
+    if "kubectl-timestamps" in wrappers:
+        inner = [w for w in wrappers if w != "kubectl-timestamps"]
+        try:
+            alt = _choose_format(strip_sample(sample, inner), source, format, log_format)
+        except FormatError:
+            alt = None
+        if alt is not None and (detection is None or alt.match_rate > detection.match_rate):
+            return alt, inner
+    if detection is None:
+        assert error is not None
+        raise error
+    return detection, wrappers
 
 
 def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics) -> None:
@@ -170,8 +197,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                 diag.lines_read += lines.height
                 if state is None:
                     sample = lines.head(2000)["raw"].to_list()
-                    wrappers = detect_wrappers(sample)
-                    detection = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
+                    detection, wrappers = _detect(sample, source, format, log_format)
                     state = _SourceState(detection, wrappers)
                     _note_detection(diag, detection, wrappers)
                     formats_seen[detection.format_id] += 1
