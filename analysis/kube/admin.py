@@ -30,7 +30,8 @@ from envoy_dissector.analysis.kube.errors import (KubeError, KubeForbidden, Kube
 
 ADMIN_PORT: Final = 15000
 LEVELS: Final = ("trace", "debug", "info", "warning", "error", "critical", "off")
-_LEVEL_LINE = re.compile(r"^\s+(?P<name>[^\s:][^\s]*?):\s+(?P<level>trace|debug|info|warning|warn|error|critical|off)\s*$")
+_LEVEL_LINE = re.compile(
+    r"^\s+(?P<name>[^\s:][^\s]*?):\s+(?P<level>trace|debug|info|warning|warn|error|critical|off)\s*$")
 _WS_LOCK = threading.Lock()
 
 

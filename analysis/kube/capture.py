@@ -22,13 +22,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.analysis.kube.admin import EnvoyAdmin, connect, manual_restore_hint, summarize_levels
+from envoy_dissector.analysis.kube.admin import (EnvoyAdmin, PodProxy, PortForward, Transport, connect,
+                                                 manual_restore_hint, summarize_levels)
 from envoy_dissector.analysis.kube.client import Kube, PodTarget
 from envoy_dissector.analysis.kube.errors import KubeError, LevelRestoreError
-from envoy_dissector.analysis.kube.logs import LogStats, log_path, stream_log
+from envoy_dissector.analysis.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 
 
 @dataclass
@@ -40,6 +42,9 @@ class PodCapture:
     t_off_ns: int | None = None
     restored: bool = False
     restore_error: str | None = None
+    restored_via: str | None = None
+    """Set when the restore had to go through the other transport."""
+    warning: str | None = None
     stats: LogStats | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -52,6 +57,10 @@ class PodCapture:
         }
         if self.restore_error:
             out["restore_error"] = self.restore_error
+        if self.restored_via:
+            out["restored_via"] = self.restored_via
+        if self.warning:
+            out["warning"] = self.warning
         if self.stats is not None:
             out.update(self.stats.as_dict())
         return out
@@ -113,12 +122,31 @@ def preflight(kube: Kube, targets: list[PodTarget], via: str,
     return caps
 
 
-def _restore_all(raised: list[PodCapture]) -> list[str]:
+def _restore_one(kube: Kube, cap: PodCapture) -> None:
+    """Restore through the transport that worked; if it fails to carry the requests, through the other one."""
+    try:
+        cap.admin.restore(cap.levels_before)
+    except LevelRestoreError:
+        raise
+    except KubeError as first:
+        other: Transport = (PortForward(kube, cap.target) if isinstance(cap.admin.transport, PodProxy)
+                            else PodProxy(kube, cap.target))
+        try:
+            EnvoyAdmin(cap.target, other).restore(cap.levels_before)
+        except LevelRestoreError:
+            raise
+        except KubeError as second:
+            raise KubeError(f"{first}; then through {other.name}: {second}") from None
+        cap.restored_via = other.name
+        cap.extra["restore_fallback"] = f"{cap.admin.transport.name} failed: {first}"
+    cap.restored = True
+
+
+def _restore_all(kube: Kube, raised: list[PodCapture]) -> list[str]:
     errors = []
     for cap in raised:
         try:
-            cap.admin.restore(cap.levels_before)
-            cap.restored = True
+            _restore_one(kube, cap)
         except Exception as exc:  # noqa: BLE001 - try every pod, report all
             text = str(exc)
             if not isinstance(exc, LevelRestoreError):
@@ -156,7 +184,7 @@ def run_capture(kube: Kube, caps: list[PodCapture], duration_s: float, *, level:
         raise
     finally:
         with signals_deferred() as received:
-            errors = _restore_all(raised)
+            errors = _restore_all(kube, raised)
         if errors:
             message = "; ".join(errors)
             if failure is not None:
@@ -166,22 +194,39 @@ def run_capture(kube: Kube, caps: list[PodCapture], duration_s: float, *, level:
             raise KeyboardInterrupt
 
 
-def fetch_windows(kube: Kube, caps: list[PodCapture], out_dir: Path, *, slack_s: float) -> list[LogStats]:
+#: A window whose first line comes this much after trace went on has lost its beginning.
+LATE_START_S = 1.0
+
+
+def fetch_windows(kube: Kube, caps: list[PodCapture], out_dir: Path, *, slack_s: float,
+                  parallel: int = 5) -> list[LogStats]:
     """Fetch each pod's log lines stamped within [t_on - slack, t_off + slack]."""
     slack_ns = int(slack_s * 1e9)
     latest = max(c.t_off_ns or 0 for c in caps)
     wait = (latest + slack_ns - time.time_ns()) / 1e9
     if wait > 0:  # let the container runtime stamp the last lines of the window
         time.sleep(wait)
-    stats = []
+    jobs = []
     for cap in caps:
         assert cap.t_on_ns is not None and cap.t_off_ns is not None
         window = (cap.t_on_ns - slack_ns, cap.t_off_ns + slack_ns)
         since = max(1, math.ceil((time.time_ns() - window[0]) / 1e9) + 1)
-        cap.stats = stream_log(kube, cap.target, log_path(out_dir, cap.target), since_seconds=since,
-                               window=window)
-        cap.stats.extra["since_seconds"] = since
-        stats.append(cap.stats)
+        jobs.append(partial(_fetch_window, kube, cap, log_path(out_dir, cap.target), since, window))
+    return fetch_many(jobs, parallel)
+
+
+def _fetch_window(kube: Kube, cap: PodCapture, path: Path, since: int, window: tuple[int, int],
+                  cancel: threading.Event) -> LogStats:
+    stats = stream_log(kube, cap.target, path, since_seconds=since, window=window, cancel=cancel)
+    stats.extra["since_seconds"] = since
+    cap.stats = stats
+    assert cap.t_on_ns is not None
+    if stats.first_ts_ns is None or stats.first_ts_ns - cap.t_on_ns > LATE_START_S * 1e9:
+        first = format_ns(stats.first_ts_ns) or "never"
+        cap.warning = (f"{cap.target.origin}: trace went on at {format_ns(cap.t_on_ns)} but the log returned "
+                       f"starts at {first}: the beginning of the window is missing (the kubelet returns only the "
+                       "current log file; it rotates at containerLogMaxSize, 10 MiB by default). Use a shorter "
+                       "--duration or less traffic")
     return stats
 
 

@@ -19,14 +19,14 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from envoy_dissector.analysis.kube.client import DEFAULT_CONTAINER, Kube, PodTarget, load, resolve_pods
 from envoy_dissector.analysis.kube.errors import NoTraceLines
-from envoy_dissector.analysis.kube.logs import LogStats, format_ns, log_path, stream_log
+from envoy_dissector.analysis.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 from envoy_dissector.parser.errors import UsageError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -184,25 +184,14 @@ def _report(args: argparse.Namespace, stats: list[LogStats]) -> None:
 # -- fetch ----------------------------------------------------------------------------------------------
 def fetch_all(kube: Kube, targets: list[PodTarget], out_dir: Path, *, since_seconds: int | None,
               previous: bool, parallel: int) -> list[LogStats]:
-    """Stream every target's log to ``out_dir`` (``parallel`` at once); first failure cancels the rest."""
-    cancel = threading.Event()
-    results: dict[int, LogStats] = {}
-    with ThreadPoolExecutor(max_workers=min(parallel, len(targets)), thread_name_prefix="fetch") as pool:
-        futures = {pool.submit(stream_log, kube, t, log_path(out_dir, t, previous), since_seconds=since_seconds,
-                               previous=previous, cancel=cancel): i for i, t in enumerate(targets)}
-        try:
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in done:
-                if future.exception() is not None:
-                    raise future.exception()  # type: ignore[misc]
-            for future, i in futures.items():
-                results[i] = future.result()
-        except BaseException:
-            cancel.set()
-            for future in futures:
-                future.cancel()
-            raise
-    return [results[i] for i in range(len(targets))]
+    """Stream every target's log to ``out_dir`` (``parallel`` at once); the first failure cancels the rest."""
+    return fetch_many([partial(_fetch_one, kube, t, log_path(out_dir, t, previous), since_seconds, previous)
+                       for t in targets], parallel)
+
+
+def _fetch_one(kube: Kube, target: PodTarget, path: Path, since_seconds: int | None, previous: bool,
+               cancel: threading.Event) -> LogStats:
+    return stream_log(kube, target, path, since_seconds=since_seconds, previous=previous, cancel=cancel)
 
 
 def run_fetch(args: argparse.Namespace) -> int:
@@ -248,11 +237,17 @@ def run_capture(args: argparse.Namespace) -> int:
                        + ", ".join(f"{lvl} x{n}" for lvl, n in _level_counts(cap.levels_before)))
         _say(args, f"trace on {len(caps)} pod(s) for {duration:g} s ...")
         capture_window(kube, caps, duration)
+        for cap in caps:
+            if cap.restore_error is None and cap.restored_via:
+                _warn(f"{cap.target.origin}: restored through {cap.restored_via} ({cap.extra['restore_fallback']})")
         _say(args, "levels restored; fetching the window")
-        stats = fetch_windows(kube, caps, out_dir, slack_s=slack)
+        stats = fetch_windows(kube, caps, out_dir, slack_s=slack, parallel=args.max_log_requests)
     finally:
         kube.close()
     _report(args, stats)
+    for cap in caps:
+        if cap.warning:
+            _warn(cap.warning)
     _write_manifest(out_dir / "capture.json", {
         "command": "capture", "namespace": kube.namespace, "server": kube.server, "config": kube.source,
         "selector": args.selector, "duration_s": duration, "window_slack_s": slack,

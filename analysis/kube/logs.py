@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import calendar
 import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -247,3 +249,27 @@ def stream_log(kube: Kube, target: PodTarget, out_path: Path, *, since_seconds: 
         if not ok:
             part.unlink(missing_ok=True)
     return stats
+
+
+def fetch_many(jobs: list[Callable[[threading.Event], LogStats]], parallel: int) -> list[LogStats]:
+    """Run fetch ``jobs`` (each given the shared cancel event), ``parallel`` at once, results in order.
+
+    The first failure (or Ctrl-C) sets the cancel event, so the other streams stop at
+    their next chunk and remove their partial files; the failure is re-raised.
+    """
+    if not jobs:
+        return []
+    cancel = threading.Event()
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs))), thread_name_prefix="fetch") as pool:
+        futures = [pool.submit(job, cancel) for job in jobs]
+        try:
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                if future in done and future.exception() is not None:
+                    raise future.exception()  # type: ignore[misc]
+            return [future.result() for future in futures]
+        except BaseException:
+            cancel.set()
+            for future in futures:
+                future.cancel()
+            raise

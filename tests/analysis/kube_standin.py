@@ -76,9 +76,15 @@ class ContainerLog:
 
     def append_many(self, lines: list[bytes], ts_ns: list[int]) -> None:
         with self._lock:
-            self._fh.write(b"".join(b"%d %s\n" % (t, line) for t, line in zip(ts_ns, lines)))
+            self._fh.write(b"".join(b"%d %s\n" % (t, line) for t, line in zip(ts_ns, lines, strict=True)))
             self._fh.flush()
             self.lines += len(lines)
+
+    def rotate(self) -> None:
+        """What the kubelet does at containerLogMaxSize: from now on only newer lines are served."""
+        with self._lock:
+            self._fh.close()
+            self._fh = self.path.open("wb")
 
     def follow(self, source: Path, poll_s: float = 0.002) -> ContainerLog:
         """Stamp every complete line appended to ``source`` from now on (and what is there already)."""

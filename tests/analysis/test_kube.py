@@ -14,7 +14,9 @@ Pods (namespace ``shop``):
   also an ``app`` container;
 * ``web-2``  (app=web): same levels; istio-proxy as a native sidecar (init container); admin only on the
   pod's localhost, so the pod proxy is refused and a port-forward is needed (as with Istio);
-* ``batch-0`` (app=web): no istio-proxy container.
+* ``batch-0`` (app=web): no istio-proxy container;
+* ``quiet-0``: an istio-proxy log without trace lines (web-1's startup, before any capture);
+* ``big``: ~16 MiB of real Envoy lines (added by the ``big_pod`` fixture).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kube_standin import (ApiServerStandIn, Container, ContainerLog, Pod, Rule, admin_levels,  # noqa: E402
+from kube_standin import (ApiServerStandIn, Container, Pod, Rule, admin_levels,  # noqa: E402
                           admin_post, go_rfc3339nano, sidecar_envoy_class)
 
 from envoy_dissector.analysis import cli  # noqa: E402
@@ -151,6 +153,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 containers = {"app": Container("app", app, image="shop/web:1"), **containers}
             api.add_pod(Pod(name=name, namespace=NS, labels={"app": "web"}, admin_port=envoy.admin_port,
                             admin_reachable_via_proxy=reachable, containers=containers))
+        # quiet-0: an istio-proxy that never logged at trace (web-1's startup, at info and warning).
+        quiet = api.new_log("quiet-0")
+        startup = envoys["web-1"].config.stderr_path.read_bytes().splitlines()
+        quiet.append_many(startup, [time.time_ns()] * len(startup))
+        api.add_pod(Pod(name="quiet-0", namespace=NS, labels={"app": "quiet"},
+                        containers={"istio-proxy": Container("istio-proxy", quiet)}))
         batch = api.new_log("batch-0")
         batch.append(b"batch job running")
         api.add_pod(Pod(name="batch-0", namespace=NS, labels={"app": "web", "kind": "batch"},
@@ -292,7 +300,7 @@ def test_fetch_context_option_picks_the_cluster(cluster: Cluster, tmp_path: Path
                                        'container "istio-proxy" (batch-0)'),
     ("admin", ["trace-1", "--previous"], 7, 'previous terminated container "istio-proxy" in pod "trace-1" not found'),
     ("admin", ["web-1", "-c", "app"], 8, "no trace-level line in the fetched logs: web-1/app (1 lines)"),
-    ("admin", ["web-1"], 8, "no trace-level line"),
+    ("admin", ["quiet-0"], 8, "no trace-level line in the fetched logs: quiet-0/istio-proxy ("),
     ("viewer", ["trace-0"], 6, "forbidden: your account (viewer) lacks 'get' on 'pods/log' in namespace shop "
                                "(needed to read the sidecar's log)"),
     ("logreader", ["-l", "app=traced", "x"], 64, "give pod names or -l SELECTOR, not both"),
@@ -434,6 +442,63 @@ def test_capture_restores_levels_after_an_error_midway(cluster: Cluster, tmp_pat
     # raised; restored (the common level, then the others by name); read back to verify
     assert [r.query for r in web1[-4:]] == [{"level": ["trace"]}, {"level": ["warning"]},
                                             {"paths": ["http:debug,misc:error"]}, {}]
+
+
+def test_capture_restores_through_the_other_transport_when_needed(cluster: Cluster, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    before = admin_levels(cluster.admin_port("web-1"))
+    # Requests 1-2 through the pod proxy (read levels, raise) work; the restore through it fails.
+    cluster.api.fail("POST", "/pods/web-1:15000/proxy/logging", 503, "the server is currently unable to handle "
+                     "the request", skip=2)
+    rc, _, err = _run(capsys, "capture", "web-1", "-n", NS, "--kubeconfig", cluster.kc(), "--duration", "0.5s",
+                      "-o", str(tmp_path), "--no-analyze", "--allow-no-trace", "--window-slack", "0.2s")
+    assert rc == 0, err
+    assert "web-1/istio-proxy: restored through pods/portforward (pods/proxy failed: " in err
+    assert admin_levels(cluster.admin_port("web-1")) == before
+    assert json.loads((tmp_path / "capture.json").read_text())["pods"][0]["restored_via"] == "pods/portforward"
+
+
+def test_capture_says_how_to_restore_by_hand_when_it_cannot(cluster: Cluster, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    port = cluster.admin_port("web-1")
+    before = admin_levels(port)
+    cluster.api.fail("POST", "/pods/web-1:15000/proxy/logging", 503, "unavailable", skip=2, times=10)
+    cluster.api.fail("GET", "/pods/web-1/portforward", 503, "unavailable", times=10)
+    try:
+        rc, _, err = _run(capsys, "capture", "web-1", "-n", NS, "--kubeconfig", cluster.kc(), "--duration", "0.3s",
+                          "-o", str(tmp_path), "--no-analyze")
+        assert rc == 9, err
+        assert "web-1/istio-proxy: restoring log levels failed: " in err
+        assert "run: istioctl proxy-config log web-1 -n shop --level warning,http:debug,misc:error" in err
+        assert set(admin_levels(port).values()) == {"trace"}  # really left at trace: the message is needed
+    finally:
+        cluster.api.faults.clear()
+        admin_post(port, "level=warning")
+        admin_post(port, "paths=http:debug,misc:error")
+    assert admin_levels(port) == before
+
+
+def test_capture_warns_when_the_log_was_rotated_during_the_window(cluster: Cluster, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    pod = cluster.api.pods[(NS, "web-1")]
+
+    def rotate_then_traffic() -> None:
+        deadline = time.monotonic() + 20
+        while set(admin_levels(cluster.admin_port("web-1")).values()) != {"trace"} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.3)
+        pod.containers["istio-proxy"].current.rotate()
+        _load(cluster.envoys["web-1"].listener_port, 2, tmp_path / "client.jsonl")
+
+    thread = threading.Thread(target=rotate_then_traffic, daemon=True)
+    thread.start()
+    rc, _, err = _run(capsys, "capture", "web-1", "-n", NS, "--kubeconfig", cluster.kc(), "--duration", "2s",
+                      "-o", str(tmp_path), "--no-analyze", "--window-slack", "0")
+    thread.join(timeout=30)
+    assert rc == 0, err
+    assert "the beginning of the window is missing" in err and "containerLogMaxSize" in err
+    assert "beginning of the window is missing" in json.loads((tmp_path / "capture.json").read_text())["pods"][0][
+        "warning"]
 
 
 @pytest.mark.parametrize("pod, sig", [("web-1", signal.SIGINT), ("web-2", signal.SIGTERM)])
@@ -579,7 +644,8 @@ def test_in_cluster_configuration_over_tls(cluster: Cluster, tmp_path: Path, mon
         tls.add_user("system:serviceaccount:shop:dissector", "pod-token")
         log = tls.new_log("web-9")
         log.append(b"2025-01-01T00:00:00.000001Z\ttrace\tenvoy connection\t[C1] read returns: 5\tthread=1")
-        tls.add_pod(Pod(name="web-9", namespace=NS, labels={}, containers={"istio-proxy": Container("istio-proxy", log)}))
+        tls.add_pod(Pod(name="web-9", namespace=NS, labels={},
+                        containers={"istio-proxy": Container("istio-proxy", log)}))
         monkeypatch.setenv("HOME", str(tmp_path))
         monkeypatch.delenv("KUBECONFIG", raising=False)
         monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
