@@ -193,12 +193,25 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
         return []
     stats = spans.group_by("phase", "detail").agg(p50=pl.col("dur_us").median(), p99=pl.col("dur_us").quantile(0.99),
                                                   n=pl.len()).filter(pl.col("p50") >= threshold_us)
-    return [Finding(
-        f"slow-filter-{detail}", "warning", f"Filter {detail} takes a median {_ms(p50)} per request ({phase})",
-        f"{detail}: p50 {_ms(p50)}, p99 {_ms(p99)} over {n} requests in {phase}.",
-        "Profile or simplify this filter (Lua/Wasm script cost, external calls); it runs on the worker thread "
-        "and delays every other connection on it.",
-    ) for phase, detail, p50, p99, n in stats.sort("p50", descending=True).iter_rows()]
+    out = []
+    for phase, detail, p50, p99, n in stats.sort("p50", descending=True).iter_rows():
+        if detail.endswith(" (paused)"):  # the filter stopped iteration and waited (timer, external call): no CPU
+            name = detail.removesuffix(" (paused)")
+            out.append(Finding(
+                f"paused-filter-{name}", "warning", f"Filter {name} holds requests a median {_ms(p50)} ({phase})",
+                f"{name} stopped the filter chain and resumed it later: p50 {_ms(p50)}, p99 {_ms(p99)} "
+                f"over {n} requests. The worker was free meanwhile (a timer or an external call, not CPU).",
+                "Check this filter's configuration (fault injection delay, ext_authz / rate-limit service "
+                "latency, Lua httpCall target).",
+            ))
+            continue
+        out.append(Finding(
+            f"slow-filter-{detail}", "warning", f"Filter {detail} takes a median {_ms(p50)} per request ({phase})",
+            f"{detail}: p50 {_ms(p50)}, p99 {_ms(p99)} over {n} requests in {phase}.",
+            "Profile or simplify this filter (Lua/Wasm script cost, external calls); it runs on the worker thread "
+            "and delays every other connection on it.",
+        ))
+    return out
 
 
 def format_notes(notes: list[str]) -> list[Finding]:

@@ -29,6 +29,9 @@ from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA
 
 IDLE_GAP_US = 100
 MIN_SAMPLES = 5
+#: Lines a timer callback starts with (fault delay expired, retry back-off over): after an idle gap on the
+#: thread they open a new slice, because no ``socket event`` line marks a timer event.
+TIMER_RESUME_KINDS = ("continuing_filter_chain", "performing_retry")
 _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+closed", 6: "write+closed",
                7: "read+write+closed"}
 
@@ -109,14 +112,18 @@ def slices(events: pl.DataFrame) -> pl.DataFrame:
     gap = pl.col("ts_us") - pl.col("ts_us").shift(1).over("origin", "thread")
     is_event = pl.col("kind") == "socket_event"
     before_first = is_event.cast(pl.Int64).cum_sum().over("origin", "thread") == 0
-    lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first))
+    # A timer callback (fault delay, retry back-off) logs no `socket event`: the idle wait before it must not
+    # be counted as busy, so its first line opens a slice when it follows an idle gap.
+    timer = pl.col("kind").cast(pl.String).is_in(TIMER_RESUME_KINDS) & (gap > IDLE_GAP_US)
+    lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer,
+                               timer=timer & ~is_event)
     lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum().over("origin", "thread"))
     out = lines.group_by("origin", "thread", "slice", maintain_order=True).agg(
         start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").max(),
         conn_id=pl.col("conn_id").filter(pl.col("opens")).first(),
-        mask=pl.col("events").filter(pl.col("opens")).first(), lines=pl.len())
-    out = out.with_columns(kind=pl.col("mask").replace_strict(_EVENT_KIND, default="other",
-                                                              return_dtype=pl.String))
+        mask=pl.col("events").filter(pl.col("opens")).first(), timer=pl.col("timer").first(), lines=pl.len())
+    out = out.with_columns(kind=pl.when(pl.col("timer")).then(pl.lit("timer")).otherwise(
+        pl.col("mask").replace_strict(_EVENT_KIND, default="other", return_dtype=pl.String)))
     return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
 
 

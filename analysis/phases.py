@@ -35,7 +35,7 @@ def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
     """Adds b0..b9 (filled and clipped) to requests."""
     r = requests.with_columns(
         router_start_ts=pl.coalesce("route_ts", "router_any_ts"),
-        resp_at_router_ts=pl.coalesce("us_rx_beg_us", "ds_tx_beg_us"),
+        resp_at_router_ts=pl.coalesce("us_resp_router_ts", "us_rx_beg_us", "ds_tx_beg_us"),
     )
     raw = [pl.col(_SOURCES[b]).alias(b) for b in BOUNDARIES]
     r = r.with_columns(raw)
@@ -102,18 +102,28 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     decode = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") <= pl.col("b3")))
     encode = called.filter((pl.col("kind") == "encode_headers_called") & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
+    # A decoder filter that stopped iteration (fault delay, ext_authz, Lua httpCall) holds the request until
+    # `continuing filter chain`: that wait is the stopped filter's ("<filter> (paused)"), not route lookup.
+    resumed = events.filter((pl.col("kind") == "continuing_filter_chain") & pl.col("stream_id").is_not_null()).select(
+        "origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", pl.lit(None, dtype=pl.String).alias("filter"))
+    resumed = resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner").filter(
+        (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
+    decode_marks = pl.concat([decode, resumed.select(decode.columns)], how="vertical_relaxed")
     out = []
-    for frame, phase, origin_col in ((decode, Phase.FILTER_CHAIN, "b2"), (encode, Phase.ENCODE, "b7")):
+    for frame, phase, origin_col in ((decode_marks, Phase.FILTER_CHAIN, "b2"), (encode, Phase.ENCODE, "b7")):
         if frame.height == 0:
             continue
+        is_resume = pl.col("kind") == "continuing_filter_chain"
         frame = frame.sort("request_uid", "ts_us", "line_no").with_columns(
-            start_us=pl.col("ts_us").shift(1).over("request_uid"))
+            start_us=pl.col("ts_us").shift(1).over("request_uid"),
+            stopped=pl.col("filter").shift(1).over("request_uid"))
         frame = frame.with_columns(start_us=pl.coalesce("start_us", origin_col))
-        out.append(frame.select("request_uid", phase=pl.lit(phase.value),
-                                detail=pl.coalesce(pl.col("filter"), pl.lit("?")),
+        detail = pl.when(is_resume).then(pl.coalesce(pl.col("stopped"), pl.lit("?")) + pl.lit(" (paused)")).otherwise(
+            pl.coalesce(pl.col("filter"), pl.lit("?")))
+        out.append(frame.select("request_uid", phase=pl.lit(phase.value), detail=detail,
                                 start_us="start_us", end_us="ts_us",
                                 dur_us=(pl.col("ts_us") - pl.col("start_us"))))
-    lookup = decode.group_by("request_uid").agg(last=pl.col("ts_us").max())
+    lookup = decode_marks.group_by("request_uid").agg(last=pl.col("ts_us").max())
     # The router filter's own decodeHeaders: from the previous filter's line to the router's line
     # (the last decode line at or after the route match). It spans router, connect and send.
     router_line = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") >= pl.col("b3"))

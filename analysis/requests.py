@@ -160,17 +160,38 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         us_cx_end_us=pl.when(new_conn).then(pl.col("up_connected_ts")),
     )
     up_writes = writes.select("origin", "ts_us", upstream_conn_id="conn_id")
-    streams = streams.with_columns(us_tx_beg_us=pl.coalesce("proxy_hdr_ts", "pool_ready_ts"))
-    streams = asof(streams, up_writes, left_on="us_tx_beg_us", right_on="ts_us", by=UPSTREAM_CONN,
+    # The router hands the headers to the upstream codec (`proxying headers`, else `pool ready`) ...
+    streams = streams.with_columns(us_tx_start_ts=pl.coalesce("proxy_hdr_ts", "pool_ready_ts"))
+    streams = asof(streams, up_writes, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_written_ts"}, tolerance=10_000_000)
-    streams = streams.with_columns(us_rx_beg_us=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
+    # ... and Envoy stamps US_TX_BEG when the codec's encodeHeaders returns: the stream's next filter-manager
+    # line (`decode headers called: filter=...upstream_codec`, or `continuing filter chain` when the upstream
+    # filter chain resumes on a new connection) bounds it from above; a stall inside the encode lands there too.
+    encoded = events.filter(((pl.col("kind") == "decode_headers_called")
+                             & pl.col("filter").fill_null("").str.contains("upstream_codec"))
+                            | (pl.col("kind") == "continuing_filter_chain"))
+    streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
+                   strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
+    streams = streams.with_columns(us_tx_beg_us=pl.coalesce(
+        pl.min_horizontal("us_encoded_ts", pl.coalesce("us_written_ts", "us_encoded_ts")), "us_tx_start_ts"))
+    # The router sees the response headers (`upstream response headers`, else `upstream headers complete`).
+    streams = streams.with_columns(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
     up_reads = reads.select("origin", "ts_us", upstream_conn_id="conn_id")
-    streams = asof(streams, up_reads, left_on="us_rx_beg_us", right_on="ts_us", by=UPSTREAM_CONN,
+    streams = asof(streams, up_reads, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_read_start_ts"}, tolerance=10_000_000)
     complete_lines = events.filter((pl.col("kind") == "response_complete") & (pl.col("logger") == "client")
                                    ).select("origin", "ts_us", upstream_conn_id="conn_id")
-    streams = asof(streams, complete_lines, left_on="us_rx_beg_us", right_on="ts_us", by=UPSTREAM_CONN,
+    streams = asof(streams, complete_lines, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_complete_ts"}, tolerance=60_000_000)
+    # Envoy stamps US_RX_BEG when the upstream codec has parsed the response headers (before the router's
+    # line): HTTP/1 logs that as `Client: onHeadersComplete` on the upstream connection.
+    parsed = events.filter(pl.col("kind") == "client_on_headers_complete").select(
+        "origin", "ts_us", upstream_conn_id="conn_id")
+    streams = asof(streams, parsed, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
+                   strategy="backward", take={"ts_us": "us_parsed_ts"}, tolerance=1_000_000)
+    streams = streams.with_columns(us_rx_beg_us=pl.coalesce(
+        pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
+        "us_resp_router_ts"))
     streams = streams.join(_main_threads(events), on="origin", how="left")
     return _finish(streams)
 
@@ -194,7 +215,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
             pl.col("pool_ready_count").gt(0) | pl.col("upstream_resets").gt(0)).then(1).otherwise(0)).cast(pl.Int64),
         ds_rx_beg_us=pl.col("new_stream_ts"),
         ds_rx_end_us=ds_rx_end,
-        us_tx_end_us=pl.coalesce("us_tx_end_ts", "us_tx_beg_us"),
+        us_tx_end_us=pl.max_horizontal("us_tx_end_ts", "us_tx_beg_us"),
         us_rx_end_us=us_rx_end,
         ds_tx_beg_us=pl.col("enc_hdr_ts"),
         life_start_us=pl.coalesce("read_start_ts", "parse_start_ts", "new_stream_ts"),

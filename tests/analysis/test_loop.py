@@ -1,0 +1,166 @@
+"""Event-loop model: busy slices, loop queueing against independently measured queueing, thread inference."""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from envoy_dissector.analysis.pipeline import analyse
+
+from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
+
+ALL = discover()
+THREADED = [t for t in ALL if t.has_thread_ids and t.origin_prefix is None]
+SEED_DIR = FIXTURES / "old-format" / "seed000"
+
+
+def _with_truth(t: Truth) -> pl.DataFrame:
+    return (t.access().join(t.client().select("x_request_id", "latency_us"), on="x_request_id")
+            .join(t.upstream().select("x_request_id", "service_us"), on="x_request_id"))
+
+
+def _outside(frame: pl.DataFrame) -> pl.Series:
+    """Client latency minus Envoy's own DS_RX_BEG→DS_TX_END: time the request spent outside Envoy's stream."""
+    return frame["latency_us"] - frame["ds_rx_beg_to_ds_tx_end_us"]
+
+
+def independent_queue(t: Truth, baseline: Truth) -> pl.DataFrame:
+    """Per request: (client − Envoy DS_RX_BEG:DS_TX_END − the baseline's median of that) + (US_TX_END:US_RX_BEG −
+    the upstream's own service time). Uses no trace log at all."""
+    base = float(_outside(_with_truth(baseline)).median())  # type: ignore[arg-type]
+    f = _with_truth(t)
+    inside = f["ds_rx_beg_to_us_rx_beg_us"] - f["ds_rx_beg_to_us_tx_end_us"] - f["service_us"]
+    return f.select("x_request_id").with_columns(queue_us=(_outside(f) - base) + inside)
+
+
+def test_lua_cpu_loop_queue_matches_independent_measure() -> None:
+    t, base = truth("istio-thread/lua-cpu"), truth("istio-thread/lua-cpu-baseline")
+    assert t.meta["baseline"] == base.meta["scenario"] == "lua-cpu-baseline"
+    indep = independent_queue(t, base)
+    assert indep.height == t.access().height
+    expected = float(indep["queue_us"].mean())  # type: ignore[arg-type]
+    ours = indep.join(t.requests(), on="x_request_id")
+    assert ours.height == indep.height
+    got = float(ours["loop_queue_us"].mean())  # type: ignore[arg-type]
+    assert expected > 5_000  # the scenario did queue (8 connections × 1 ms of Lua on one worker)
+    assert abs(got - expected) <= 0.25 * expected, f"loop_queue mean {got:.0f} µs vs independent {expected:.0f} µs"
+
+
+def test_lua_cpu_baseline_has_little_queueing() -> None:
+    """One connection at a time: the same Lua burn does not make requests wait for the loop."""
+    lua = float(truth("istio-thread/lua-cpu").requests()["loop_queue_us"].mean())  # type: ignore[arg-type]
+    base = float(truth("istio-thread/lua-cpu-baseline").requests()["loop_queue_us"].mean())  # type: ignore[arg-type]
+    assert base <= 0.1 * lua
+
+
+def test_loop_queue_parts_add_up() -> None:
+    r = truth("istio-thread/lua-cpu").requests()
+    parts = [c for c in r.columns if c.startswith("queue_") and c.endswith("_us")]
+    assert len(parts) == 4
+    assert (r.select(pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts]))[:, 0] == r["loop_queue_us"]).all()
+    assert (r["loop_queue_us"] >= 0).all()
+
+
+def test_loop_queue_rows_name_other_connections() -> None:
+    cap = truth("istio-thread/lua-cpu").capture()
+    rows = cap.phases.filter(pl.col("phase") == "loop_queue")
+    assert rows.height > 0 and not rows["part_of_total"].any()
+    req = cap.requests.select("request_uid", "downstream_conn_id", "upstream_conn_id")
+    j = rows.join(req, on="request_uid")
+    for detail, down, up in j.select("detail", "downstream_conn_id", "upstream_conn_id").iter_rows():
+        where, _, conns = detail.partition(": ")
+        assert where in {"before read", "upstream send", "upstream wait", "downstream write"}
+        named = {int(c.strip()[1:]) for c in conns.split("+") if c.strip().startswith("C")}
+        assert down not in named and up not in named
+
+
+# --- seed 000: the engineer's event-loop delay ----------------------------------------------------
+
+def test_seed_event_loop_delay_and_connections_served() -> None:
+    expected = json.loads((SEED_DIR / "expected.json").read_text())
+    hand = expected["hand_numbers_us"]
+    cap = capture_of(SEED_DIR / "envoy.log")
+    req = expected["request"]
+    row = cap.requests.filter((pl.col("downstream_conn_id") == req["downstream_conn_id"])
+                              & (pl.col("stream_id").cast(pl.String) == req["stream_id"])).row(0, named=True)
+    delay = hand["event_loop_delay"]["value"]  # 1439 µs
+    assert abs(row["loop_queue_us"] - delay) <= 0.15 * delay
+    rows = cap.request_phases(row).filter(pl.col("phase") == "loop_queue")
+    waits = rows.filter(pl.col("detail").str.starts_with("upstream wait"))
+    assert waits.height == 1
+    listed = [int(c.strip()[1:]) for c in waits["detail"][0].split(": ", 1)[1].split("+")]
+    # C0 is the Zipkin tracer's async stream: it has no socket events of its own to be seen serving.
+    served = [c for c in hand["connections_served_during_delay"] if c != 0]
+    assert listed == list(dict.fromkeys(served)), listed
+
+
+# --- slices ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t", THREADED, ids=fixture_ids(THREADED))
+def test_slices_never_overlap_on_a_thread(t: Truth) -> None:
+    loop = t.capture().loop.sort("origin", "thread", "start_us")
+    assert (loop["end_us"] >= loop["start_us"]).all()
+    overlap = loop.filter(pl.col("start_us") < pl.col("end_us").shift(1).over("origin", "thread"))
+    assert overlap.height == 0
+    events = t.capture().events.filter((pl.col("kind") == "socket_event") & pl.col("thread").is_not_null())
+    assert loop.filter(pl.col("kind").is_in(["read", "write", "read+write", "closed", "read+closed",
+                                              "write+closed", "read+write+closed"])).height == events.height
+
+
+@pytest.mark.parametrize("rel, idle_setting", [("istio-thread/fault-delay", ("envoy", "fault_delay_ms"))])
+def test_timer_waits_are_idle_not_busy(rel: str, idle_setting: tuple[str, str]) -> None:
+    """A fault delay parks the request on a timer: the worker is idle meanwhile, so utilisation drops.
+
+    One sequential client connection and n requests each delayed d: at least n·d of the traffic window
+    is idle, whatever the log says.
+    """
+    t = truth(rel)
+    d_us = t.meta["settings"][idle_setting[0]][idle_setting[1]] * 1000
+    cap = t.capture()
+    r = t.requests()
+    window = r["life_end_us"].max() - r["life_start_us"].min()
+    bound = 1 - r.height * d_us / window
+    workers = cap.workers()
+    assert workers.height == 1
+    assert workers["utilisation"][0] <= bound, (workers, bound)
+    assert "timer" in cap.loop["kind"].to_list()
+    assert not any(f.id.startswith("saturated-worker") for f in cap.findings())
+
+
+def test_retry_backoff_is_idle_not_busy() -> None:
+    """Retries to a closed port wait out Envoy's back-off on a timer: the worker is mostly idle."""
+    t = truth("istio-thread/retries-503")
+    cap = t.capture()
+    r = t.requests()
+    a = t.access()
+    # Envoy's own durations: each request lasted DS_RX_BEG→DS_TX_END, nearly all of it back-off.
+    assert a["ds_rx_beg_to_ds_tx_end_us"].median() > 10_000
+    assert cap.workers()["utilisation"][0] < 0.5
+    assert r["loop_queue_us"].max() < 1_000
+
+
+# --- thread inference ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel", ["istio-thread/workers", "custom/workers", "envoy-us/workers", "istio-json/workers"])
+def test_inferred_lanes_match_real_workers(rel: str) -> None:
+    """Strip thread ids from a capture that has them; every inferred lane must be one real worker."""
+    cap = truth(rel).capture()
+    main = cap.requests["main_thread"].drop_nulls().unique().to_list()
+    stripped = cap.events.with_columns(true_thread=pl.col("thread"), thread=pl.lit(None, dtype=pl.Int64))
+    result = analyse(stripped)
+    assert any("inferred" in n for n in result.notes)
+    lines = result.events.filter(pl.col("conn_id").is_not_null() & pl.col("true_thread").is_not_null()
+                                 & ~pl.col("true_thread").is_in(main))
+    conns = lines.group_by("origin", "conn_id").agg(lane=pl.col("thread").first(),
+                                                     lanes=pl.col("thread").n_unique(),
+                                                     true=pl.col("true_thread").first())
+    assert (conns["lanes"] == 1).all()
+    assert (conns["lane"] < 0).all()  # inferred lanes are marked negative
+    purity = conns.group_by("lane").agg(pl.col("true").n_unique())
+    assert (purity["true"] == 1).all(), conns.sort("lane")
+    # Client requests: as many lanes carry them as real workers did.
+    r = result.requests.filter(~pl.col("internal"))
+    real = cap.requests.filter(~pl.col("internal"))
+    assert r["thread"].n_unique() == real["thread"].n_unique()
+    assert r.height == real.height
