@@ -43,7 +43,11 @@ class Truth:
 
     @property
     def rel(self) -> str:
-        return str(self.dir.relative_to(FIXTURES))
+        """Path under fixtures/ (or the directory itself for a fresh lab capture elsewhere)."""
+        try:
+            return str(self.dir.relative_to(FIXTURES))
+        except ValueError:
+            return str(self.dir)
 
     @property
     def pattern(self) -> str:
@@ -117,6 +121,14 @@ def discover() -> list[Truth]:
                 continue
         out.append(Truth(d, log, meta, prefix))
     return out
+
+
+def from_lab(out_dir: Path) -> Truth:
+    """A capture directory written by ``lab.run.run_scenario`` (outside fixtures/)."""
+    meta = json.loads((out_dir / "meta.json").read_text())
+    log = _log_in(out_dir)
+    assert log is not None, f"no envoy.log in {out_dir}"
+    return Truth(out_dir, log, meta)
 
 
 def truth(rel: str) -> Truth:

@@ -1,0 +1,112 @@
+"""Findings name what the lab injected (and nothing it did not), with evidence users can check."""
+from __future__ import annotations
+
+import gzip
+import re
+
+import polars as pl
+import pytest
+
+from envoy_dissector.analysis.findings import Finding
+
+from truth import Truth, discover, fixture_ids, truth
+
+ALL = discover()
+
+
+def _ids(t: Truth) -> list[str]:
+    return [f.id for f in t.capture().findings()]
+
+
+def _worker_threads_from_raw_log(t: Truth) -> set[int]:
+    """Threads that logged `new stream` for a connection in Envoy's access log, read straight from the log text."""
+    conns = set(t.access()["connection_id"].to_list())
+    opener = gzip.open if t.log.suffix == ".gz" else open
+    pattern = re.compile(r'"ConnectionId":"(\d+)"\] new stream\tthread=(\d+)')
+    with opener(t.log, "rt") as fh:  # type: ignore[operator]
+        return {int(m.group(2)) for m in map(pattern.search, fh) if m and int(m.group(1)) in conns}
+
+
+@pytest.mark.parametrize("t", ALL, ids=fixture_ids(ALL))
+def test_findings_are_well_formed_and_ordered(t: Truth) -> None:
+    found = t.capture().findings()
+    order = {"critical": 0, "warning": 1, "info": 2}
+    assert [order[f.severity] for f in found] == sorted(order[f.severity] for f in found)
+    assert len({f.id for f in found}) == len(found)
+    for f in found:
+        assert isinstance(f, Finding) and f.title and f.evidence
+        assert set(f.as_dict()) == {"id", "severity", "title", "evidence", "fix"}
+
+
+def test_lua_cpu_names_the_saturated_worker() -> None:
+    t = truth("istio-thread/lua-cpu")
+    assert t.meta["settings"]["envoy"]["concurrency"] == 1
+    (worker,) = _worker_threads_from_raw_log(t)
+    critical = [f for f in t.capture().findings() if f.severity == "critical"]
+    assert [f.id for f in critical] == [f"saturated-worker-{worker}"]
+    assert str(worker) in critical[0].title and str(worker) in critical[0].evidence
+    assert "concurrency" in critical[0].fix.lower() or "cpu" in critical[0].fix.lower()
+    # The Lua script's own CPU is named too.
+    assert "slow-filter-envoy.filters.http.lua" in _ids(t)
+
+
+def test_upstream_delay_is_a_slow_upstream() -> None:
+    t = truth("istio-thread/upstream-delay")
+    ids = _ids(t)
+    assert "slow-upstream" in ids
+    assert "proxy-time" not in ids
+    assert not any(i.startswith("saturated-worker") for i in ids)
+    f = next(f for f in t.capture().findings() if f.id == "slow-upstream")
+    assert "upstream_wait" in f.evidence
+
+
+@pytest.mark.parametrize("rel", ["istio-thread/fault-delay", "istio-thread/retries-503"])
+def test_timer_waits_do_not_look_like_saturation(rel: str) -> None:
+    assert not any(i.startswith("saturated-worker") for i in _ids(truth(rel)))
+
+
+def test_fault_delay_names_the_pausing_filter() -> None:
+    t = truth("istio-thread/fault-delay")
+    f = next(f for f in t.capture().findings() if f.id == "paused-filter-envoy.filters.http.fault")
+    assert f.severity == "warning"
+    assert "worker was free" in f.evidence
+    assert not any(i.startswith("slow-filter-envoy.filters.http.fault") for i in _ids(t))
+
+
+def test_retries_are_reported_with_their_attempts() -> None:
+    t = truth("istio-thread/retries-503")
+    found = {f.id: f for f in t.capture().findings()}
+    assert "retries" in found and "server-errors" in found
+    attempts = int(t.access()["attempts"].max())  # type: ignore[arg-type]
+    assert f"max {attempts} attempts" in found["retries"].evidence
+    assert "503" in found["server-errors"].evidence
+
+
+def test_connection_churn_only_where_connections_are_not_reused() -> None:
+    assert "upstream-connection-churn" in _ids(truth("istio-thread/new-upstream-conn"))
+    for rel in ("istio-thread/keepalive", "istio-thread/upstream-delay", "istio-thread/fault-delay"):
+        assert "upstream-connection-churn" not in _ids(truth(rel)), rel
+
+
+def test_no_thread_ids_note_is_a_finding() -> None:
+    t = truth("old-format/converted/workers")
+    notes = [f for f in t.capture().findings() if f.id.startswith("note-")]
+    text = " ".join(f.evidence for f in notes)
+    assert "inferred" in text and "confidence" in text
+
+
+def test_millisecond_timestamps_note_is_a_finding() -> None:
+    notes = [f for f in truth("envoy/keepalive").capture().findings() if f.id.startswith("note-")]
+    assert any("millisecond" in f.evidence for f in notes)
+    assert not [f for f in truth("envoy-us/keepalive").capture().findings()
+                if f.id.startswith("note-") and "millisecond" in f.evidence]
+
+
+def test_worker_table_counts_the_requests_envoy_logged() -> None:
+    for rel in ("istio-thread/workers", "istio-thread/lua-cpu"):
+        t = truth(rel)
+        workers = t.capture().workers()
+        assert int(workers["requests"].sum()) == t.access().height
+        threads = _worker_threads_from_raw_log(t)
+        assert set(workers.filter(pl.col("requests") > 0)["thread"].to_list()) == threads
+        assert workers["utilisation"].is_between(0, 1).all()
