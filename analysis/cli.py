@@ -19,6 +19,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "envoy_dissector.analysis.cli_analyze",
     "envoy_dissector.analysis.lab.cli",
     "envoy_dissector.analysis.kube.cli",
+    "envoy_dissector.dashboard.cli",
 )
 
 

@@ -41,7 +41,7 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
         if top:
             label = phase if not detail else f"{phase} ({detail})"
         elif phase == "loop_queue":
-            label = f"  ⏳ loop queue — {detail}"
+            label = f"  ↳ loop queue — {detail}"
         else:
             label = f"  ↳ {phase}: {detail}"
         labels.append(label)
@@ -63,8 +63,12 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
     title = (f"{request.get('method') or ''} {request.get('authority') or ''}{request.get('path') or ''} → "
              f"{request.get('status')} · {request.get('total_us')} µs total · loop queue "
              f"{request.get('loop_queue_us')} µs")
+    fig.update_traces(cliponaxis=False, selector=dict(type="bar"))
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_xaxes(title="µs since the request's first read", zeroline=True)
+    left = min(min(bases, default=0), 0)
+    right = max((b + w for b, w in zip(bases, widths)), default=1)
+    fig.update_xaxes(title="µs since the request's first read", zeroline=True,
+                     range=[left, right + (right - left) * 0.08])
     return _layout(fig, title, height=max(300, 28 * len(labels) + 120), showlegend=False, bargap=0.25)
 
 
@@ -119,9 +123,14 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
 
 
 def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int | None = None,
-               end_us: int | None = None, highlight: list[int] | None = None) -> go.Figure:
+               end_us: int | None = None, highlight: list[int] | None = None,
+               zero_us: int | None = None) -> go.Figure:
     """One lane per worker, busy slices as bars (coloured by event kind). Windows with too many slices
-    are shown as busy-fraction buckets instead."""
+    are shown as busy-fraction buckets instead.
+
+    ``highlight`` connection ids get a red outline and their own trace; ``zero_us`` fixes the x origin
+    (µs) so a zoomed window keeps the coordinates of the whole capture (the dashboard re-queries the
+    window server-side on zoom); by default the first slice shown is 0."""
     lo = loop
     if thread is not None:
         lo = lo.filter(pl.col("thread") == thread)
@@ -132,18 +141,20 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     fig = go.Figure()
     if lo.height == 0:
         return _layout(fig, "Event loop (no slices in this window)")
-    t0 = int(lo["start_us"].min())  # type: ignore[arg-type]
+    first = int(lo["start_us"].min())  # type: ignore[arg-type]
+    t0 = first if zero_us is None else int(zero_us)
     lanes = lo.with_columns(lane=pl.col("origin").str.split("/").list.last() + pl.lit(" · thread ")
                             + pl.col("thread").cast(pl.String))
     if lo.height > MAX_SLICES:
-        span = int(lo["end_us"].max()) - t0 + 1  # type: ignore[arg-type]
+        span = int(lo["end_us"].max()) - first + 1  # type: ignore[arg-type]
         bucket = max(span // 400, 1)
-        agg = lanes.with_columns(b=((pl.col("start_us") - t0) // bucket) * bucket).group_by("lane", "b").agg(
+        agg = lanes.with_columns(b=((pl.col("start_us") - first) // bucket) * bucket).group_by("lane", "b").agg(
             busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("lane", "b")
-        fig.add_trace(go.Heatmap(x=agg["b"].to_list(), y=agg["lane"].to_list(), z=agg["busy"].to_list(),
-                                 colorscale="Reds", zmin=0, zmax=1, colorbar=dict(title="busy")))
+        fig.add_trace(go.Heatmap(x=(agg["b"] + (first - t0)).to_list(), y=agg["lane"].to_list(),
+                                 z=agg["busy"].to_list(), colorscale="Reds", zmin=0, zmax=1,
+                                 colorbar=dict(title="busy")))
         fig.update_xaxes(title=f"µs since {t0} (buckets of {bucket} µs; zoom in for slices)")
-        return _layout(fig, "Event loop: busy fraction per worker")
+        return _layout(fig, f"Event loop: busy fraction per worker ({lo.height} slices; zoom in)")
     colors = {"read": "#377eb8", "write": "#4daf4a", "read+write": "#984ea3", "other": "#999999"}
     for kind, part in lanes.group_by("kind"):
         k = kind[0] if isinstance(kind, tuple) else kind
@@ -155,6 +166,16 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
             marker=dict(color=colors.get(str(k), "#ff7f00"), line=dict(color=line_color, width=2)),
             customdata=[f"C{c}" if c is not None else "-" for c in conns],
             hovertemplate="%{customdata} " + str(k) + "<br>+%{base} µs, %{x} µs<extra></extra>"))
+    if highlight:
+        mine = lanes.filter(pl.col("conn_id").is_in(list(highlight)))
+        if mine.height:
+            fig.add_trace(go.Bar(
+                y=mine["lane"].to_list(), x=(mine["end_us"] - mine["start_us"]).clip(lower_bound=1).to_list(),
+                base=(mine["start_us"] - t0).to_list(), orientation="h",
+                name="highlighted: " + ", ".join(f"C{c}" for c in highlight),
+                marker=dict(color="#e41a1c", line=dict(color="#e41a1c", width=2)), width=0.35,
+                customdata=[f"C{c}" for c in mine["conn_id"].to_list()],
+                hovertemplate="%{customdata} (highlighted)<br>+%{base} µs, %{x} µs<extra></extra>"))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title=f"µs since {t0}")
     return _layout(fig, "Event loop: busy slices per worker", height=200 + 40 * lanes["lane"].n_unique())

@@ -1,0 +1,240 @@
+"""Dash callbacks: read inputs, call one function from ``datasets``/``grid``/``views``, return outputs.
+
+Every callback finds its dataset through ``Registry.get(dataset_id, token)``, so a session only ever
+reads shared datasets and its own uploads.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dash import ALL, Dash, Input, Output, State, ctx, no_update
+
+from envoy_dissector.analysis.stats import counted
+from envoy_dissector.dashboard import figures, views
+from envoy_dissector.dashboard.datasets import Dataset, Registry
+from envoy_dissector.dashboard.grid import Pager
+
+LOOP_MARGIN_US = 2_000
+
+
+def _token(session: dict[str, Any] | None) -> str | None:
+    return (session or {}).get("token")
+
+
+def session_view(registry: Registry, token: str | None, current: str | None,
+                 seen: list[str] | None = None) -> dict[str, Any]:
+    """What the header shows for a session: dataset options and choice, job progress and messages;
+    ``seen`` are the finished jobs already reported to this browser."""
+    pending, finished = registry.poll(token, set(seen or ()))
+    visible = registry.visible(token)
+    ids = [d.id for d in visible]
+    new = [j.dataset_id for j in finished if j.state == "done" and j.dataset_id in ids]
+    value = new[-1] if new else (current if current in ids else (ids[0] if ids else None))
+    errors = [j.describe() for j in finished if j.state == "error"]
+    done = [j.describe() for j in finished if j.state == "done"]
+    if pending:
+        message, kind = " · ".join(j.describe() for j in pending), "message"
+    elif errors:
+        message, kind = " · ".join(errors), "message error"
+    elif done:
+        message, kind = " · ".join(done), "message ok"
+    else:
+        message, kind = None, "message"
+    progress = min((j.fraction for j in pending), default=1.0)
+    return {"options": views.dataset_options(visible), "value": value, "pending": bool(pending),
+            "message": message, "message_class": kind, "progress": f"{100 * progress:.0f}",
+            "seen": list(seen or ()) + [j.id for j in finished]}
+
+
+def slowest_request(ds: Dataset) -> str | None:
+    r = counted(ds.capture.requests)
+    if r.height == 0:
+        r = ds.capture.requests
+    if r.height == 0:
+        return None
+    return str(r.sort("total_us", descending=True, nulls_last=True)["request_uid"][0])
+
+
+def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None) -> None:  # noqa: C901
+    pager = pager or Pager()
+
+    def dataset(dataset_id: str | None, session: dict[str, Any] | None) -> Dataset | None:
+        return registry.get(dataset_id, _token(session))
+
+    @app.callback(
+        Output("dataset", "options"), Output("dataset", "value"),
+        Output("compare-a", "options"), Output("compare-b", "options"),
+        Output("analysis-progress", "value"), Output("analysis-progress", "hidden"),
+        Output("job-message", "children"), Output("job-message", "className"),
+        Output("job-poll", "disabled"), Output("jobs-seen", "data"),
+        Input("job-poll", "n_intervals"), Input("upload-job", "data"),
+        State("session", "data"), State("dataset", "value"), State("jobs-seen", "data"),
+    )
+    def poll_jobs(_n: int | None, _job: Any, session: dict[str, Any] | None, current: str | None,
+                  seen: list[str] | None) -> tuple[Any, ...]:
+        v = session_view(registry, _token(session), current, seen)
+        message = v["message"] if v["message"] is not None else no_update
+        cls = v["message_class"] if v["message"] is not None else no_update
+        return (v["options"], v["value"], v["options"], v["options"], v["progress"], not v["pending"],
+                message, cls, not v["pending"], v["seen"])
+
+    @app.callback(Output("compare-a", "value"), Output("compare-b", "value"),
+                  Input("compare-a", "options"), State("compare-a", "value"), State("compare-b", "value"))
+    def compare_defaults(options: list[dict[str, str]] | None, a: str | None, b: str | None) -> tuple[Any, Any]:
+        ids = [o["value"] for o in options or []]
+        if len(ids) < 2:
+            return no_update, no_update
+        if ids[0] not in (a, b):  # a new upload (listed first) becomes B; the previous B becomes A
+            return (b if b in ids else ids[1]), ids[0]
+        return (a if a in ids else ids[1]), (b if b in ids else ids[0])
+
+    @app.callback(Output("overview", "children"), Input("dataset", "value"), State("session", "data"))
+    def show_overview(dataset_id: str | None, session: dict[str, Any] | None) -> Any:
+        ds = dataset(dataset_id, session)
+        return views.overview(ds) if ds else "Choose a dataset, or upload a log."
+
+    # -- requests ------------------------------------------------------------------------------------
+    app.clientside_callback(
+        """function(search, dataset) {
+            try { const api = dash_ag_grid.getApi('requests-grid');
+                  if (api) { api.purgeInfiniteCache(); api.ensureIndexVisible(0, 'top'); } } catch (e) {}
+            return Date.now();
+        }""",
+        Output("grid-refresh", "data"), Input("search", "value"), Input("dataset", "value"),
+        prevent_initial_call=True,
+    )
+
+    @app.callback(Output("requests-grid", "getRowsResponse"), Output("requests-count", "children"),
+                  Input("requests-grid", "getRowsRequest"),
+                  State("dataset", "value"), State("search", "value"), State("session", "data"))
+    def grid_rows(request: dict[str, Any] | None, dataset_id: str | None, search: str | None,
+                  session: dict[str, Any] | None) -> tuple[Any, Any]:
+        ds = dataset(dataset_id, session)
+        if ds is None or request is None:
+            return {"rowData": [], "rowCount": 0}, ""
+        page = pager.rows(ds.id, ds.capture.requests, request, search)
+        total = ds.capture.requests.height
+        return page, f"{page['rowCount']:,} of {total:,} requests (incl. internal ones) match"
+
+    @app.callback(Output("selected-request", "data"), Output("tabs", "value", allow_duplicate=True),
+                  Input("requests-grid", "cellClicked"), State("dataset", "value"), prevent_initial_call=True)
+    def open_request(cell: dict[str, Any] | None, dataset_id: str | None) -> tuple[Any, Any]:
+        if not cell or not cell.get("rowId"):
+            return no_update, no_update
+        return {"dataset": dataset_id, "uid": cell["rowId"]}, "waterfall"
+
+    # -- waterfall -----------------------------------------------------------------------------------
+    @app.callback(Output("waterfall-graph", "figure"), Output("waterfall-side", "children"),
+                  Output("waterfall-hint", "children"), Output("log-lines", "children", allow_duplicate=True),
+                  Input("selected-request", "data"), Input("dataset", "value"), State("session", "data"),
+                  prevent_initial_call="initial_duplicate")
+    def show_waterfall(selected: dict[str, Any] | None, dataset_id: str | None,
+                       session: dict[str, Any] | None) -> tuple[Any, ...]:
+        ds = dataset(dataset_id, session)
+        if ds is None:
+            return {}, None, "Choose a dataset.", None
+        uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
+        if uid is None:
+            return {}, None, "This capture has no requests.", None
+        try:
+            fig, side = views.waterfall_view(ds.capture, uid)
+        except KeyError:
+            return {}, None, f"Request {uid} is not in this dataset.", None
+        hint = ("Click a row in Requests to open another request." if selected and selected.get("uid") == uid
+                else "The slowest complete request; click a row in Requests to open another.")
+        return fig, side, hint, None
+
+    @app.callback(Output("log-lines", "children"), Input("show-lines", "n_clicks"),
+                  State("selected-request", "data"), State("dataset", "value"), State("session", "data"),
+                  prevent_initial_call=True)
+    def show_lines(_n: int | None, selected: dict[str, Any] | None, dataset_id: str | None,
+                   session: dict[str, Any] | None) -> Any:
+        ds = dataset(dataset_id, session)
+        if ds is None:
+            return None
+        uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
+        return views.log_lines(ds.capture, uid) if uid else None
+
+    @app.callback(Output("loop-state", "data", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True),
+                  Output("loop-thread", "value", allow_duplicate=True),
+                  Input({"type": "conn-loop", "conn": ALL, "wait": ALL}, "n_clicks"),
+                  State("selected-request", "data"), State("dataset", "value"), State("session", "data"),
+                  prevent_initial_call=True)
+    def jump_to_loop(clicks: list[int | None], selected: dict[str, Any] | None, dataset_id: str | None,
+                     session: dict[str, Any] | None) -> tuple[Any, ...]:
+        ds = dataset(dataset_id, session)
+        if ds is None or not any(clicks) or not isinstance(ctx.triggered_id, dict):
+            return no_update, no_update, no_update
+        conn, wait = ctx.triggered_id["conn"], ctx.triggered_id["wait"]
+        uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
+        row = ds.capture.request(uid) if uid else {}
+        waits = views.competing_connections(ds.capture.request_phases(row)) if row else []
+        w = waits[wait] if wait < len(waits) else {}
+        start = (w.get("start_us") or row.get("life_start_us") or 0) - LOOP_MARGIN_US
+        end = (w.get("end_us") or row.get("life_end_us") or 0) + LOOP_MARGIN_US
+        return ({"dataset": ds.id, "start": start, "end": end, "highlight": [conn]}, "loop",
+                row.get("thread"))
+
+    @app.callback(Output("search", "value"), Output("tabs", "value", allow_duplicate=True),
+                  Input({"type": "conn-requests", "conn": ALL, "wait": ALL}, "n_clicks"), prevent_initial_call=True)
+    def jump_to_requests(clicks: list[int | None]) -> tuple[Any, Any]:
+        if not any(clicks) or not isinstance(ctx.triggered_id, dict):
+            return no_update, no_update
+        return f"C{ctx.triggered_id['conn']}", "requests"
+
+    # -- event loop ----------------------------------------------------------------------------------
+    @app.callback(Output("loop-state", "data", allow_duplicate=True),
+                  Input("loop-graph", "relayoutData"), Input("loop-reset", "n_clicks"),
+                  State("loop-state", "data"), State("dataset", "value"), State("session", "data"),
+                  prevent_initial_call=True)
+    def zoom_loop(relayout: dict[str, Any] | None, _reset: int | None, state: dict[str, Any] | None,
+                  dataset_id: str | None, session: dict[str, Any] | None) -> Any:
+        ds = dataset(dataset_id, session)
+        if ds is None:
+            return no_update
+        keep = (state or {}).get("highlight") if (state or {}).get("dataset") == ds.id else None
+        if ctx.triggered_id == "loop-reset":
+            return {"dataset": ds.id, "start": None, "end": None, "highlight": keep}
+        zero, _, _ = views.loop_window(ds.capture, None, None)
+        window = views.window_from_relayout(relayout, zero)
+        if window is None:
+            return no_update
+        return {"dataset": ds.id, "start": window[0], "end": window[1], "highlight": keep}
+
+    @app.callback(Output("loop-graph", "figure"), Output("loop-info", "children"),
+                  Input("loop-state", "data"), Input("loop-thread", "value"), Input("dataset", "value"),
+                  State("session", "data"))
+    def show_loop(state: dict[str, Any] | None, thread: int | None, dataset_id: str | None,
+                  session: dict[str, Any] | None) -> tuple[Any, Any]:
+        ds = dataset(dataset_id, session)
+        if ds is None:
+            return {}, ""
+        st = state if state and state.get("dataset") == ds.id else {}
+        fig = views.event_loop_figure(ds.capture, thread=thread, start_us=st.get("start"), end_us=st.get("end"),
+                                      highlight=st.get("highlight"))
+        zero, start, end = views.loop_window(ds.capture, st.get("start"), st.get("end"))
+        marked = ", ".join(f"C{c}" for c in st.get("highlight") or [])
+        info = f"window +{start - zero:,}..+{end - zero:,} µs" + (f" · highlighted {marked}" if marked else "")
+        return fig, info
+
+    @app.callback(Output("utilisation-graph", "figure"), Output("workers-panel", "children"),
+                  Output("loop-thread", "options"), Input("dataset", "value"), State("session", "data"))
+    def show_workers(dataset_id: str | None, session: dict[str, Any] | None) -> tuple[Any, ...]:
+        ds = dataset(dataset_id, session)
+        if ds is None:
+            return {}, None, []
+        return (figures.utilisation(ds.capture.loop), views.workers_panel(ds.capture.workers()),
+                views.thread_options(ds.capture))
+
+    # -- compare -------------------------------------------------------------------------------------
+    @app.callback(Output("compare-table-div", "children"), Output("compare-graph", "figure"),
+                  Input("compare-a", "value"), Input("compare-b", "value"), State("session", "data"))
+    def show_compare(a_id: str | None, b_id: str | None, session: dict[str, Any] | None) -> tuple[Any, Any]:
+        a, b = dataset(a_id, session), dataset(b_id, session)
+        if a is None or b is None:
+            return "Choose two datasets (upload a second capture, or use the two demo captures).", {}
+        table, fig = views.compare_view(a, b)
+        return table, fig
+
+
+__all__ = ["register_callbacks", "session_view", "slowest_request"]

@@ -1,0 +1,285 @@
+"""Server-side registry of analysed captures ("datasets") and of the analysis jobs that make them.
+
+Each browser session holds a random token (``dcc.Store(storage_type="session")``);
+an upload becomes a dataset owned by that token, so two sessions never see each
+other's data. Shared datasets (the bundled demo, captures given on the command
+line) have no owner and are visible read-only to everyone. Uploaded datasets are
+kept in an LRU of bounded size; analysis runs on a small thread pool and reports
+progress as a fraction of the bytes read.
+
+Nothing here touches Dash: the callbacks call these methods.
+
+>>> reg = Registry(max_datasets=2)
+>>> reg.visible("some-token")
+[]
+"""
+from __future__ import annotations
+
+import secrets
+import struct
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from envoy_dissector.analysis.capture import Capture, dissect
+from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.sources import Source
+
+JobState = Literal["queued", "running", "done", "error"]
+DEMO_FILES: tuple[tuple[str, str], ...] = (
+    ("lua-cpu.log.gz", "demo: lua-cpu (1 worker saturated by a Lua filter)"),
+    ("lua-cpu-baseline.log.gz", "demo: lua-cpu-baseline (same filter, no queueing)"),
+)
+TOKEN_BYTES = 18
+JOB_TTL_S = 600
+
+
+def new_id() -> str:
+    """A random, unguessable id (tokens, dataset ids, job ids)."""
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def valid_token(token: object) -> bool:
+    """A session token as :func:`new_id` makes them (URL-safe base64, 24 characters)."""
+    return (isinstance(token, str) and len(token) == 24
+            and all(c.isalnum() or c in "-_" for c in token))
+
+
+@dataclass
+class Dataset:
+    """One analysed capture."""
+
+    id: str
+    name: str
+    capture: Capture
+    #: session token of the browser session that uploaded it; ``None`` = shared read-only (demo, CLI)
+    owner: str | None
+    created: float = field(default_factory=time.time)
+    _summary: dict[str, Any] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def shared(self) -> bool:
+        return self.owner is None
+
+    def summary(self) -> dict[str, Any]:
+        """``Capture.summary()``, computed once."""
+        with self._lock:
+            if self._summary is None:
+                self._summary = self.capture.summary()
+            return self._summary
+
+    def label(self) -> str:
+        n = self.capture.requests.height
+        return f"{self.name} ({n} request{'s' if n != 1 else ''})"
+
+
+@dataclass
+class Job:
+    """Analysis of one uploaded file, run in the background."""
+
+    id: str
+    owner: str | None
+    name: str
+    path: Path
+    total_bytes: int | None
+    delete: bool = True
+    state: JobState = "queued"
+    done_bytes: int = 0
+    stage: str = "queued"
+    error: str | None = None
+    dataset_id: str | None = None
+    started: float | None = None
+    finished: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        """Progress 0..1: reading/parsing is the first 90 %, the analysis after it the rest."""
+        if self.state in ("done", "error"):
+            return 1.0
+        if self.stage == "analysing":
+            return 0.92
+        if not self.total_bytes:
+            return 0.0
+        return min(0.9 * self.done_bytes / self.total_bytes, 0.9)
+
+    def describe(self) -> str:
+        mb = (self.total_bytes or 0) / 1e6
+        if self.state == "queued":
+            return f"{self.name}: waiting for a free analysis slot"
+        if self.state == "running" and self.stage == "parsing":
+            return (f"{self.name}: parsing {self.fraction / 0.9:.0%} "
+                    f"({self.done_bytes / 1e6:.0f} of ~{mb:.0f} MB)")
+        if self.state == "running":
+            return f"{self.name}: building timelines, phases and the event-loop model"
+        if self.state == "error":
+            return self.error if (self.error or "").startswith(self.name) else f"{self.name}: {self.error}"
+        took = (self.finished or 0) - (self.started or 0)
+        return f"{self.name}: analysed in {took:.1f} s"
+
+
+def decompressed_size(path: Path) -> int | None:
+    """Bytes ``read_blocks`` will count for this file: its size, or for gzip the size the trailer
+    records (modulo 4 GiB, so larger files fall back to an estimate of 8× the compressed size)."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            return size
+        if size < 18:
+            return None
+        fh.seek(-4, 2)
+        isize = struct.unpack("<I", fh.read(4))[0]
+    return isize if isize >= size else size * 8
+
+
+Analyse = Callable[..., Capture]
+
+
+class Registry:
+    """Datasets by id and analysis jobs by id, thread-safe.
+
+    Args:
+        max_datasets: uploaded datasets kept (least recently used ones are dropped first);
+            shared datasets do not count.
+        workers: analyses run at once; more uploads wait in the queue.
+        analyse: the function building a ``Capture`` (``dissect``; tests may pass a slower one).
+    """
+
+    def __init__(self, *, max_datasets: int = 8, workers: int = 2, analyse: Analyse = dissect) -> None:
+        self.max_datasets = max_datasets
+        self._datasets: OrderedDict[str, Dataset] = OrderedDict()
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.RLock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="dissect-job")
+        self._analyse = analyse
+
+    # -- datasets ---------------------------------------------------------------------------------
+    def add(self, capture: Capture, *, name: str, owner: str | None) -> Dataset:
+        """Register an analysed capture; ``owner=None`` makes it shared read-only."""
+        ds = Dataset(id=new_id(), name=name, capture=capture, owner=owner)
+        with self._lock:
+            self._datasets[ds.id] = ds
+            self._evict()
+        return ds
+
+    def _evict(self) -> None:
+        owned = [k for k, d in self._datasets.items() if not d.shared]
+        for key in owned[: max(0, len(owned) - self.max_datasets)]:
+            del self._datasets[key]
+
+    def get(self, dataset_id: str | None, owner: str | None) -> Dataset | None:
+        """The dataset if it is shared or owned by ``owner``; ``None`` otherwise (also for unknown ids)."""
+        if not dataset_id:
+            return None
+        with self._lock:
+            ds = self._datasets.get(dataset_id)
+            if ds is None or not (ds.shared or (owner is not None and ds.owner == owner)):
+                return None
+            self._datasets.move_to_end(dataset_id)
+            return ds
+
+    def visible(self, owner: str | None) -> list[Dataset]:
+        """Datasets this session may see: its own uploads (newest first), then the shared ones."""
+        with self._lock:
+            mine = [d for d in self._datasets.values() if owner is not None and d.owner == owner]
+            shared = [d for d in self._datasets.values() if d.shared]
+        return sorted(mine, key=lambda d: d.created, reverse=True) + sorted(shared, key=lambda d: d.created)
+
+    def forget(self, dataset_id: str, owner: str | None) -> bool:
+        """Drop an owned dataset (shared ones cannot be dropped from a session)."""
+        with self._lock:
+            ds = self._datasets.get(dataset_id)
+            if ds is None or ds.shared or ds.owner != owner:
+                return False
+            del self._datasets[dataset_id]
+            return True
+
+    # -- jobs ---------------------------------------------------------------------------------------
+    def submit(self, path: Path, *, name: str, owner: str | None, delete: bool = True) -> Job:
+        """Analyse ``path`` in the background; the file is deleted afterwards when ``delete``."""
+        job = Job(id=new_id(), owner=owner, name=name, path=path, total_bytes=decompressed_size(path),
+                  delete=delete)
+        with self._lock:
+            self._jobs[job.id] = job
+        self._pool.submit(self._run, job)
+        return job
+
+    def _run(self, job: Job) -> None:
+        job.state, job.stage, job.started = "running", "parsing", time.time()
+
+        def advance(n: int) -> None:
+            job.done_bytes += n
+
+        try:
+            capture = self._analyse(Source(job.name, path=job.path), progress=advance, name=job.name, redact=True)
+            job.stage = "analysing"
+            ds = self.add(capture, name=job.name, owner=job.owner)
+            job.dataset_id, job.state = ds.id, "done"
+        except DissectorError as exc:
+            job.error, job.state = str(exc), "error"
+        except Exception as exc:  # noqa: BLE001 - a bug must reach the user, not kill the worker thread
+            job.error, job.state = f"analysis failed ({type(exc).__name__}: {exc})", "error"
+        finally:
+            job.finished = time.time()
+            if job.delete:
+                job.path.unlink(missing_ok=True)
+
+    def job(self, job_id: str, owner: str | None) -> Job | None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        return job if job is not None and job.owner == owner else None
+
+    def poll(self, owner: str | None, seen: set[str] | frozenset[str] = frozenset()) -> tuple[list[Job], list[Job]]:
+        """``(pending, finished)`` jobs of this session; ``finished`` leaves out the ids in ``seen`` (the
+        browser keeps them, so a poll whose answer was lost is simply answered again)."""
+        now = time.time()
+        with self._lock:
+            mine = [j for j in self._jobs.values() if j.owner == owner]
+            for j in mine:  # forget jobs finished long ago
+                if j.finished is not None and now - j.finished > JOB_TTL_S:
+                    del self._jobs[j.id]
+            pending = [j for j in mine if j.state in ("queued", "running")]
+            finished = [j for j in mine if j.state in ("done", "error") and j.id not in seen
+                        and now - (j.finished or now) <= JOB_TTL_S]
+        return pending, sorted(finished, key=lambda j: j.finished or 0)
+
+    def wait(self, job: Job, timeout: float = 60.0) -> Job:
+        """Block until ``job`` has finished (tests, CLI)."""
+        deadline = time.time() + timeout
+        while job.state not in ("done", "error") and time.time() < deadline:
+            time.sleep(0.02)
+        return job
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def demo_sources() -> list[tuple[Source, str]]:
+    """The bundled demo captures (package data ``demo/*.log.gz``) as sources, with their labels."""
+    root = resources.files("envoy_dissector.dashboard") / "demo"
+    out = []
+    for filename, label in DEMO_FILES:
+        res = root / filename
+        if res.is_file():
+            out.append((Source(f"demo/{filename}", path=Path(str(res))), label))
+    return out
+
+
+def load_shared(registry: Registry, sources: list[tuple[Source | str | Path, str]],
+                **dissect_kw: Any) -> list[Dataset]:
+    """Analyse captures now and register them as shared read-only datasets (demo, CLI arguments)."""
+    out = []
+    for src, label in sources:
+        capture = dissect(src if isinstance(src, Source) else str(src), name=label, **dissect_kw)
+        out.append(registry.add(capture, name=label, owner=None))
+    return out
+
+
+__all__ = ["Dataset", "Job", "Registry", "decompressed_size", "demo_sources", "load_shared", "new_id",
+           "valid_token"]

@@ -1,0 +1,226 @@
+"""The requests table: AG Grid's infinite row model served from a polars frame.
+
+The grid asks for rows ``startRow..endRow`` with its ``sortModel`` and ``filterModel``; filtering,
+searching and sorting run in polars here, and only the requested block (100 rows) goes to the
+browser, so a million requests page as fast as a hundred. Filtered and sorted frames are cached per
+(dataset, filter, sort, search) so scrolling is a slice.
+
+>>> import polars as pl
+>>> f = pl.DataFrame({"path": ["/a", "/b", "/ab"], "status": [200, 503, 200]})
+>>> apply_filter_model(f, {"status": {"filterType": "number", "type": "equals", "filter": 200}})["path"].to_list()
+['/a', '/ab']
+>>> search_expr("C12") is not None
+True
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import polars as pl
+
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, MILESTONE_COLUMNS, REQUEST_SCHEMA
+
+BLOCK_ROWS = 100
+#: columns shown by default (the rest of the contract can be shown from the column menu)
+VISIBLE: tuple[str, ...] = (
+    "thread", "downstream_conn_id", "upstream_conn_id", "method", "authority", "path", "status", "protocol",
+    "complete", "upstream_attempts", "total_us", "loop_queue_us", "downstream_read_us", "header_parse_us",
+    "filter_chain_us", "router_us", "upstream_connect_us", "upstream_wait_us", "encode_us", "downstream_write_us",
+    "x_request_id",
+)
+#: columns the quick search looks into (substring, case-insensitive)
+SEARCHED: tuple[str, ...] = ("request_uid", "x_request_id", "method", "authority", "path", "protocol", "origin")
+NUMERIC = (pl.Int64, pl.Int32, pl.UInt32, pl.Float64)
+_CONN = re.compile(r"^\s*C(\d+)\s*$", re.IGNORECASE)
+_STATUS = re.compile(r"^\s*(\d{3})\s*$")
+
+
+def grid_frame(requests: pl.DataFrame) -> pl.DataFrame:
+    """The output-contract columns as the grid shows them (``stream_id`` as text: it exceeds 2^53)."""
+    cols = [c for c in CONTRACT_COLUMNS if c in requests.columns]
+    return requests.select(cols).with_columns(pl.col("stream_id").cast(pl.String))
+
+
+def column_defs() -> list[dict[str, Any]]:
+    """AG Grid column definitions for the contract columns."""
+    defs: list[dict[str, Any]] = []
+    for name in CONTRACT_COLUMNS:
+        dtype = REQUEST_SCHEMA[name]
+        numeric = isinstance(dtype, pl.Int64) and name != "stream_id"
+        d: dict[str, Any] = {
+            "field": name, "headerName": name, "hide": name not in VISIBLE,
+            "filter": "agNumberColumnFilter" if numeric else "agTextColumnFilter",
+            "sortable": True,
+        }
+        if numeric:
+            d["type"] = "numericColumn"
+            d["width"] = 150 if name in MILESTONE_COLUMNS else 125
+        if name in ("path", "x_request_id", "authority"):
+            d["width"] = 220
+        if name == "request_uid":
+            d["width"] = 300
+        defs.append(d)
+    order = {c: i for i, c in enumerate(VISIBLE)}
+    return sorted(defs, key=lambda d: order.get(d["field"], len(order)))
+
+
+def _is_numeric(frame: pl.DataFrame, col: str) -> bool:
+    return isinstance(frame.schema[col], NUMERIC)
+
+
+def _condition(frame: pl.DataFrame, col: str, cond: dict[str, Any]) -> pl.Expr | None:
+    kind = cond.get("type")
+    c = pl.col(col)
+    if kind == "blank":
+        return c.is_null() | (c.cast(pl.String) == "")
+    if kind == "notBlank":
+        return c.is_not_null() & (c.cast(pl.String) != "")
+    value = cond.get("filter")
+    if value is None:
+        return None
+    if _is_numeric(frame, col):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            return None
+        to = cond.get("filterTo")
+        ops = {
+            "equals": c == v, "notEqual": c != v, "lessThan": c < v, "lessThanOrEqual": c <= v,
+            "greaterThan": c > v, "greaterThanOrEqual": c >= v,
+            "inRange": (c >= v) & (c <= float(to)) if to is not None else c >= v,
+        }
+        return ops.get(str(kind))
+    s = c.cast(pl.String).str.to_lowercase()
+    text = str(value).lower()
+    ops = {
+        "contains": s.str.contains(text, literal=True), "notContains": ~s.str.contains(text, literal=True),
+        "equals": s == text, "notEqual": s != text,
+        "startsWith": s.str.starts_with(text), "endsWith": s.str.ends_with(text),
+    }
+    expr = ops.get(str(kind))
+    if expr is not None and kind in ("notContains", "notEqual"):
+        expr = expr.fill_null(True)
+    return expr
+
+
+def filter_expr(frame: pl.DataFrame, filter_model: dict[str, Any] | None) -> pl.Expr | None:
+    """A polars predicate for AG Grid's ``filterModel`` (text and number filters, AND/OR conditions)."""
+    exprs: list[pl.Expr] = []
+    for col, model in (filter_model or {}).items():
+        if col not in frame.columns or not isinstance(model, dict):
+            continue
+        if "conditions" in model:
+            parts = [e for e in (_condition(frame, col, m) for m in model["conditions"]) if e is not None]
+            if not parts:
+                continue
+            combined = parts[0]
+            for p in parts[1:]:
+                combined = (combined | p) if model.get("operator") == "OR" else (combined & p)
+            exprs.append(combined)
+        else:
+            e = _condition(frame, col, model)
+            if e is not None:
+                exprs.append(e)
+    if not exprs:
+        return None
+    out = exprs[0]
+    for e in exprs[1:]:
+        out = out & e
+    return out
+
+
+def apply_filter_model(frame: pl.DataFrame, filter_model: dict[str, Any] | None) -> pl.DataFrame:
+    expr = filter_expr(frame, filter_model)
+    return frame if expr is None else frame.filter(expr.fill_null(False))
+
+
+def search_expr(text: str | None) -> pl.Expr | None:
+    """Quick search: ``C12`` = requests on connection 12 (downstream or upstream), ``503`` = that status,
+    anything else = a case-insensitive substring of uid, x-request-id, method, authority, path, protocol."""
+    if not text or not text.strip():
+        return None
+    if m := _CONN.match(text):
+        conn = int(m.group(1))
+        return (pl.col("downstream_conn_id") == conn) | (pl.col("upstream_conn_id") == conn)
+    needle = text.strip().lower()
+    expr = pl.any_horizontal([pl.col(c).cast(pl.String).str.to_lowercase().str.contains(needle, literal=True)
+                              for c in SEARCHED])
+    if _STATUS.match(text):
+        expr = expr | (pl.col("status") == int(text))
+    return expr
+
+
+def apply_sort_model(frame: pl.DataFrame, sort_model: list[dict[str, Any]] | None) -> pl.DataFrame:
+    keys = [(m["colId"], m.get("sort") == "desc") for m in (sort_model or [])
+            if isinstance(m, dict) and m.get("colId") in frame.columns]
+    if not keys:
+        return frame
+    return frame.sort([k for k, _ in keys], descending=[d for _, d in keys], nulls_last=True)
+
+
+def query(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,
+          sort_model: list[dict[str, Any]] | None = None, search: str | None = None) -> pl.DataFrame:
+    """Filter, search and sort the grid frame."""
+    out = apply_filter_model(frame, filter_model)
+    s = search_expr(search)
+    if s is not None:
+        out = out.filter(s.fill_null(False))
+    return apply_sort_model(out, sort_model)
+
+
+def to_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """JSON-ready rows."""
+    return frame.to_dicts()
+
+
+class Pager:
+    """Caches filtered/sorted frames (LRU) and serves blocks of rows for the infinite row model."""
+
+    def __init__(self, max_entries: int = 32) -> None:
+        self._cache: OrderedDict[tuple[Any, ...], pl.DataFrame] = OrderedDict()
+        self._frames: OrderedDict[str, pl.DataFrame] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+
+    def _base(self, dataset_id: str, requests: pl.DataFrame) -> pl.DataFrame:
+        with self._lock:
+            if dataset_id in self._frames:
+                self._frames.move_to_end(dataset_id)
+                return self._frames[dataset_id]
+        frame = grid_frame(requests)
+        with self._lock:
+            self._frames[dataset_id] = frame
+            while len(self._frames) > max(4, self.max_entries // 4):
+                self._frames.popitem(last=False)
+        return frame
+
+    def rows(self, dataset_id: str, requests: pl.DataFrame, request: dict[str, Any] | None,
+             search: str | None = None) -> dict[str, Any]:
+        """``getRowsResponse`` for a ``getRowsRequest``: ``{"rowData": [...], "rowCount": N}``."""
+        request = request or {}
+        start = max(0, int(request.get("startRow") or 0))
+        end = max(start, int(request.get("endRow") or start + BLOCK_ROWS))
+        end = min(end, start + 1000)  # a page, never the whole capture
+        key = (dataset_id, json.dumps(request.get("filterModel") or {}, sort_keys=True),
+               json.dumps(request.get("sortModel") or [], sort_keys=True), (search or "").strip())
+        with self._lock:
+            frame = self._cache.get(key)
+            if frame is not None:
+                self._cache.move_to_end(key)
+        if frame is None:
+            frame = query(self._base(dataset_id, requests), filter_model=request.get("filterModel"),
+                          sort_model=request.get("sortModel"), search=search)
+            with self._lock:
+                self._cache[key] = frame
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+        return {"rowData": to_rows(frame.slice(start, end - start)), "rowCount": frame.height}
+
+    def count(self, dataset_id: str, requests: pl.DataFrame, search: str | None,
+              filter_model: dict[str, Any] | None = None) -> int:
+        return self.rows(dataset_id, requests, {"startRow": 0, "endRow": 0, "filterModel": filter_model},
+                         search)["rowCount"]

@@ -1,0 +1,284 @@
+"""Pure builders of the dashboard's view contents: a dataset (or frames) in, Dash components out.
+
+Everything a callback shows is made here, so it is testable without a browser and callbacks stay a
+few lines. Figures come from :mod:`envoy_dissector.dashboard.figures` (shared with notebooks).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+from dash import dcc, html
+
+from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.dashboard import figures
+from envoy_dissector.dashboard.datasets import Dataset
+
+MAX_LOG_LINES = 2000
+_CONN_IDS = re.compile(r"\bC(\d+)\b")
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+def us(value: int | float | None) -> str:
+    """µs as text, in ms past 10 ms."""
+    if value is None:
+        return "–"
+    return f"{value / 1000:.1f} ms" if abs(value) >= 10_000 else f"{int(value):,} µs"
+
+
+def client_requests(capture: Capture) -> int:
+    return capture.requests.filter(~pl.col("internal")).height
+
+
+def dataset_options(datasets: list[Dataset]) -> list[dict[str, str]]:
+    """Dropdown options: ``{"label", "value"}`` for each visible dataset."""
+    return [{"label": (d.name if d.shared else f"uploaded: {d.name}")
+             + f" · {client_requests(d.capture)} requests", "value": d.id} for d in datasets]
+
+
+def _table(header: list[str], rows: list[list[Any]], *, id: str | None = None,
+           class_name: str = "table") -> html.Table:
+    kw = {"id": id} if id else {}
+    return html.Table([html.Thead(html.Tr([html.Th(h) for h in header])),
+                       html.Tbody([html.Tr([html.Td(c) for c in r]) for r in rows])], className=class_name, **kw)
+
+
+def percentile_table(summary: dict[str, Any]) -> html.Table:
+    """Per-phase p50/p90/p99/max in µs."""
+    rows = [[p, us(v["p50"]), us(v["p90"]), us(v["p99"]), us(v["max"])] for p, v in summary["phases"].items()]
+    return _table(["phase", "p50", "p90", "p99", "max"], rows, id="percentile-table")
+
+
+def facts(ds: Dataset) -> html.Div:
+    """One line of big numbers: span, requests, rps, format."""
+    s = ds.summary()
+    cap, diag = s["capture"], s["diagnostics"]
+
+    def card(label: str, value: str, id: str) -> html.Div:
+        return html.Div([html.Div(value, className="fact-value", id=id), html.Div(label, className="fact-label")],
+                        className="fact")
+
+    return html.Div([
+        card("requests", f"{cap['requests']:,}", "overview-requests"),
+        card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
+        card("span", f"{cap['duration_s']:.3f} s", "overview-span"),
+        card("rate", f"{cap['rps']:,.0f} rps", "overview-rps"),
+        card("format", str(s["format"]), "overview-format"),
+        card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
+    ], className="facts")
+
+
+def findings_list(findings: list[dict[str, str]]) -> html.Div:
+    """Findings, most severe first: title, evidence and the fix."""
+    items = []
+    for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f["severity"], 3)):
+        items.append(html.Div([
+            html.Div([html.Span(f["severity"], className=f"badge {f['severity']}"), html.B(f["title"])]),
+            html.Div(f["evidence"], className="evidence"),
+            html.Div(["Fix: ", f.get("fix") or "–"], className="fix") if f.get("fix") else None,
+        ], className=f"finding {f['severity']}", id=f"finding-{f['id']}"))
+    if not items:
+        items = [html.Div("No findings: nothing stands out in this capture.", className="finding info")]
+    return html.Div(items, id="findings")
+
+
+def warnings_list(summary: dict[str, Any]) -> html.Div | None:
+    warnings = summary["diagnostics"].get("warnings") or []
+    if not warnings:
+        return None
+    return html.Div([html.B("Caveats"), html.Ul([html.Li(w) for w in warnings])], className="warnings")
+
+
+def overview(ds: Dataset) -> list[Any]:
+    s = ds.summary()
+    r = ds.capture.requests
+    return [
+        html.H3(ds.name, id="overview-title"),
+        facts(ds),
+        warnings_list(s),
+        html.Div([
+            html.Div([html.H4("Percentiles per phase (complete client requests)"), percentile_table(s)],
+                     className="col"),
+            html.Div([html.H4("Findings"), findings_list(s["findings"])], className="col"),
+        ], className="row"),
+        dcc.Graph(figure=figures.phase_share(r), id="phase-share", config={"displaylogo": False}),
+        dcc.Graph(figure=figures.latency_over_time(r), id="latency-over-time", config={"displaylogo": False}),
+        dcc.Graph(figure=figures.phase_distribution(r), id="phase-distribution", config={"displaylogo": False}),
+    ]
+
+
+def competing_connections(phases: pl.DataFrame) -> list[dict[str, Any]]:
+    """Event-loop queueing of one request: for each wait point, how long and which other connections the
+    worker served meanwhile (parsed from the ``loop_queue`` rows' detail ``"upstream wait: C2 + C7"``)."""
+    out = []
+    for detail, start, end, dur in phases.filter(pl.col("phase") == "loop_queue").sort("start_us").select(
+            "detail", "start_us", "end_us", "dur_us").iter_rows():
+        where, _, conns = (detail or "").partition(":")
+        out.append({"where": where.strip(), "start_us": start, "end_us": end, "dur_us": dur,
+                    "conns": [int(c) for c in _CONN_IDS.findall(conns)]})
+    return out
+
+
+def request_facts(row: dict[str, Any]) -> html.Div:
+    """Upstream connection new or reused, attempts/retries, loop queueing, ids."""
+    up = row.get("upstream_conn_id")
+    if up is None:
+        upstream = "no upstream connection (local reply or cut by the capture)"
+    elif row.get("new_upstream_conn"):
+        upstream = f"C{up}: NEW connection (connect {us(row.get('upstream_connect_us'))})"
+    else:
+        upstream = f"C{up}: reused connection"
+    retries = row.get("retries") or 0
+    items = [
+        ("request", f"{row.get('method') or ''} {row.get('authority') or ''}{row.get('path') or ''}"),
+        ("status", str(row.get("status"))),
+        ("total", us(row.get("total_us"))),
+        ("downstream connection", f"C{row.get('downstream_conn_id')} · worker thread {row.get('thread')}"),
+        ("upstream connection", upstream),
+        ("upstream attempts", f"{row.get('upstream_attempts')} ({retries} retr{'y' if retries == 1 else 'ies'})"),
+        ("event-loop queueing (estimate)", us(row.get("loop_queue_us"))),
+        ("x-request-id", row.get("x_request_id") or "–"),
+        ("complete", "yes" if row.get("complete") else "no (cut by the capture)"),
+    ]
+    return html.Div([html.Div([html.Span(k, className="k"), html.Span(v, className="v")], className="kv")
+                     for k, v in items], className="request-facts", id="request-facts")
+
+
+def competing_panel(waits: list[dict[str, Any]]) -> html.Div:
+    """Each wait point with buttons per competing connection: to the event loop, or to its requests."""
+    if not waits:
+        return html.Div("No event-loop queueing estimated for this request.", id="competing")
+    rows = []
+    for i, w in enumerate(waits):
+        buttons: list[Any] = []
+        for c in w["conns"][:40]:
+            buttons.append(html.Span([
+                html.Button(f"C{c}", id={"type": "conn-loop", "conn": c, "wait": i}, className="conn-btn",
+                            title=f"show C{c} in the event-loop view"),
+                html.Button("requests", id={"type": "conn-requests", "conn": c, "wait": i},
+                            className="conn-btn small", title=f"list the requests of C{c}"),
+            ], className="conn"))
+        if not w["conns"]:
+            buttons.append(html.Span("no other connection logged (the worker was busy with unlogged work)"))
+        rows.append(html.Div([html.Span(f"{w['where']}: {us(w['dur_us'])}", className="wait"), *buttons],
+                             className="wait-row"))
+    return html.Div([html.H4("Event-loop queueing: the worker served these connections meanwhile"), *rows],
+                    id="competing")
+
+
+def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
+    """Figure and side panel for one request."""
+    row = capture.request(uid)
+    phases = capture.request_phases(row)
+    fig = figures.waterfall(row, phases)
+    return fig, [request_facts(row), competing_panel(competing_connections(phases))]
+
+
+def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:
+    """The request's own log records (already redacted by the parser), as text."""
+    lines = capture.request_lines(uid)
+    shown = lines.head(limit)
+    t0 = shown["ts_us"].min() if shown.height else 0
+    text = "\n".join(
+        f"{line_no:>8}  +{(ts - t0) if ts is not None and t0 is not None else 0:>8} µs  "
+        f"[{thread}] {kind}: {message}"
+        for line_no, ts, thread, kind, message in shown.select(
+            "line_no", "ts_us", "thread", pl.col("kind").cast(pl.String), "message").iter_rows())
+    more = f" (first {limit} of {lines.height})" if lines.height > limit else ""
+    return html.Div([html.Div(f"{lines.height} log records{more}; header values of secrets are redacted."),
+                     html.Pre(text, className="log-lines", id="log-lines-text")])
+
+
+def workers_panel(workers: pl.DataFrame) -> html.Div:
+    """Per-worker utilisation, requests, connections, and the imbalance between workers."""
+    rows = [[str(o).split("/")[-1], t, f"{(u or 0):.0%}", us(b), n, c]
+            for o, t, u, b, n, c in workers.select("origin", "thread", "utilisation", "busy_us", "requests",
+                                                    "connections").iter_rows()]
+    table = _table(["origin", "thread", "utilisation", "busy", "requests", "connections"], rows, id="workers-table")
+    return html.Div([table, html.Div(imbalance_text(workers), id="imbalance")])
+
+
+def imbalance_text(workers: pl.DataFrame) -> str:
+    """How unevenly work is spread across the workers of each origin."""
+    parts = []
+    for (origin,), g in workers.group_by("origin", maintain_order=True):
+        if g.height < 2:
+            parts.append(f"{str(origin).split('/')[-1]}: one worker, no imbalance to measure.")
+            continue
+        req = g["requests"].cast(pl.Float64)
+        util = g["utilisation"].fill_null(0.0)
+        ratio = float(req.max() or 0) / max(float(req.min() or 0), 1.0)  # type: ignore[arg-type]
+        parts.append(f"{str(origin).split('/')[-1]}: {g.height} workers; requests per worker "
+                     f"{int(req.min() or 0)}..{int(req.max() or 0)} (max/min {ratio:.1f}×), utilisation "  # type: ignore[arg-type]
+                     f"{float(util.min() or 0):.0%}..{float(util.max() or 0):.0%}."  # type: ignore[arg-type]
+                     + (" Imbalanced: consider exact_balance on the listener." if ratio >= 1.5 else ""))
+    return " ".join(parts)
+
+
+def compare_view(a: Dataset, b: Dataset) -> tuple[html.Table, Any]:
+    """Per-phase percentiles of two datasets with the difference (B − A), and the grouped bar figure."""
+    sa, sb = a.summary(), b.summary()
+    rows = figures.compare_table(sa, sb)
+    cols = ["phase", "a_p50", "a_p90", "a_p99", "b_p50", "b_p90", "b_p99", "diff_p50", "diff_p99"]
+
+    def cell(k: str, v: Any) -> Any:
+        if k == "phase":
+            return v
+        text = us(v)
+        if k.startswith("diff") and v:
+            return html.Span(("+" if v > 0 else "") + text, className="worse" if v > 0 else "better")
+        return text
+
+    body = [[cell(k, r[k]) for k in cols] for r in rows]
+    header = ["phase", "A p50", "A p90", "A p99", "B p50", "B p90", "B p99", "Δ p50 (B−A)", "Δ p99 (B−A)"]
+    return _table(header, body, id="compare-table"), figures.compare(sa, sb, label_a="A", label_b="B")
+
+
+def loop_window(capture: Capture, start_us: int | None, end_us: int | None) -> tuple[int, int, int]:
+    """``(zero, start, end)``: the loop frame's origin and a valid window inside it."""
+    loop = capture.loop
+    if loop.height == 0:
+        return 0, 0, 0
+    zero = int(loop["start_us"].min())  # type: ignore[arg-type]
+    last = int(loop["end_us"].max())  # type: ignore[arg-type]
+    start = zero if start_us is None else max(zero, int(start_us))
+    end = last if end_us is None else min(last, int(end_us))
+    if end <= start:
+        start, end = zero, last
+    return zero, start, end
+
+
+def window_from_relayout(relayout: dict[str, Any] | None, zero: int) -> tuple[int | None, int | None] | None:
+    """A new absolute window from a plotly ``relayoutData`` (x in µs since ``zero``); ``(None, None)`` to
+    reset (autorange); ``None`` when the event is not an x zoom/pan."""
+    if not relayout:
+        return None
+    if relayout.get("xaxis.autorange"):
+        return None, None
+    if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
+        x0, x1 = relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]
+    elif isinstance(relayout.get("xaxis.range"), list) and len(relayout["xaxis.range"]) == 2:
+        x0, x1 = relayout["xaxis.range"]
+    else:
+        return None
+    try:
+        return zero + int(float(x0)), zero + int(float(x1))
+    except (TypeError, ValueError):
+        return None
+
+
+def event_loop_figure(capture: Capture, *, thread: int | None, start_us: int | None, end_us: int | None,
+                      highlight: list[int] | None) -> Any:
+    """The event-loop figure for a window, x axis in µs since the capture's first slice, zoomed to it."""
+    zero, start, end = loop_window(capture, start_us, end_us)
+    fig = figures.event_loop(capture.loop, thread=thread, start_us=start, end_us=end, highlight=highlight,
+                             zero_us=zero)
+    fig.update_xaxes(range=[start - zero, end - zero], autorange=False)
+    fig.update_layout(uirevision=f"{start}-{end}-{thread}")
+    return fig
+
+
+def thread_options(capture: Capture) -> list[dict[str, Any]]:
+    threads = capture.loop.select("origin", "thread").unique().sort("origin", "thread")
+    return [{"label": f"{str(o).split('/')[-1]} · thread {t}", "value": t} for o, t in threads.iter_rows()]

@@ -1,0 +1,200 @@
+"""The dashboard in a real headless Chromium: uploads through the real file input, every view,
+and two browser sessions kept apart. Screenshots of each view go to ``test-artifacts/``."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from envoy_dissector.analysis import dissect
+from envoy_dissector.dashboard.app import create_app
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+pytestmark = pytest.mark.skipif(not (shutil.which("chromedriver") and (shutil.which("chromium") or os.environ.get(
+    "DASH_TEST_CHROMEPATH"))), reason="needs chromium and chromedriver (apt-get install chromium chromium-driver)")
+
+LUA = FIXTURES / "istio-thread" / "lua-cpu" / "envoy.log.gz"
+WORKERS = FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"
+DELAY = FIXTURES / "istio-thread" / "upstream-delay" / "envoy.log.gz"
+TIMEOUT = 30
+
+
+def client_requests(path: Path) -> int:
+    return int(dissect(str(path)).summary()["capture"]["requests"])
+
+
+def upload(br, path: Path, name: str | None = None) -> None:
+    """Send a file through the real <input type=file> and wait until its dataset is chosen."""
+    field = br.wait_for_element("#upload-file", timeout=TIMEOUT)
+    field.send_keys(str(path.resolve()))
+    br.wait_for_contains_text("#job-message", f"{name or path.name}: analysed", timeout=TIMEOUT)
+    br.wait_for_contains_text("#dataset", f"uploaded: {name or path.name}", timeout=TIMEOUT)
+
+
+def open_tab(br, value: str) -> None:
+    br.find_element(f"#tab-{value}").click()
+
+
+def shot(br, artifacts: Path, name: str) -> None:
+    time.sleep(0.6)  # let plotly finish drawing
+    br.driver.save_screenshot(str(artifacts / f"{name}.png"))
+
+
+def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as exc:  # noqa: BLE001 - stale elements while Dash re-renders
+            last = exc
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def grid_row_with_path(br, path: str):
+    for row in br.find_elements(".ag-center-cols-container .ag-row"):
+        cells = row.find_elements_by_css_selector('[col-id="path"]')
+        if cells and cells[0].text.strip() == path:
+            return row
+    return None
+
+
+@pytest.fixture
+def app():
+    return create_app()
+
+
+@pytest.fixture
+def named(tmp_path):
+    """Fixtures copied under telling names (all fixtures are called envoy.log.gz)."""
+    def copy(src: Path, name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copyfile(src, dst)
+        return dst
+    return copy
+
+
+def test_upload_and_every_view(dash_duo, app, artifacts, named):
+    dash_duo.start_server(app)
+    # the demo is there at once
+    dash_duo.wait_for_contains_text("#dataset", "demo: lua-cpu", timeout=TIMEOUT)
+    dash_duo.wait_for_text_to_equal("#overview-requests", "40", timeout=TIMEOUT)
+
+    # upload a fixture through the real file input
+    upload(dash_duo, named(LUA, "lua-cpu.log.gz"))
+    expected = client_requests(LUA)
+    dash_duo.wait_for_text_to_equal("#overview-requests", f"{expected:,}", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#overview-title", "lua-cpu.log.gz", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#percentile-table")
+    dash_duo.wait_for_contains_text("#findings", "saturated", timeout=TIMEOUT)
+    assert "Fix:" in dash_duo.find_element("#findings").text
+    dash_duo.wait_for_element("#phase-share .main-svg")
+    shot(dash_duo, artifacts, "1-overview")
+
+    # requests grid, served block by block from the server
+    open_tab(dash_duo, "requests")
+    dash_duo.wait_for_contains_text("#requests-count", f"of {expected + 1} requests", timeout=TIMEOUT)
+    row = until(lambda: grid_row_with_path(dash_duo, "/"), what="a grid row for path /")
+    shot(dash_duo, artifacts, "2-requests")
+    row.find_elements_by_css_selector('[col-id="status"]')[0].click()
+
+    # its waterfall: phases and per-filter rows, competing connections
+    dash_duo.wait_for_element("#waterfall-graph .main-svg", timeout=TIMEOUT)
+    labels = until(lambda: " | ".join(e.text for e in dash_duo.find_elements("#waterfall-graph .ytick text"))
+                   or None, what="waterfall labels")
+    for phase in ("downstream_read", "header_parse", "filter_chain", "upstream_wait", "encode",
+                  "downstream_write", "envoy.filters.http.lua"):
+        until(lambda: phase in " | ".join(e.text for e in dash_duo.find_elements("#waterfall-graph .ytick text")),
+              what=f"{phase} in the waterfall ({labels})")
+    facts = dash_duo.find_element("#request-facts").text
+    assert "upstream connection" in facts and "upstream attempts" in facts
+    dash_duo.wait_for_contains_text("#competing", "C", timeout=TIMEOUT)
+    dash_duo.find_element("#show-lines").click()
+    dash_duo.wait_for_contains_text("#log-lines-text", "new stream", timeout=TIMEOUT)
+    shot(dash_duo, artifacts, "3-waterfall")
+
+    # a competing connection jumps to the event loop with it highlighted
+    buttons = [b for b in dash_duo.find_elements("#competing .conn-btn") if b.text.startswith("C")]
+    assert buttons, "no competing connection listed"
+    conn = buttons[0].text
+    buttons[0].click()
+    dash_duo.wait_for_contains_text("#loop-info", f"highlighted {conn}", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#loop-graph .main-svg", timeout=TIMEOUT)
+    until(lambda: "thread" in " ".join(e.text for e in dash_duo.find_elements("#loop-graph .ytick text")),
+          what="worker lanes in the event-loop view")
+    dash_duo.wait_for_element("#workers-table", timeout=TIMEOUT)
+    shot(dash_duo, artifacts, "4-event-loop")
+
+    # compare: upload a second capture, compare it with the first
+    upload(dash_duo, named(DELAY, "upstream-delay.log.gz"))
+    open_tab(dash_duo, "compare")
+    dash_duo.wait_for_contains_text("#compare-a", "uploaded: lua-cpu.log.gz", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#compare-b", "uploaded: upstream-delay.log.gz", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#compare-table", timeout=TIMEOUT)
+    table = dash_duo.find_element("#compare-table").text
+    for phase in ("upstream_wait", "filter_chain", "total"):
+        assert phase in table
+    assert "Δ p50" in table
+    shot(dash_duo, artifacts, "5-compare")
+    assert dash_duo.get_logs() == [] or all("favicon" in str(e) for e in dash_duo.get_logs())
+
+
+def test_not_an_envoy_log_and_size_cap(dash_duo, tmp_path, artifacts):
+    app = create_app(max_upload_mb=0.05)  # 50 KiB
+    dash_duo.start_server(app)
+    dash_duo.wait_for_contains_text("#dataset", "demo", timeout=TIMEOUT)
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello, this is not a proxy log\nsecond line\n")
+    dash_duo.wait_for_element("#upload-file", timeout=TIMEOUT).send_keys(str(bad))
+    dash_duo.wait_for_contains_text("#job-message", "not an Envoy / istio-proxy log", timeout=TIMEOUT)
+    assert "notes.txt" in dash_duo.find_element("#job-message").text
+    big = tmp_path / "big.log"
+    big.write_bytes(b"x" * 100_000)
+    dash_duo.find_element("#upload-file").send_keys(str(big))
+    dash_duo.wait_for_contains_text("#upload-message", "upload limit", timeout=TIMEOUT)
+    shot(dash_duo, artifacts, "6-errors")
+
+
+@pytest.fixture
+def second_browser(request, tmp_path):
+    """Another Chromium with its own browser session (own sessionStorage), like a second user."""
+    from dash.testing.browser import Browser
+
+    (tmp_path / "download2").mkdir()
+    with Browser(browser="Chrome", headless=True, options=request.config.hook.pytest_setup_options(),
+                 download_path=str(tmp_path / "download2"), percy_run=False, percy_finalize=False) as br:
+        yield br
+
+
+def test_two_sessions_stay_apart(dash_duo, second_browser, app, artifacts, named):
+    dash_br = second_browser
+    dash_duo.start_server(app)
+    dash_br.server_url = dash_duo.server_url
+    for br in (dash_duo, dash_br):
+        br.wait_for_contains_text("#dataset", "demo", timeout=TIMEOUT)
+    # both upload at the same time: send the files before waiting for either
+    dash_duo.wait_for_element("#upload-file", timeout=TIMEOUT).send_keys(str(named(LUA, "session-a.log.gz")))
+    dash_br.wait_for_element("#upload-file", timeout=TIMEOUT).send_keys(str(named(WORKERS, "session-b.log.gz")))
+    dash_duo.wait_for_contains_text("#job-message", "analysed", timeout=TIMEOUT)
+    dash_br.wait_for_contains_text("#job-message", "analysed", timeout=TIMEOUT)
+    dash_duo.wait_for_text_to_equal("#overview-requests", f"{client_requests(LUA):,}", timeout=TIMEOUT)
+    dash_br.wait_for_text_to_equal("#overview-requests", f"{client_requests(WORKERS):,}", timeout=TIMEOUT)
+    # each session lists only its own upload (plus the shared demo)
+    for br in (dash_duo, dash_br):
+        br.find_element("#dataset").click()
+        options = until(lambda b=br: [e.text for e in b.find_elements(".Select-menu-outer, [role=option]")] or None,
+                        what="dataset options")
+        text = " ".join(options)
+        assert text.count("uploaded:") == 1, text
+        mine, theirs = ("session-a", "session-b") if br is dash_duo else ("session-b", "session-a")
+        assert mine in text and theirs not in text, text
+        br.find_element("#dataset").click()
+    shot(dash_duo, artifacts, "7-session-a")
+    shot(dash_br, artifacts, "7-session-b")
