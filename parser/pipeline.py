@@ -153,15 +153,34 @@ def _account(events: pl.DataFrame, diag: Diagnostics) -> None:
         slot["lines_in_records"] = slot.get("lines_in_records", 0) + lines
 
 
-def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Hold back each origin's last record: its continuation lines may be in the next block."""
+def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat,
+                 max_hold: int = 10_000) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Hold back each origin's last record: its continuation lines may be in the next block.
+
+    Normally a whole tail is held: from the latest position at or before the earliest
+    of those last records at which no record of any origin straddles the cut. Records
+    then come out whole and in input order whatever the block size (interleaved
+    origins included). If that tail would exceed ``max_hold`` lines (an origin that
+    went quiet long ago), only each origin's last record is held: memory stays
+    bounded, and that record is emitted after later lines of other origins.
+    """
     if isinstance(fmt, JsonFormat) or lines.height == 0:
         return lines, lines.head(0)
-    starts = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
+    starts = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start)).with_row_index("pos__")
     rid = pl.col("is_start").cast(pl.Int64).cum_sum().over("origin")
     starts = starts.with_columns(rid=rid).with_columns(last=pl.col("rid") == pl.col("rid").max().over("origin"))
-    hold = starts.filter(pl.col("last") & (pl.col("rid") > 0)).drop("is_start", "rid", "last")
-    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop("rid", "last")
+    held = starts.filter(pl.col("last") & (pl.col("rid") > 0) & pl.col("is_start"))
+    if held.height == 0:
+        return starts.drop("pos__", "rid", "last"), lines.head(0)
+    first_held = int(held["pos__"].min())  # type: ignore[arg-type]
+    # where each line's record starts; a cut at c is clean when no line at or after c starts before c
+    begin = pl.when(pl.col("rid") > 0).then(pl.col("pos__").first().over("origin", "rid")).otherwise(pl.col("pos__"))
+    clean = starts.select(pos=pl.col("pos__"), ok=begin.reverse().cum_min().reverse() == pl.col("pos__"))
+    cut = int(clean.filter(pl.col("ok") & (pl.col("pos") <= first_held))["pos"].max())  # type: ignore[arg-type]
+    if starts.height - cut <= max_hold:
+        return starts.head(cut).drop("pos__", "rid", "last"), lines.slice(cut)
+    hold = starts.filter(pl.col("last") & (pl.col("rid") > 0)).drop("pos__", "is_start", "rid", "last")
+    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop("pos__", "rid", "last")
     return keep, hold
 
 
@@ -202,9 +221,10 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                     _note_detection(diag, detection, wrappers)
                     formats_seen[detection.format_id] += 1
                 lines = unwrap(lines, state.wrappers, source.name)
+                max_hold = max(lines.height, 10_000)
                 if state.carry is not None and state.carry.height:
                     lines = pl.concat([state.carry, lines], how="vertical_relaxed")
-                lines, state.carry = _split_carry(lines, state.detection.compiled)
+                lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
                 if lines.height:
                     yield from submit(lines, state)
             if state is not None and state.carry is not None and state.carry.height:

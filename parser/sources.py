@@ -75,14 +75,23 @@ def expand(inputs: str | Path | Sequence[str | Path]) -> list[Source]:
 
 
 def _open_binary(source: Source) -> BinaryIO:
+    """The source's bytes, gunzipped when they start with the gzip magic (files and stdin alike)."""
     if source.path is None:
-        return sys.stdin.buffer
-    try:
-        fh: BinaryIO = open(source.path, "rb")  # noqa: SIM115 (closed by the caller)
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror}", path=source.name) from exc
+        fh: BinaryIO = sys.stdin.buffer
+        if not hasattr(fh, "peek"):
+            fh = io.BufferedReader(fh)  # type: ignore[arg-type]
+    else:
+        try:
+            fh = open(source.path, "rb")  # noqa: SIM115 (closed by the caller)
+        except OSError as exc:
+            raise InputError(f"cannot open: {exc.strerror}", path=source.name) from exc
     head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
+    if len(head) == 1:  # a pipe may deliver the first byte alone
+        head = fh.peek(2)[:2]
     if head == GZIP_MAGIC:
+        if source.path is not None:  # reopen by path so closing the gzip reader closes the file
+            fh.close()
+            return gzip.open(source.path, "rb")  # type: ignore[return-value]
         return gzip.open(fh, "rb")  # type: ignore[return-value]
     return fh
 
@@ -116,7 +125,7 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
             yield Block(source.name, line_no, whole.decode("utf-8", errors="replace"), consumed)
             line_no += whole.count(b"\n")
     finally:
-        if fh is not sys.stdin.buffer:
+        if source.path is not None:
             fh.close()
 
 
