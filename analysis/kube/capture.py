@@ -108,8 +108,8 @@ def preflight(kube: Kube, targets: list[PodTarget], via: str,
     caps = []
     for target in targets:
         admin, levels = connect(kube, target, via=via, note=note)
-        if "trace" in levels.values() and set(levels.values()) == {"trace"}:
-            note(f"{target.origin}: already at trace level")
+        if set(levels.values()) == {"trace"}:
+            note(f"{target.origin}: already at trace level (it will be left there)")
         try:
             resp = kube.core.read_namespaced_pod_log(target.name, target.namespace, container=target.container,
                                                      tail_lines=1, limit_bytes=1024,
