@@ -15,6 +15,9 @@ CONN = ["origin", "conn_id"]
 UPSTREAM_CONN = ["origin", "upstream_conn_id"]
 _PROXYING = ("proxying_headers", "proxying_bytes", "proxying_trailers")
 _ENCODING = ("encoding_headers", "encoding_data", "encoding_trailers")
+ADMIN_PATHS = (r"^/(logging|ready|stats|server_info|clusters|config_dump|listeners|runtime|runtime_modify|memory|"
+               r"certs|healthcheck|hot_restart_version|quitquitquit|reset_counters|drain_listeners|init_dump|help|"
+               r"tap|heapprofiler|cpuprofiler|contention|reopen_logs)(/|\?|$)")
 
 
 def _kind(name: str) -> pl.Expr:
@@ -202,8 +205,12 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         pl.col("us_complete_ts"))
     uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
                          pl.col("stream_id").cast(pl.String)])
-    internal = pl.col("new_stream_ts").is_null() | (pl.col("conn_id") == 0) & pl.col("route_ts").is_null() | (
-        pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread")))
+    # Not client traffic: Envoy's own async streams (no `new stream`), and the admin interface (served on
+    # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
+    admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(
+        "path", "route_url").fill_null("").str.contains(ADMIN_PATHS)
+    internal = (pl.col("new_stream_ts").is_null() | (pl.col("conn_id") == 0) & pl.col("route_ts").is_null()
+                | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))) | admin)
     return s.with_columns(
         request_uid=uid,
         downstream_conn_id=pl.col("conn_id"),
