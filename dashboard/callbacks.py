@@ -69,14 +69,19 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         Output("job-poll", "disabled"), Output("jobs-seen", "data"),
         Input("job-poll", "n_intervals"), Input("upload-job", "data"),
         State("session", "data"), State("dataset", "value"), State("jobs-seen", "data"),
+        State("dataset", "options"),
     )
     def poll_jobs(_n: int | None, _job: Any, session: dict[str, Any] | None, current: str | None,
-                  seen: list[str] | None) -> tuple[Any, ...]:
+                  seen: list[str] | None, options: list[dict[str, str]] | None) -> tuple[Any, ...]:
         v = session_view(registry, _token(session), current, seen)
+        # unchanged outputs are not sent: they would re-render every view twice a second
+        same = v["options"] == options
+        opts = no_update if same else v["options"]
         message = v["message"] if v["message"] is not None else no_update
         cls = v["message_class"] if v["message"] is not None else no_update
-        return (v["options"], v["value"], v["options"], v["options"], v["progress"], not v["pending"],
-                message, cls, not v["pending"], v["seen"])
+        return (opts, no_update if v["value"] == current else v["value"], opts, opts, v["progress"],
+                not v["pending"], message, cls, not v["pending"],
+                v["seen"] if v["seen"] != (seen or []) else no_update)
 
     @app.callback(Output("compare-a", "value"), Output("compare-b", "value"),
                   Input("compare-a", "options"), State("compare-a", "value"), State("compare-b", "value"))

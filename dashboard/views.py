@@ -16,6 +16,7 @@ from envoy_dissector.dashboard import figures
 from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000
+MAX_FINDINGS = 25
 _CONN_IDS = re.compile(r"\bC(\d+)\b")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
@@ -69,15 +70,30 @@ def facts(ds: Dataset) -> html.Div:
     ], className="facts")
 
 
-def findings_list(findings: list[dict[str, str]]) -> html.Div:
+def group_findings(findings: list[dict[str, str]]) -> list[tuple[dict[str, str], int]]:
+    """Findings with the same id and title (one per origin of a many-origin capture) shown once, with how
+    many there are; most severe first."""
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for f in findings:
+        groups.setdefault((f["id"], f["title"]), []).append(f)
+    out = [(g[0], len(g)) for g in groups.values()]
+    return sorted(out, key=lambda fc: SEVERITY_ORDER.get(fc[0]["severity"], 3))
+
+
+def findings_list(findings: list[dict[str, str]], limit: int = MAX_FINDINGS) -> html.Div:
     """Findings, most severe first: title, evidence and the fix."""
-    items = []
-    for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f["severity"], 3)):
+    items: list[Any] = []
+    groups = group_findings(findings)
+    for f, n in groups[:limit]:
+        more = f" (and {n - 1} more like it, one per origin)" if n > 1 else ""
         items.append(html.Div([
             html.Div([html.Span(f["severity"], className=f"badge {f['severity']}"), html.B(f["title"])]),
-            html.Div(f["evidence"], className="evidence"),
+            html.Div(f["evidence"] + more, className="evidence"),
             html.Div(["Fix: ", f.get("fix") or "–"], className="fix") if f.get("fix") else None,
         ], className=f"finding {f['severity']}", id=f"finding-{f['id']}"))
+    if len(groups) > limit:
+        items.append(html.Div(f"{len(groups) - limit} more findings (see `envoy-dissect analyze` JSON output).",
+                              className="hint"))
     if not items:
         items = [html.Div("No findings: nothing stands out in this capture.", className="finding info")]
     return html.Div(items, id="findings")

@@ -1,0 +1,39 @@
+"""`envoy-dissect dashboard`: arguments, defaults (127.0.0.1), and that the app it builds serves."""
+from __future__ import annotations
+
+import pytest
+
+from envoy_dissector.analysis.cli import build_parser, main
+
+
+def test_dashboard_subcommand_defaults():
+    args = build_parser().parse_args(["dashboard"])
+    assert args.host == "127.0.0.1" and args.port == 8050 and args.max_upload_mb == 2048
+    assert args.captures == []
+    args = build_parser().parse_args(["dashboard", "a.log", "--port", "9000", "--max-upload-mb", "10"])
+    assert args.captures == ["a.log"] and args.port == 9000 and args.max_upload_mb == 10
+
+
+def test_dashboard_runs_the_app(monkeypatch):
+    from dash import Dash
+
+    seen = {}
+
+    def fake_run(self, host, port, debug):
+        seen.update(host=host, port=port, app=self)
+
+    monkeypatch.setattr(Dash, "run", fake_run)
+    assert main(["dashboard", "fixtures/istio-thread/keepalive/envoy.log.gz", "--port", "8123"]) == 0
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123
+    reg = seen["app"].server.config["DISSECTOR_REGISTRY"]
+    assert [d.name for d in reg.visible(None)] == ["envoy.log.gz"]  # the given capture, no demo
+
+
+def test_missing_capture_is_an_input_error(capsys):
+    assert main(["dashboard", "/nonexistent.log"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_bad_upload_cap(value):
+    assert main(["dashboard", "--max-upload-mb", value]) == 64

@@ -1,0 +1,101 @@
+"""datasets: per-session ownership, shared demo, LRU cap, background jobs with progress and errors."""
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envoy_dissector.analysis import dissect
+from envoy_dissector.dashboard.datasets import (Registry, decompressed_size, demo_sources, load_shared, new_id,
+                                                valid_token)
+
+FIXTURE = Path("fixtures/istio-thread/upstream-delay/envoy.log.gz")
+
+
+@pytest.fixture(scope="module")
+def capture():
+    return dissect(str(FIXTURE))
+
+
+def test_tokens():
+    t = new_id()
+    assert valid_token(t) and t != new_id()
+    assert not valid_token("") and not valid_token("x" * 23) and not valid_token("../../etc/passwd....") \
+        and not valid_token(None)
+
+
+def test_sessions_see_only_their_own_uploads_and_the_shared_ones(capture):
+    reg = Registry()
+    shared = reg.add(capture, name="demo", owner=None)
+    a = reg.add(capture, name="a", owner="tok-a")
+    b = reg.add(capture, name="b", owner="tok-b")
+    assert [d.name for d in reg.visible("tok-a")] == ["a", "demo"]
+    assert [d.name for d in reg.visible("tok-b")] == ["b", "demo"]
+    assert [d.name for d in reg.visible(None)] == ["demo"]
+    assert reg.get(a.id, "tok-a") is a and reg.get(a.id, "tok-b") is None and reg.get(a.id, None) is None
+    assert reg.get(shared.id, "tok-b") is shared
+    assert reg.get("unknown", "tok-a") is None
+    assert not reg.forget(shared.id, "tok-a") and not reg.forget(b.id, "tok-a")
+    assert reg.forget(a.id, "tok-a") and reg.get(a.id, "tok-a") is None
+
+
+def test_lru_cap_drops_least_recently_used_uploads_never_shared(capture):
+    reg = Registry(max_datasets=2)
+    demo = reg.add(capture, name="demo", owner=None)
+    first = reg.add(capture, name="1", owner="t")
+    second = reg.add(capture, name="2", owner="t")
+    assert reg.get(first.id, "t") is first  # touch: now second is the least recently used
+    reg.add(capture, name="3", owner="t")
+    assert reg.get(second.id, "t") is None and reg.get(first.id, "t") is first
+    assert reg.get(demo.id, "t") is demo
+
+
+def test_job_analyses_in_background_reports_progress_and_deletes_the_file(tmp_path):
+    path = tmp_path / "upload.gz"
+    shutil.copyfile(FIXTURE, path)
+    reg = Registry()
+    job = reg.submit(path, name="upstream-delay.log.gz", owner="t")
+    reg.wait(job)
+    assert job.state == "done", job.error
+    assert not path.exists()
+    assert job.total_bytes == len(gzip.decompress(FIXTURE.read_bytes()))
+    assert job.done_bytes == job.total_bytes and job.fraction == 1.0
+    ds = reg.get(job.dataset_id, "t")
+    assert ds is not None and ds.name == "upstream-delay.log.gz"
+    assert ds.capture.requests["origin"][0] == "upstream-delay.log.gz"  # never the temporary path
+    pending, finished = reg.poll("t")
+    assert not pending and finished == [job]
+    assert reg.poll("t", {job.id}) == ([], [])  # the browser has seen it
+    assert reg.poll("other") == ([], [])
+    assert reg.job(job.id, "other") is None
+
+
+def test_job_error_for_a_file_that_is_not_an_envoy_log(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\nworld\n")
+    reg = Registry()
+    job = reg.wait(reg.submit(path, name="notes.txt", owner="t"))
+    assert job.state == "error"
+    assert "not an Envoy / istio-proxy log" in job.error and "tried" in job.error
+    assert job.describe().startswith("notes.txt")
+    assert not path.exists()
+
+
+def test_decompressed_size(tmp_path):
+    plain = tmp_path / "a.log"
+    plain.write_bytes(b"x" * 1000)
+    assert decompressed_size(plain) == 1000
+    gz = tmp_path / "a.gz"
+    gz.write_bytes(gzip.compress(b"y" * 100_000))
+    assert decompressed_size(gz) == 100_000
+
+
+def test_demo_is_bundled_and_loads():
+    sources = demo_sources()
+    assert [s.name for s, _ in sources] == ["demo/lua-cpu.log.gz", "demo/lua-cpu-baseline.log.gz"]
+    reg = Registry()
+    (lua, base) = load_shared(reg, sources)
+    assert lua.shared and lua.summary()["capture"]["requests"] == 40
+    assert base.summary()["capture"]["requests"] == 20

@@ -1,0 +1,107 @@
+"""views and callbacks' helpers: what each view shows, computed without a browser."""
+from __future__ import annotations
+
+import json
+
+import plotly.io as pio
+import polars as pl
+import pytest
+
+from envoy_dissector.analysis import dissect
+from envoy_dissector.dashboard import views
+from envoy_dissector.dashboard.callbacks import session_view, slowest_request
+from envoy_dissector.dashboard.datasets import Registry
+
+
+@pytest.fixture(scope="module")
+def reg_and_ds():
+    reg = Registry()
+    lua = reg.add(dissect("fixtures/istio-thread/lua-cpu/envoy.log.gz", name="lua"), name="lua", owner=None)
+    base = reg.add(dissect("fixtures/istio-thread/lua-cpu-baseline/envoy.log.gz"), name="base", owner="tok")
+    return reg, lua, base
+
+
+def text_of(component) -> str:
+    return json.dumps(component.to_plotly_json(), ensure_ascii=False, default=lambda o: o.to_plotly_json()
+                      if hasattr(o, "to_plotly_json") else str(o))
+
+
+def test_overview_numbers_findings_and_figures(reg_and_ds):
+    _, lua, _ = reg_and_ds
+    out = text_of(views.facts(lua))
+    assert '"40"' in out and "istio-thread" in out
+    table = text_of(views.percentile_table(lua.summary()))
+    for phase in ("downstream_read", "filter_chain", "upstream_wait", "total", "loop_queue"):
+        assert phase in table
+    findings = text_of(views.findings_list(lua.summary()["findings"]))
+    assert "saturated" in findings and "Fix: " in findings
+    parts = views.overview(lua)
+    assert any(getattr(p, "id", None) == "phase-share" for p in parts)
+
+
+def test_competing_connections_and_waterfall(reg_and_ds):
+    _, lua, _ = reg_and_ds
+    uid = slowest_request(lua)
+    row = lua.capture.request(uid)
+    waits = views.competing_connections(lua.capture.request_phases(row))
+    assert waits and all(isinstance(c, int) for w in waits for c in w["conns"])
+    assert any(w["conns"] for w in waits)
+    assert row["downstream_conn_id"] not in {c for w in waits for c in w["conns"]}
+    fig, side = views.waterfall_view(lua.capture, uid)
+    labels = " ".join(str(y) for t in fig.data for y in (t.y or []))
+    assert "envoy.filters.http.lua" in labels and "upstream_wait" in labels
+    facts = text_of(side[0])
+    assert "upstream connection" in facts and ("NEW connection" in facts or "reused" in facts)
+    lines = text_of(views.log_lines(lua.capture, uid))
+    assert "new stream" in lines
+
+
+def test_event_loop_window_from_zoom(reg_and_ds):
+    _, lua, _ = reg_and_ds
+    zero, start, end = views.loop_window(lua.capture, None, None)
+    assert zero == start < end
+    assert views.window_from_relayout({"autosize": True}, zero) is None
+    assert views.window_from_relayout({"xaxis.autorange": True}, zero) == (None, None)
+    assert views.window_from_relayout({"xaxis.range[0]": 100.5, "xaxis.range[1]": 2000}, zero) == (zero + 100,
+                                                                                                   zero + 2000)
+    busy = lua.capture.loop.filter(pl.col("conn_id").is_not_null()).row(50, named=True)
+    fig = views.event_loop_figure(lua.capture, thread=None, start_us=zero + 10_000, end_us=busy["end_us"] + 1000,
+                                  highlight=[busy["conn_id"]])
+    assert list(fig.layout.xaxis.range) == [10_000, busy["end_us"] + 1000 - zero]
+    assert any("highlighted" in (t.name or "") for t in fig.data)
+    assert views.thread_options(lua.capture)
+
+
+def test_findings_repeated_per_origin_are_shown_once():
+    f = {"id": "saturated-worker-1", "severity": "critical", "title": "Worker 1 is saturated", "evidence": "e",
+         "fix": "more CPU"}
+    i = {"id": "proxy-time", "severity": "info", "title": "t", "evidence": "e2", "fix": ""}
+    groups = views.group_findings([i, f, dict(f, evidence="other origin"), f])
+    assert groups == [(f, 3), (i, 1)]
+    out = text_of(views.findings_list([i, f, f, f]))
+    assert out.count("Worker 1 is saturated") == 1 and "2 more like it" in out
+
+
+def test_workers_and_imbalance():
+    w = pl.DataFrame({"origin": ["o", "o"], "thread": [1, 2], "utilisation": [0.9, 0.2], "busy_us": [9, 2],
+                      "requests": [90, 10], "connections": [9, 1]})
+    text = views.imbalance_text(w)
+    assert "2 workers" in text and "9.0×" in text and "exact_balance" in text
+
+
+def test_compare(reg_and_ds):
+    _, lua, base = reg_and_ds
+    table, fig = views.compare_view(base, lua)
+    out = text_of(table)
+    assert "loop_queue" in out and "Δ p50" in out
+    assert len(fig.data) == 4
+    pio.to_json(fig)
+
+
+def test_session_view_lists_own_and_shared(reg_and_ds):
+    reg, lua, base = reg_and_ds
+    v = session_view(reg, "tok", None)
+    assert [o["value"] for o in v["options"]] == [base.id, lua.id]
+    assert v["value"] == base.id and not v["pending"]
+    other = session_view(reg, "someone-else", base.id)  # cannot pick another session's dataset
+    assert [o["value"] for o in other["options"]] == [lua.id] and other["value"] == lua.id
