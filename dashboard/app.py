@@ -46,7 +46,7 @@ def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
         load_shared(registry, [(str(c), Path(str(c)).name) for c in captures], **(dissect_kw or {}))
 
     app = Dash(__name__, title="envoy-dissector", assets_folder=str(ASSETS), suppress_callback_exceptions=True,
-               update_title=None)
+               update_title=None)  # type: ignore[arg-type]  # None: keep the title while updating
     max_bytes = int(max_upload_mb * 1024 * 1024)
     upload_dir = make_upload_dir()
     atexit.register(remove_upload_dir, upload_dir)

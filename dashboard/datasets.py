@@ -20,7 +20,7 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
@@ -119,7 +119,8 @@ class Job:
         if self.state == "running":
             return f"{self.name}: building timelines, phases and the event-loop model"
         if self.state == "error":
-            return self.error if (self.error or "").startswith(self.name) else f"{self.name}: {self.error}"
+            error = self.error or "failed"
+            return error if error.startswith(self.name) else f"{self.name}: {error}"
         took = (self.finished or 0) - (self.started or 0)
         return f"{self.name}: analysed in {took:.1f} s"
 
@@ -271,7 +272,7 @@ def demo_sources() -> list[tuple[Source, str]]:
     return out
 
 
-def load_shared(registry: Registry, sources: list[tuple[Source | str | Path, str]],
+def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path, str]],
                 **dissect_kw: Any) -> list[Dataset]:
     """Analyse captures now and register them as shared read-only datasets (demo, CLI arguments)."""
     out = []

@@ -33,9 +33,13 @@ def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
 def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
     """One bar per phase on a µs axis from the request's first read; filter rows and loop queueing below
     their phase; Envoy's milestones as markers."""
-    t0 = request.get("life_start_us") or (phases["start_us"].min() if phases.height else 0) or 0
+    t0 = int(request.get("life_start_us") or (phases["start_us"].min() if phases.height else 0) or 0)  # type: ignore[arg-type]
     rows = phases.sort("start_us", "part_of_total", descending=[False, True])
-    labels, bases, widths, colors, texts = [], [], [], [], []
+    labels: list[str] = []
+    bases: list[int] = []
+    widths: list[int] = []
+    colors: list[str] = []
+    texts: list[str] = []
     for phase, detail, start, end, dur, top in rows.select(
             "phase", "detail", "start_us", "end_us", "dur_us", "part_of_total").iter_rows():
         if top:
@@ -53,7 +57,7 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
         y=labels, x=widths, base=bases, orientation="h", marker_color=colors, text=texts,
         textposition="outside", hovertemplate="%{y}<br>start +%{base} µs<br>%{x} µs<extra></extra>",
     ))
-    marks = [(m, request.get(f"{m}_us")) for m in MILESTONES if request.get(f"{m}_us") is not None]
+    marks = [(m, int(request[f"{m}_us"])) for m in MILESTONES if request.get(f"{m}_us") is not None]
     if marks:
         fig.add_trace(go.Scatter(
             x=[v - t0 for _, v in marks], y=[labels[0]] * len(marks) if labels else [""] * len(marks),

@@ -15,7 +15,7 @@ from envoy_dissector.dashboard.grid import BLOCK_ROWS, column_defs
 
 TABS = (("overview", "Overview"), ("requests", "Requests"), ("waterfall", "Waterfall"),
         ("loop", "Event loop"), ("compare", "Compare"))
-GRAPH_CONFIG = {"displaylogo": False}
+GRAPH_CONFIG: Any = {"displaylogo": False}
 
 
 def header(upload_url: str, max_bytes: int) -> html.Div:
@@ -32,7 +32,7 @@ def header(upload_url: str, max_bytes: int) -> html.Div:
             # assets/upload.js puts <input type=file id=upload-file> here and streams the file to upload_url
             html.Span(id="upload-input-slot"),
         ], id="upload-drop", className="drop-zone",
-            **{"data-url": upload_url, "data-max-bytes": str(max_bytes)}),
+            **{"data-url": upload_url, "data-max-bytes": str(max_bytes)}),  # type: ignore[arg-type]
         html.Div([
             html.Progress(id="upload-progress", value="0", max="100", className="progress", hidden=True),
             html.Div(id="upload-message", className="message"),

@@ -40,9 +40,11 @@ def dataset_options(datasets: list[Dataset]) -> list[dict[str, str]]:
 
 def _table(header: list[str], rows: list[list[Any]], *, id: str | None = None,
            class_name: str = "table") -> html.Table:
-    kw = {"id": id} if id else {}
-    return html.Table([html.Thead(html.Tr([html.Th(h) for h in header])),
-                       html.Tbody([html.Tr([html.Td(c) for c in r]) for r in rows])], className=class_name, **kw)
+    table = html.Table([html.Thead(html.Tr([html.Th(h) for h in header])),
+                        html.Tbody([html.Tr([html.Td(c) for c in r]) for r in rows])], className=class_name)
+    if id:
+        table.id = id  # type: ignore[attr-defined]
+    return table
 
 
 def percentile_table(summary: dict[str, Any]) -> html.Table:

@@ -131,6 +131,28 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
           what="worker lanes in the event-loop view")
     dash_duo.wait_for_element("#workers-table", timeout=TIMEOUT)
     shot(dash_duo, artifacts, "4-event-loop")
+    # zoom: plotly reports the new x range and the server re-queries that window
+    dash_duo.driver.execute_script(
+        "const g = document.querySelector('#loop-graph .js-plotly-plot');"
+        "Plotly.relayout(g, {'xaxis.range[0]': 20000, 'xaxis.range[1]': 21000});")
+    dash_duo.wait_for_contains_text("#loop-info", "window +20,000..+21,000 µs", timeout=TIMEOUT)
+    dash_duo.find_element("#loop-reset").click()
+    dash_duo.wait_for_contains_text("#loop-info", "window +0..", timeout=TIMEOUT)
+
+    # the competing connection's own requests: the grid is filtered on the server
+    open_tab(dash_duo, "waterfall")
+    dash_duo.wait_for_element("#competing .conn-btn.small", timeout=TIMEOUT).click()
+    dash_duo.wait_for_contains_text("#requests-count", f"of {expected + 1} requests", timeout=TIMEOUT)
+    count = until(lambda: (t := dash_duo.find_element("#requests-count").text) and not t.startswith(f"{expected + 1} ")
+                  and t, what="a filtered request count")
+    n = int(count.split()[0])
+    assert 1 <= n < expected
+    until(lambda: len(dash_duo.find_elements(".ag-center-cols-container .ag-row")) == n, what=f"{n} grid rows")
+    search = dash_duo.find_element("#search")
+    search.clear()
+    search.send_keys("/ready\n")
+    dash_duo.wait_for_text_to_equal("#requests-count", f"1 of {expected + 1} requests (incl. internal ones) match",
+                                    timeout=TIMEOUT)
 
     # compare: upload a second capture, compare it with the first
     upload(dash_duo, named(DELAY, "upstream-delay.log.gz"))
@@ -155,6 +177,14 @@ def test_not_an_envoy_log_and_size_cap(dash_duo, tmp_path, artifacts):
     dash_duo.wait_for_element("#upload-file", timeout=TIMEOUT).send_keys(str(bad))
     dash_duo.wait_for_contains_text("#job-message", "not an Envoy / istio-proxy log", timeout=TIMEOUT)
     assert "notes.txt" in dash_duo.find_element("#job-message").text
+    # drag and drop: a File dropped on the zone takes the same streaming path
+    dash_duo.driver.execute_script(
+        "const dt = new DataTransfer();"
+        "dt.items.add(new File(['not a log either\\n'], 'dropped.log'));"
+        "document.getElementById('upload-drop').dispatchEvent("
+        "  new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));")
+    dash_duo.wait_for_contains_text("#job-message", "dropped.log", timeout=TIMEOUT)
+    dash_duo.wait_for_contains_text("#job-message", "not an Envoy / istio-proxy log", timeout=TIMEOUT)
     big = tmp_path / "big.log"
     big.write_bytes(b"x" * 100_000)
     dash_duo.find_element("#upload-file").send_keys(str(big))

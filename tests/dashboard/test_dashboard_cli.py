@@ -1,4 +1,4 @@
-"""`envoy-dissect dashboard`: arguments, defaults (127.0.0.1), and that the app it builds serves."""
+"""`envoy-dissect dashboard` (dashboard/cli.py; named so it cannot clash with tests/analysis/test_cli.py): arguments, defaults (127.0.0.1), and that the app it builds serves."""
 from __future__ import annotations
 
 import pytest
