@@ -117,6 +117,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None or request is None:
             return {"rowData": [], "rowCount": 0}, ""
+        pager.prune(registry.ids())
         page = pager.rows(ds.id, ds.capture.requests, request, search)
         total = ds.capture.requests.height
         return page, f"{page['rowCount']:,} of {total:,} requests (incl. internal ones) match"

@@ -90,6 +90,8 @@ class Job:
     path: Path
     total_bytes: int | None
     delete: bool = True
+    #: the Envoy ``--log-format`` the file was written with (custom formats only)
+    log_format: str | None = None
     state: JobState = "queued"
     done_bytes: int = 0
     stage: str = "queued"
@@ -192,6 +194,10 @@ class Registry:
             shared = [d for d in self._datasets.values() if d.shared]
         return sorted(mine, key=lambda d: d.created, reverse=True) + sorted(shared, key=lambda d: d.created)
 
+    def ids(self) -> set[str]:
+        with self._lock:
+            return set(self._datasets)
+
     def forget(self, dataset_id: str, owner: str | None) -> bool:
         """Drop an owned dataset (shared ones cannot be dropped from a session)."""
         with self._lock:
@@ -202,10 +208,11 @@ class Registry:
             return True
 
     # -- jobs ---------------------------------------------------------------------------------------
-    def submit(self, path: Path, *, name: str, owner: str | None, delete: bool = True) -> Job:
+    def submit(self, path: Path, *, name: str, owner: str | None, delete: bool = True,
+               log_format: str | None = None) -> Job:
         """Analyse ``path`` in the background; the file is deleted afterwards when ``delete``."""
         job = Job(id=new_id(), owner=owner, name=name, path=path, total_bytes=decompressed_size(path),
-                  delete=delete)
+                  delete=delete, log_format=log_format or None)
         with self._lock:
             self._jobs[job.id] = job
         self._pool.submit(self._run, job)
@@ -218,7 +225,9 @@ class Registry:
             job.done_bytes += n
 
         try:
-            capture = self._analyse(Source(job.name, path=job.path), progress=advance, name=job.name, redact=True)
+            fmt = {"format": "custom", "log_format": job.log_format} if job.log_format else {}
+            capture = self._analyse(Source(job.name, path=job.path), progress=advance, name=job.name, redact=True,
+                                    **fmt)
             job.stage = "analysing"
             ds = self.add(capture, name=job.name, owner=job.owner)
             job.dataset_id, job.state = ds.id, "done"

@@ -181,7 +181,7 @@ def to_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 class Pager:
     """Caches filtered/sorted frames (LRU) and serves blocks of rows for the infinite row model."""
 
-    def __init__(self, max_entries: int = 32) -> None:
+    def __init__(self, max_entries: int = 12) -> None:
         self._cache: OrderedDict[tuple[Any, ...], pl.DataFrame] = OrderedDict()
         self._frames: OrderedDict[str, pl.DataFrame] = OrderedDict()
         self._lock = threading.Lock()
@@ -220,6 +220,14 @@ class Pager:
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
         return {"rowData": to_rows(frame.slice(start, end - start)), "rowCount": frame.height}
+
+    def prune(self, keep: set[str]) -> None:
+        """Drop cached frames of datasets that are gone (evicted from the registry)."""
+        with self._lock:
+            for key in [k for k in self._cache if k[0] not in keep]:
+                del self._cache[key]
+            for key in [k for k in self._frames if k not in keep]:
+                del self._frames[key]
 
     def count(self, dataset_id: str, requests: pl.DataFrame, search: str | None,
               filter_model: dict[str, Any] | None = None) -> int:

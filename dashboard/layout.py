@@ -31,6 +31,12 @@ def header(upload_url: str, max_bytes: int) -> html.Div:
                      className="drop-text"),
             # assets/upload.js puts <input type=file id=upload-file> here and streams the file to upload_url
             html.Span(id="upload-input-slot"),
+            html.Details([
+                html.Summary("custom log format"),
+                dcc.Input(id="upload-log-format", type="text", className="log-format", debounce=True,
+                          placeholder="Envoy --log-format of the next upload, e.g. [%Y-%m-%d %T.%f][%t][%l][%n] %v "
+                                      "(leave empty: detected)"),
+            ], className="options"),
         ], id="upload-drop", className="drop-zone",
             **{"data-url": upload_url, "data-max-bytes": str(max_bytes)}),  # type: ignore[arg-type]
         html.Div([

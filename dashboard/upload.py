@@ -7,7 +7,7 @@ streams from ``request.stream`` to disk in 1 MiB chunks, so memory stays flat wh
 
 Protocol (``assets/upload.js`` speaks it)::
 
-    POST <prefix>_dissector/upload?name=<file name>
+    POST <prefix>_dissector/upload?name=<file name>[&log_format=<Envoy --log-format, custom formats only>]
     X-Dissector-Session: <session token>
     Content-Type: application/octet-stream
     <file bytes>
@@ -35,6 +35,7 @@ ROUTE = "/_dissector/upload"
 ALLOWED_SUFFIXES: tuple[str, ...] = (".log", ".txt", ".gz")
 CHUNK_BYTES = 1024 * 1024
 SESSION_HEADER = "X-Dissector-Session"
+MAX_LOG_FORMAT = 2000
 
 
 class UploadTooLarge(Exception):
@@ -111,7 +112,8 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
         if size == 0:
             path.unlink(missing_ok=True)
             return jsonify(error=f"{name}: the file is empty"), 400
-        job = registry.submit(path, name=name, owner=token, delete=True)
+        log_format = (request.args.get("log_format") or "").strip()[:MAX_LOG_FORMAT] or None
+        job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format)
         return jsonify(job=job.id, bytes=size)
 
     server.add_url_rule(route, endpoint="dissector_upload", view_func=upload, methods=["POST"])

@@ -51,7 +51,9 @@
     }
     var xhr = new XMLHttpRequest();
     var last = 0;
-    xhr.open('POST', url + '?name=' + encodeURIComponent(file.name));
+    var fmtField = document.getElementById('upload-log-format');
+    var fmt = fmtField && fmtField.value ? '&log_format=' + encodeURIComponent(fmtField.value) : '';
+    xhr.open('POST', url + '?name=' + encodeURIComponent(file.name) + fmt);
     xhr.setRequestHeader('Content-Type', 'application/octet-stream');
     xhr.setRequestHeader('X-Dissector-Session', sessionToken());
     xhr.upload.onprogress = function (e) {

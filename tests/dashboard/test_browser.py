@@ -190,6 +190,14 @@ def test_not_an_envoy_log_and_size_cap(dash_duo, tmp_path, artifacts):
     dash_duo.find_element("#upload-file").send_keys(str(big))
     dash_duo.wait_for_contains_text("#upload-message", "upload limit", timeout=TIMEOUT)
     shot(dash_duo, artifacts, "6-errors")
+    # a capture written with a custom --log-format: given in the header, it is sent with the upload
+    dash_duo.find_element(".options summary").click()
+    dash_duo.find_element("#upload-log-format").send_keys("%Y-%m-%d %T.%f|%t|%L|%n|%v")
+    custom = tmp_path / "custom-format.log.gz"
+    shutil.copyfile(FIXTURES / "custom" / "keepalive" / "envoy.log.gz", custom)
+    dash_duo.find_element("#upload-file").send_keys(str(custom))
+    dash_duo.wait_for_contains_text("#job-message", "custom-format.log.gz: analysed", timeout=TIMEOUT)
+    dash_duo.wait_for_text_to_equal("#overview-format", "custom", timeout=TIMEOUT)
 
 
 @pytest.fixture

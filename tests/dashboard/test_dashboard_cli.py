@@ -1,4 +1,7 @@
-"""`envoy-dissect dashboard` (dashboard/cli.py; named so it cannot clash with tests/analysis/test_cli.py): arguments, defaults (127.0.0.1), and that the app it builds serves."""
+"""`envoy-dissect dashboard` (dashboard/cli.py): arguments, defaults (127.0.0.1), the app it builds.
+
+Named test_dashboard_cli.py so it cannot clash with a tests/analysis/test_cli.py.
+"""
 from __future__ import annotations
 
 import pytest

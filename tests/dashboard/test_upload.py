@@ -68,3 +68,18 @@ def test_names():
     assert safe_name("<script>.log") == "_script_.log"
     assert safe_name(None) == "upload.log"
     assert allowed("a.LOG") and allowed("b.txt") and allowed("c.log.gz") and not allowed("d.zip")
+
+
+def test_upload_with_a_custom_log_format(app):
+    client, token = app.server.test_client(), new_id()
+    data = Path("fixtures/custom/keepalive/envoy.log.gz").read_bytes()
+    reg = app.server.config["DISSECTOR_REGISTRY"]
+    r = post(client, data, "custom.log.gz", token)  # not detectable without the format
+    assert reg.wait(reg.job(r.json["job"], token)).state == "error"
+    fmt = "%Y-%m-%d %T.%f|%t|%L|%n|%v"
+    r = client.post("/_dissector/upload", query_string={"name": "custom.log.gz", "log_format": fmt}, data=data,
+                    headers={"X-Dissector-Session": token})
+    job = reg.wait(reg.job(r.json["job"], token))
+    assert job.state == "done", job.error
+    ds = reg.get(job.dataset_id, token)
+    assert ds.capture.format == "custom" and ds.summary()["capture"]["requests"] >= 50
