@@ -1,12 +1,20 @@
 """Events stage: classify every record's message with the grammar and extract typed fields.
 
 Fast path (default): lines that differ only in numbers, ids and quoted values
-share a *shape*. Each distinct shape is parsed once by the grammar; the parse
-becomes a regular expression with one capture group per field, applied to all
-lines of that shape at once by polars. A line its shape's expression does not
-match goes through the grammar itself, so the grammar stays the authority.
+share a *shape*. Each distinct shape is parsed once by the grammar; the field
+spans of that parse, located relative to the shape's placeholders, are cut out
+of all lines of that shape at once by polars.
+
+A placeholder can stand for values the grammar lexes differently (``3`` is an
+INT, ``3abc`` an INT and a WORD, ``"StreamId"`` part of a prefix, ``"Foo"`` not,
+``100`` part of the literal ``encoding 100 continue headers via codec:``). So each
+line's placeholder values are checked against the representative's by their
+*lexical signature* (digit runs collapsed, quoted strings and hex numbers by
+kind, literal-phrase runs exactly), except inside catch-all spans (``rest``,
+``anything``) whose content cannot change the parse. A line that differs goes
+through the grammar itself, so the grammar stays the authority.
 Slow path (``fast=False`` or ``ENVOY_DISSECTOR_FAST=0``): the grammar on every line.
-Both return the same frame; tests compare them on every fixture.
+Both return the same frame; tests compare them on every fixture and on mutated lines.
 """
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
 from envoy_dissector.parser.logformat import rust_escape
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
@@ -25,12 +34,56 @@ from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUO
 MASK = r"""'[^'\n]*'|"[^"\n]*"|0x[0-9a-fA-F]+|[A-Za-z_.\-]*[0-9][A-Za-z0-9_.\-]*"""
 _MASK_RE = re.compile(MASK)
 _PLACEHOLDER = "\x00"
+_HEX_FULL = r"^0x[0-9a-fA-F]+$"
+_HEX_FULL_RE = re.compile(_HEX_FULL)
 INT_FIELDS = tuple(k for k, v in FIELD_SCHEMA.items() if v == pl.Int64()) + ("conn_id",)
 BOOL_FIELDS = tuple(k for k, v in FIELD_SCHEMA.items() if v == pl.Boolean())
 
 
 def fast_path_enabled() -> bool:
     return os.environ.get("ENVOY_DISSECTOR_FAST", "1") not in ("0", "false", "no")
+
+
+def signature(value: str) -> str:
+    """What of a placeholder value the lexer can see: quoted string / hex number / text with digits collapsed.
+
+    >>> [signature(v) for v in ("'/a b'", "0x7f3a", "1234", "3abc", "a.b-22", '"StreamId"', '"12"')]
+    ["'", 'x', '0', '0abc', 'a.b-0', '"StreamId"', '"0"']
+    """
+    if value.startswith("'"):
+        return "'"
+    if _HEX_FULL_RE.match(value):
+        return "x"
+    return re.sub(r"[0-9]+", "0", value)
+
+
+def _signature_expr(value: pl.Expr) -> pl.Expr:
+    """``signature`` as a polars expression (the two must agree; a test checks it)."""
+    return (pl.when(value.str.starts_with("'")).then(pl.lit("'"))
+            .when(value.str.contains(_HEX_FULL)).then(pl.lit("x"))
+            .otherwise(value.str.replace_all("[0-9]+", "0")))
+
+
+def _literal_runs() -> tuple[tuple[str, str, str], ...]:
+    """Digit-bearing MASK matches inside the grammar's literal phrases, with the phrase around them.
+
+    E.g. ``("encoding ", "100", " continue headers via codec:")``: a line of shape
+    ``encoding \x00 continue ...`` is that literal only if its value is exactly ``100``.
+    """
+    out = []
+    for literal in EnvoyLogParser.literalNames:
+        if literal == "<INVALID>":
+            continue
+        text = literal[1:-1].replace("\\\\", "\\")
+        for m in _MASK_RE.finditer(text):
+            if any(ch.isdigit() for ch in m.group()):
+                out.append((_MASK_RE.sub(_PLACEHOLDER, text[: m.start()]), m.group(),
+                            _MASK_RE.sub(_PLACEHOLDER, text[m.end():])))
+    return tuple(out)
+
+
+LITERAL_RUNS = _literal_runs()
+LITERAL_RUN_VALUES = sorted({run for _, run, _ in LITERAL_RUNS})
 
 
 @dataclass(frozen=True)
@@ -44,10 +97,20 @@ class Boundary:
 
 @dataclass(frozen=True)
 class ShapeRule:
-    """The grammar's verdict on one shape: its kind and where each field sits."""
+    """The grammar's verdict on one shape: its kind, where each field sits, and what a line must share
+    with the representative for the verdict to hold."""
 
     kind: str
     fields: tuple[tuple[str, Boundary, Boundary], ...]
+    #: placeholders outside catch-all spans, and the representative's signatures there
+    checked: tuple[int, ...] = ()
+    signatures: tuple[str, ...] = ()
+    #: placeholders holding a run of a literal phrase in the representative, or cut by a field boundary
+    #: with digits on both sides of the cut: values must be equal
+    exact: tuple[int, ...] = ()
+    exact_values: tuple[str, ...] = ()
+    #: placeholders where a literal phrase could form: values must not be one of LITERAL_RUN_VALUES
+    forbid: tuple[int, ...] = ()
 
 
 def shape_rule(shape: str, values: list[str], parse: MessageParse) -> ShapeRule:
@@ -81,7 +144,28 @@ def shape_rule(shape: str, values: list[str], parse: MessageParse) -> ShapeRule:
         return Boundary(p - consumed, len(regions), 0)
 
     fields = tuple((name, boundary(a, False), boundary(b, True)) for name, a, b in parse.spans)
-    return ShapeRule(parse.kind, fields)
+    # A field starting inside a placeholder is located from the placeholder's start, one ending inside
+    # it from its end: right only if no digits (whose count varies) lie in between. Else: equal values.
+    pinned = set()
+    for _, fa, fb in parse.spans:
+        for k, (a, b) in enumerate(regions):
+            if (a < fa < b and any(ch.isdigit() for ch in values[k][: fa - a])) or \
+                    (a < fb < b and any(ch.isdigit() for ch in values[k][fb - a :])):
+                pinned.add(k)
+    slots = [i for i, ch in enumerate(shape) if ch == _PLACEHOLDER]
+    checked, exact, forbid = [], [], []
+    for k, (a, b) in enumerate(regions):
+        free = any(fa <= a and b <= fb for fa, fb in parse.free)
+        if not free:
+            checked.append(k)
+        fits = set() if free else {run for left, run, right in LITERAL_RUNS
+                                   if shape[: slots[k]].endswith(left) and shape[slots[k] + 1 :].startswith(right)}
+        if values[k] in fits or k in pinned:
+            exact.append(k)
+        elif fits:
+            forbid.append(k)
+    return ShapeRule(parse.kind, fields, tuple(checked), tuple(signature(values[k]) for k in checked),
+                     tuple(exact), tuple(values[k] for k in exact), tuple(forbid))
 
 
 @dataclass
@@ -90,6 +174,8 @@ class Classifier:
 
     rules: dict[str, ShapeRule] = field(default_factory=dict)
     grammar_calls: int = 0
+    #: lines whose values did not fit their shape's representative, classified by the grammar one by one
+    fallback_lines: int = 0
 
     def rule_for(self, shape: str, values: list[str], representative: str) -> ShapeRule:
         rule = self.rules.get(shape)
@@ -224,19 +310,44 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
                       ).to_series().to_numpy()
     out = {"kind": pl.Series("kind", [r.kind for r in rules], dtype=pl.String).gather(sid)}
     plans = _plans(rules, texts)
-    if plans:
-        work = work.with_columns(values=pl.col("text").str.extract_all(MASK))
+    work = work.with_columns(values=pl.col("text").str.extract_all(MASK))
     n = work.height
+    misfits = _misfits(work, rules, sid)
     for name, plan in plans.items():
         column = pl.repeat(None, n, dtype=pl.String, eager=True).alias(name)
-        row_mode = plan.mode[sid]
+        row_mode = plan.mode[sid].copy()
+        row_mode[misfits] = -1  # the grammar classifies those below
         for mode in (0, 1, 2):
             rows = np.flatnonzero(row_mode == mode)
             if rows.size:
                 values = _extract(work[rows], mode, plan.params, plan.const, sid[rows])
                 column = column.scatter(rows, values)
         out[name] = column
-    return _finish(_with_all_fields(pl.DataFrame(out)))
+    df = _with_all_fields(pl.DataFrame(out))
+    if misfits.size:
+        classifier.fallback_lines += int(misfits.size)
+        exact = _with_all_fields(_grammar_rows(work["text"].gather(misfits).to_list()))
+        df = df.with_columns(df[c].scatter(misfits, exact[c]) for c in ("kind", *PREFIX_FIELDS, *FIELD_SCHEMA))
+    return _finish(df)
+
+
+def _misfits(work: pl.DataFrame, rules: list[ShapeRule], sid: np.ndarray) -> np.ndarray:
+    """Rows whose placeholder values do not fit their shape's representative (see ShapeRule)."""
+    def per_row(lists: list[tuple], dtype: pl.DataType) -> pl.Series:
+        return pl.Series([list(x) for x in lists], dtype=pl.List(dtype)).gather(sid)
+
+    values = pl.col("values")
+    frame = work.select("values").with_columns(
+        chk=per_row([r.checked for r in rules], pl.UInt32), sig=per_row([r.signatures for r in rules], pl.String))
+    ok = values.list.gather(pl.col("chk")).list.eval(_signature_expr(pl.element())) == pl.col("sig")
+    if any(r.exact for r in rules):
+        frame = frame.with_columns(ex=per_row([r.exact for r in rules], pl.UInt32),
+                                   exv=per_row([r.exact_values for r in rules], pl.String))
+        ok = ok & (values.list.gather(pl.col("ex")) == pl.col("exv"))
+    if any(r.forbid for r in rules):
+        frame = frame.with_columns(fb=per_row([r.forbid for r in rules], pl.UInt32))
+        ok = ok & ~values.list.gather(pl.col("fb")).list.eval(pl.element().is_in(LITERAL_RUN_VALUES)).list.any()
+    return frame.select(ok.not_()).to_series().arg_true().to_numpy()
 
 
 def _finish(df: pl.DataFrame) -> pl.DataFrame:

@@ -48,6 +48,9 @@ class MessageParse:
     kind: str
     #: field name -> (start, stop) character span in the parsed text, stop exclusive
     spans: tuple[tuple[str, int, int], ...]
+    #: spans matched by a catch-all (``rest`` / ``anything``) in the rule of a recognised message:
+    #: their content cannot change the parse (the fast path need not compare values there)
+    free: tuple[tuple[int, int], ...] = ()
 
     def values(self, text: str) -> dict[str, str]:
         return {name: text[a:b] for name, a, b in self.spans}
@@ -128,7 +131,10 @@ def parse_message(text: str) -> MessageParse:
             return MessageParse(UNKNOWN, tuple(spans))
         kind = snake_case(EnvoyLogParser.ruleNames[leaf.getRuleIndex()])
         spans += _labels(leaf)
-        return MessageParse(kind, tuple(spans))
+        free = tuple(span for child in leaf.getChildren()
+                     if isinstance(child, (EnvoyLogParser.RestContext, EnvoyLogParser.AnythingContext))
+                     and (span := _span(child)) is not None)
+        return MessageParse(kind, tuple(spans), free)
     if tree.quietLogger() is not None:
         return MessageParse("background", tuple(spans))
     return MessageParse(UNKNOWN, tuple(spans))

@@ -49,6 +49,8 @@ class Diagnostics:
     warnings: list[str] = field(default_factory=list)
     shapes: int = 0
     grammar_calls: int = 0
+    #: records the fast path handed to the grammar one by one (values unlike their shape's representative)
+    fallback_lines: int = 0
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -62,7 +64,7 @@ class Diagnostics:
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
-            "shapes": self.shapes, "grammar_calls": self.grammar_calls,
+            "shapes": self.shapes, "grammar_calls": self.grammar_calls, "fallback_lines": self.fallback_lines,
         }
 
 
@@ -233,6 +235,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
             yield from _finish_chunk(pending.popleft().result(), diag)
     diag.shapes = len(classifier.rules)
     diag.grammar_calls = classifier.grammar_calls
+    diag.fallback_lines = classifier.fallback_lines
     if formats_seen:
         diag.format = formats_seen.most_common(1)[0][0]
 

@@ -194,3 +194,50 @@ def test_classifier_reuses_shapes_across_chunks(fixture_by_rel):
     b = classify(records.slice(half), fast=True, classifier=classifier)
     assert classifier.grammar_calls - calls < calls / 4  # the second half is mostly known shapes
     assert_frame_equal(pl.concat([a, b]), classify(records, fast=False))
+
+
+def test_signature_expression_matches_python():
+    from envoy_dissector.parser.classify import _signature_expr, signature
+
+    values = ["'a b'", "''", "0x1f", "0xZZ", "0x", "12", "-3", "3abc", "abc3", "a.b-22", '"StreamId"', '"12"',
+              "1.2.3", "Http2Visitor", "100", "_9", "x1y22z333"]
+    got = pl.Series(values).to_frame("v").select(_signature_expr(pl.col("v"))).to_series().to_list()
+    assert got == [signature(v) for v in values]
+
+
+@pytest.mark.parametrize(("texts", "kinds"), [
+    # same shape, different lexical class of a value: the grammar decides each line
+    (["connection\t[C1] socket event: 3", "connection\t[C1] socket event: 3abc"], ["socket_event", "unknown"]),
+    (['router\t[Tags: "ConnectionId":"1","StreamId":"2"] pool ready',
+      'router\t[Tags: "ConnectionId":"1","Foo":"2"] pool ready'], ["pool_ready", "unknown"]),
+    (["http\t[C1][S2] encoding 101 continue headers via codec:",
+      "http\t[C1][S2] encoding 100 continue headers via codec:"], ["unknown", "encoding1xx_headers"]),
+    (["http2\tHttp3Visitor::OnEndStream(5)", "http2\tHttp2Visitor::OnEndStream(5)"],
+     ["unknown", "h2_visitor_end_stream"]),
+    (["router\t[C4][S5] pool ready0", "router\t[C4][S5] pool xyz0"], ["unknown", "unknown"]),
+])
+def test_fast_path_follows_the_grammar_when_values_change_class(texts, kinds):
+    from envoy_dissector.parser.classify import Classifier
+
+    logger_msgs = [t.split("\t", 1) for t in texts]
+    records = pl.DataFrame(logger_msgs, schema={"logger": pl.String, "first_line": pl.String}, orient="row")
+    classifier = Classifier()
+    fast = classify(records, fast=True, classifier=classifier)
+    assert fast["kind"].cast(str).to_list() == kinds
+    assert_frame_equal(fast, classify(records, fast=False))
+    assert classifier.grammar_calls == 1 and classifier.fallback_lines == 1  # one shape, one line re-checked
+
+
+def test_free_text_values_do_not_force_the_grammar(fixture_by_rel):
+    """Values inside catch-all fields (reasons, header values) vary freely without a grammar call per line."""
+    from envoy_dissector.parser.classify import Classifier
+
+    lines = [f"http\t[C{n}] completed header: key=x-request-id value={n:08x}-{n * 7919:x}-a1b2" for n in range(200)]
+    lines += [f"connection\t[C{n}] read error: Connection reset by peer {n}, code: {n % 7}" for n in range(200)]
+    records = pl.DataFrame([x.split("\t", 1) for x in lines], schema={"logger": pl.String, "first_line": pl.String},
+                           orient="row")
+    classifier = Classifier()
+    fast = classify(records, fast=True, classifier=classifier)
+    assert classifier.fallback_lines == 0
+    assert_frame_equal(fast, classify(records, fast=False))
+    assert fast["header_value"][5] == f"{5:08x}-{5 * 7919:x}-a1b2"
