@@ -36,8 +36,10 @@ def test_json_diagnostics(capsys, fixture_by_rel, parsed_fixture):
     code, out, _ = run_cli(capsys, str(fx.path), "--json")
     assert code == 0
     got = json.loads(out)
-    want = parsed_fixture(fx).diagnostics.as_dict()
-    assert got == json.loads(json.dumps(want))
+    want = json.loads(json.dumps(parsed_fixture(fx).diagnostics.as_dict()))
+    path_stats = ("shapes", "grammar_calls", "fallback_lines")  # depend on fast/slow path (ENVOY_DISSECTOR_FAST)
+    assert {k: v for k, v in got.items() if k not in path_stats} == {k: v for k, v in want.items()
+                                                                   if k not in path_stats}
     assert got["wrappers"] == ["kubectl-prefix", "kubectl-timestamps"]
     assert got["lines_read"] == got["lines_in_records"] + got["lines_malformed"]
 
