@@ -130,7 +130,12 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
 def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:
     """One JSON object per line; keys mapped through the format's sub-patterns."""
     raw = pl.col("raw")
-    is_obj = raw.str.starts_with("{") & raw.str.json_path_match("$").is_not_null()
+    # A record is a JSON object carrying the message key; any other line is malformed, as in text formats.
+    message_keys = [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
+    has_message = pl.lit(True)
+    for key in message_keys:
+        has_message = has_message & raw.str.json_path_match(f"$['{key}']").is_not_null()
+    is_obj = raw.str.starts_with("{") & raw.str.json_path_match("$").is_not_null() & has_message
     lines = lines.with_columns(is_start=is_obj)
     malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
     df = lines.filter(pl.col("is_start"))

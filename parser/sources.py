@@ -99,7 +99,8 @@ def _open_binary(source: Source) -> BinaryIO:
 def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
     """Yield blocks of whole lines (the last may lack a final newline)."""
     if source.text is not None:
-        yield Block(source.name, 1, source.text, len(source.text))
+        if source.text:  # empty text has no lines, like an empty file
+            yield Block(source.name, 1, source.text, len(source.text))
         return
     fh = _open_binary(source)
     line_no = 1

@@ -129,3 +129,16 @@ def test_split_envelope_is_pure_and_accounts_for_lines(known):
     env = split_envelope(lines, fmt)
     assert env.records.height == 0
     assert env.malformed["line_no"].to_list() == [1, 2, 3]
+
+
+def test_json_lines_without_the_message_key_are_malformed(fixture_by_rel):
+    lines = gzip.open(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path, "rt").read().splitlines()[100:130]
+    extra = ['{"foo": 1}', "[1, 2]", '{"msg": null}', "not json at all",
+             '{"level":"debug","time":"2026-11-22T01:09:47.931625Z","scope":"envoy router","msg":"[C1][S2] pool ready"}']
+    parsed = parse_text("\n".join(lines[:10] + extra + lines[10:]) + "\n")
+    d = parsed.diagnostics
+    assert d.lines_read == 35 and d.lines_malformed == 4 and d.records == 31
+    assert [e.split(": ", 1)[0] for e in d.malformed_examples] == [f"<text>:{n}" for n in (11, 12, 13, 14)]
+    # a record without the optional keys (caller, thread) is still a record
+    row = parsed.events.filter(pl.col("line_no") == 15).row(0, named=True)
+    assert (row["kind"], row["conn_id"], row["thread"], row["source"]) == ("pool_ready", 1, None, None)

@@ -184,3 +184,11 @@ def test_text_source_and_progress_callback(fixture_by_rel):
     parsed = parse(fx.path, progress=seen.append, block_bytes=64 * 1024)
     assert sum(seen) == len(text.encode())
     assert_frame_equal(parse(text_source(text, name=str(fx.path))).events, parsed.events)
+
+
+def test_empty_inputs_have_no_lines(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    for parsed in (parse(empty), parse(text_source(""))):
+        assert parsed.events.height == 0 and parsed.diagnostics.lines_read == 0
+        assert dict(parsed.events.schema) == dict(parse(text_source("")).events.schema)
