@@ -13,17 +13,25 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
 
     Rows whose ``left_on`` is null, or with no match, get nulls. Row order of ``left`` is kept.
     """
-    left = left.with_row_index("__row")
-    keyed = left.filter(pl.col(left_on).is_not_null()).select("__row", left_on, *by).sort(left_on)
-    right = (right.filter(pl.col(right_on).is_not_null() & pl.all_horizontal(pl.col(b).is_not_null() for b in by))
-             .select(right_on, *by, *[pl.col(k).alias(v) for k, v in take.items()]).sort(right_on))
+    row = pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row")
+    # Select before filtering: a filter copies every column it keeps.
+    keyed = left.select(row, left_on, *by).filter(pl.col(left_on).is_not_null()).sort(left_on)
+    right = (right.select(right_on, *by, *[pl.col(k).alias(v) for k, v in take.items()])
+             .filter(pl.col(right_on).is_not_null() & pl.all_horizontal(pl.col(b).is_not_null() for b in by))
+             .sort(right_on))
     if right_on == left_on:
         right = right.rename({right_on: "__right_on"})
         right_on = "__right_on"
     found = keyed.join_asof(right, left_on=left_on, right_on=right_on, by=by, strategy=strategy,
                             tolerance=tolerance, check_sortedness=False)
-    found = found.select("__row", *take.values())
+    # Put the found values back at their rows (a scatter, no join).
+    rows = found["__row"]
+    columns = []
+    for name in take.values():
+        values = found[name]
+        full = pl.select(pl.repeat(None, left.height, dtype=values.dtype).alias(name)).to_series()
+        columns.append(full.scatter(rows, values) if rows.len() else full)
     existing = [v for v in take.values() if v in left.columns]
     if existing:
         left = left.drop(existing)
-    return left.join(found, on="__row", how="left").sort("__row").drop("__row")
+    return left.with_columns(columns)

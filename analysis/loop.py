@@ -104,27 +104,40 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
 
 def slices(events: pl.DataFrame) -> pl.DataFrame:
     """The ``loop`` frame: busy slices per (origin, thread)."""
-    lines = events.filter(pl.col("thread").is_not_null()).select(
-        "origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events").sort("origin", "thread", "ts_us",
-                                                                                 "line_no")
+    lines = events.select("origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events").filter(
+        pl.col("thread").is_not_null())
+    if lines.height == 0:
+        return pl.DataFrame(schema=LOOP_SCHEMA)
+    # One worker at a time (a handful of threads per origin): partitioning on an integer key is much cheaper
+    # than sorting or windowing the whole capture on the origin string.
+    code = pl.col("origin").cast(pl.Categorical).to_physical().cast(pl.Int64)
+    lines = lines.with_columns(key=code * (1 << 40) + pl.col("thread") + (1 << 39))
+    out = pl.concat([_thread_slices(part.sort("ts_us", "line_no"))
+                     for part in lines.partition_by("key", maintain_order=False)])
+    out = out.sort("origin", "thread", maintain_order=True)
+    return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
+
+
+def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
+    """Slices of one (origin, thread), its lines in time order."""
     # A slice opens at each `socket event`. Silent CPU inside an event (a Lua script) stays in its slice.
     # On a thread that has not dispatched a socket event yet (start-up, the main thread), idle gaps cut slices.
-    gap = pl.col("ts_us") - pl.col("ts_us").shift(1).over("origin", "thread")
+    gap = pl.col("ts_us") - pl.col("ts_us").shift(1)
     is_event = pl.col("kind") == "socket_event"
-    before_first = is_event.cast(pl.Int64).cum_sum().over("origin", "thread") == 0
+    before_first = is_event.cast(pl.Int64).cum_sum() == 0
     # A timer callback (fault delay, retry back-off) logs no `socket event`: the idle wait before it must not
     # be counted as busy, so its first line opens a slice when it follows an idle gap.
-    timer = pl.col("kind").cast(pl.String).is_in(TIMER_RESUME_KINDS) & (gap > IDLE_GAP_US)
+    timer = pl.col("kind").is_in(TIMER_RESUME_KINDS) & (gap > IDLE_GAP_US)
     lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer,
                                timer=timer & ~is_event)
-    lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum().over("origin", "thread"))
-    out = lines.group_by("origin", "thread", "slice", maintain_order=True).agg(
+    lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum())
+    out = lines.group_by("slice", maintain_order=True).agg(
+        origin=pl.col("origin").first(), thread=pl.col("thread").first(),
         start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").max(),
         conn_id=pl.col("conn_id").filter(pl.col("opens")).first(),
         mask=pl.col("events").filter(pl.col("opens")).first(), timer=pl.col("timer").first(), lines=pl.len())
-    out = out.with_columns(kind=pl.when(pl.col("timer")).then(pl.lit("timer")).otherwise(
+    return out.with_columns(kind=pl.when(pl.col("timer")).then(pl.lit("timer")).otherwise(
         pl.col("mask").replace_strict(_EVENT_KIND, default="other", return_dtype=pl.String)))
-    return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
 
 
 def busy_runs(loop: pl.DataFrame, idle_gap_us: int = IDLE_GAP_US) -> pl.DataFrame:
@@ -158,51 +171,59 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     For writes the lower bound is the end of the request's own slice that queued the bytes.
     """
     runs = busy_runs(loop).select("origin", "thread", "start_us", "end_us", "run_start_us")
-    r = requests.sort("origin", "downstream_conn_id", "life_start_us").with_columns(
+    # HTTP/2 streams read in one socket read share life_start_us: break ties by stream start, then log order.
+    tie_break = [c for c in ("ds_rx_beg_us", "first_line_no") if c in requests.columns]
+    r = requests.sort("origin", "downstream_conn_id", "life_start_us", *tie_break).with_columns(
         prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
     turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
     waits = pl.col("us_read_start_ts") - pl.col("b5")
     min_wait = r.group_by("origin", "cluster").agg(  # too few samples tell nothing about the upstream's speed
         min_wait_us=pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)))
-    accepted = events.filter(pl.col("conn_id").is_not_null()).group_by("origin", "conn_id").agg(
-        conn_seen_us=pl.col("ts_us").min()).rename({"conn_id": "downstream_conn_id"})
     r = (r.join(turnaround, on="origin", how="left")
-         .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True)
-         .join(accepted, on=["origin", "downstream_conn_id"], how="left"))
+         .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True))
+    if "conn_first_ts" in r.columns:  # the requests stage already knows each connection's first line
+        r = r.with_columns(conn_seen_us=pl.col("conn_first_ts"))
+    else:
+        accepted = events.select("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null()).group_by(
+            "origin", "conn_id").agg(conn_seen_us=pl.col("ts_us").min()).rename({"conn_id": "downstream_conn_id"})
+        r = r.join(accepted, on=["origin", "downstream_conn_id"], how="left")
     r = r.with_columns(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_seen_us"),
         ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
     )
-    windows = []
-    for where, event_col, bound_col, bound_is_slice in WAIT_POINTS:
-        key = where.replace(" ", "_")
-        w = asof(r.select("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id",
-                          event=event_col, bound=bound_col),
-                 runs, left_on="event", right_on="start_us", by=["origin", "thread"], strategy="backward",
-                 take={"start_us": "slice_start", "run_start_us": "run_start"})
-        if bound_is_slice:
-            w = asof(w, runs, left_on="bound", right_on="start_us", by=["origin", "thread"], strategy="backward",
-                     take={"end_us": "bound_slice_end", "start_us": "bound_slice_start"})
-            # Same slice as the bytes were queued in: no new event, no wait.
-            w = w.with_columns(bound=pl.when(pl.col("bound_slice_start") == pl.col("slice_start"))
-                               .then(pl.col("slice_start")).otherwise(pl.col("bound_slice_end")))
-        w = _after_own_work(w, loop)
-        w = w.with_columns(lb=pl.max_horizontal("bound", "run_start", "own_end"))
-        # Slices after `lb` and before the event belong to other connections (own ones moved `lb`);
-        # the wait starts when the first of them starts: idle time before it is not queueing.
-        w = asof(w, runs, left_on="lb", right_on="start_us", by=["origin", "thread"], strategy="forward",
-                 take={"start_us": "first_other"})
-        w = w.with_columns(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
-        w = w.with_columns(
-            queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64),
-            where=pl.lit(where))
-        r = r.join(w.select("request_uid", pl.col("queue").alias(f"queue_{key}_us")), on="request_uid", how="left")
-        windows.append(w.filter(pl.col("queue") > 0).select(
-            "request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "where",
-            start_us="lb", end_us="slice_start"))
+    # All four wait points in one frame (block i = WAIT_POINTS[i], rows in `r`'s order): one as-of lookup per
+    # step instead of one per step and wait point.
+    w = pl.concat([r.select("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id",
+                            event=event_col, bound=bound_col, where=pl.lit(where),
+                            bound_is_slice=pl.lit(bound_is_slice))
+                   for where, event_col, bound_col, bound_is_slice in WAIT_POINTS])
+    runs = runs.sort("start_us")
+    w = asof(w, runs, left_on="event", right_on="start_us", by=["origin", "thread"], strategy="backward",
+             take={"start_us": "slice_start", "run_start_us": "run_start"})
+    w = asof(w, runs, left_on="bound", right_on="start_us", by=["origin", "thread"], strategy="backward",
+             take={"end_us": "bound_slice_end", "start_us": "bound_slice_start"})
+    # Writes: the bound is the end of the slice that queued the bytes; the same slice as the event means
+    # no new event, no wait.
+    w = w.with_columns(bound=pl.when(~pl.col("bound_is_slice")).then(pl.col("bound")).when(
+        pl.col("bound_slice_start") == pl.col("slice_start")).then(pl.col("slice_start")).otherwise(
+        pl.col("bound_slice_end")))
+    w = _after_own_work(w, loop)
+    w = w.with_columns(lb=pl.max_horizontal("bound", "run_start", "own_end"))
+    # Slices after `lb` and before the event belong to other connections (own ones moved `lb`);
+    # the wait starts when the first of them starts: idle time before it is not queueing.
+    w = asof(w, runs, left_on="lb", right_on="start_us", by=["origin", "thread"], strategy="forward",
+             take={"start_us": "first_other"})
+    w = w.with_columns(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
+    w = w.with_columns(queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64))
+    queue = w["queue"]
+    r = r.with_columns(queue.slice(i * r.height, r.height).alias(f"queue_{where.replace(' ', '_')}_us")
+                       for i, (where, *_rest) in enumerate(WAIT_POINTS))
+    windows = w.filter(pl.col("queue") > 0).select(
+        "request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "where",
+        start_us="lb", end_us="slice_start")
     parts = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS]
     r = r.with_columns(loop_queue_us=pl.sum_horizontal(parts).cast(pl.Int64))
-    return r, _competitors(pl.concat(windows), loop)
+    return r, _competitors(windows, loop)
 
 
 def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
@@ -221,14 +242,27 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     """Rows for ``phases``: each queueing window with the connections the worker served during it."""
     if windows.height == 0:
         return pl.DataFrame(schema=PHASES_SCHEMA)
-    served = windows.join(loop.select("origin", "thread", s="start_us", c="conn_id"), on=["origin", "thread"]
-                          ).filter((pl.col("s") >= pl.col("start_us")) & (pl.col("s") < pl.col("end_us"))
-                                   & pl.col("c").is_not_null()
-                                   & (pl.col("c") != pl.col("downstream_conn_id"))
-                                   & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
-    names = served.sort("s").group_by("request_uid", "where", maintain_order=True).agg(
-        conns=pl.col("c").unique(maintain_order=True))
-    rows = windows.join(names, on=["request_uid", "where"], how="left").with_columns(
+    # Slices numbered per worker in time order; a window covers the index range of the slices starting
+    # inside it (two as-of lookups), so the work is linear in the slices actually served, not windows × slices.
+    numbered = loop.select("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread", "s").with_columns(
+        idx=pl.int_range(pl.len(), dtype=pl.Int64))
+    starts = numbered.group_by("origin", "thread", "s").agg(lo=pl.col("idx").min(), hi=pl.col("idx").max())
+    windows = windows.with_row_index("win")
+    w = windows.with_columns(last_s=pl.col("end_us") - 1)
+    w = asof(w, starts, left_on="start_us", right_on="s", by=["origin", "thread"], strategy="forward",
+             take={"lo": "first_idx"})
+    w = asof(w, starts, left_on="last_s", right_on="s", by=["origin", "thread"], strategy="backward",
+             take={"hi": "last_idx"})
+    w = w.filter(pl.col("first_idx") <= pl.col("last_idx")).with_columns(
+        idx=pl.int_ranges("first_idx", pl.col("last_idx") + 1, dtype=pl.Int64)).explode("idx")
+    # Exploded rows are in slice order within each window: the connections in the order they were served.
+    # `idx` is a row of `numbered` (lookups were by worker, so the range stays on the window's worker).
+    served = w.select("win", "idx", "downstream_conn_id", "upstream_conn_id").with_columns(
+        c=numbered["c"].gather(w["idx"])).filter(
+        pl.col("c").is_not_null() & (pl.col("c") != pl.col("downstream_conn_id"))
+        & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
+    names = served.group_by("win", maintain_order=True).agg(conns=pl.col("c").unique(maintain_order=True))
+    rows = windows.join(names, on="win", how="left", maintain_order="left").with_columns(
         detail=pl.col("where") + pl.lit(": ") + pl.col("conns").list.eval(
             pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ").fill_null("(no other connection logged)"))
     return rows.select("request_uid", phase=pl.lit("loop_queue"), detail="detail", start_us="start_us",

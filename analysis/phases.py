@@ -95,17 +95,17 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     router's route lookup.
     """
     keys = r.select("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
-    called = events.filter(pl.col("kind").cast(pl.String).is_in(["decode_headers_called", "encode_headers_called"])
-                           & pl.col("stream_id").is_not_null()).select(
-        "origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter")
+    called = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
+        pl.col("kind").is_in(["decode_headers_called", "encode_headers_called"]) & pl.col("stream_id").is_not_null())
     called = called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner")
     decode = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") <= pl.col("b3")))
     encode = called.filter((pl.col("kind") == "encode_headers_called") & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
     # A decoder filter that stopped iteration (fault delay, ext_authz, Lua httpCall) holds the request until
     # `continuing filter chain`: that wait is the stopped filter's ("<filter> (paused)"), not route lookup.
-    resumed = events.filter((pl.col("kind") == "continuing_filter_chain") & pl.col("stream_id").is_not_null()).select(
-        "origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", pl.lit(None, dtype=pl.String).alias("filter"))
+    resumed = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind").filter(
+        (pl.col("kind") == "continuing_filter_chain") & pl.col("stream_id").is_not_null()).with_columns(
+        pl.lit(None, dtype=pl.String).alias("filter"))
     resumed = resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner").filter(
         (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
     decode_marks = pl.concat([decode, resumed.select(decode.columns)], how="vertical_relaxed")
@@ -149,9 +149,12 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
     r = phase_durations(boundaries(requests))
     details = filter_rows(r, events)
-    share = details.group_by("request_uid").agg(
-        wasm_us=pl.col("dur_us").filter(pl.col("detail").str.contains(WASM_FILTER)).sum(),
-        tracing_us=pl.col("dur_us").filter(pl.col("detail").str.contains(TRACING_FILTER)).sum(),
+    # Few distinct filter names: match the patterns once per name, not once per row.
+    kinds = details.select("detail").unique().with_columns(
+        is_wasm=pl.col("detail").str.contains(WASM_FILTER), is_tracing=pl.col("detail").str.contains(TRACING_FILTER))
+    share = details.join(kinds, on="detail", how="left", nulls_equal=True).group_by("request_uid").agg(
+        wasm_us=pl.col("dur_us").filter(pl.col("is_wasm")).sum(),
+        tracing_us=pl.col("dur_us").filter(pl.col("is_tracing")).sum(),
     )
     r = r.join(share, on="request_uid", how="left").with_columns(
         pl.col("wasm_us").fill_null(0).cast(pl.Int64), pl.col("tracing_us").fill_null(0).cast(pl.Int64))

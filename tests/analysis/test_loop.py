@@ -164,3 +164,52 @@ def test_inferred_lanes_match_real_workers(rel: str) -> None:
     real = cap.requests.filter(~pl.col("internal"))
     assert r["thread"].n_unique() == real["thread"].n_unique()
     assert r.height == real.height
+
+
+# --- the competitors listing: linear implementation vs the obvious quadratic one ---------------------
+
+def _naive_competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> dict[tuple[str, str], str]:
+    out = {}
+    for uid, origin, thread, down, up, where, start, end in windows.select(
+            "request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "where", "start_us",
+            "end_us").iter_rows():
+        served = loop.filter((pl.col("origin") == origin) & (pl.col("thread") == thread)
+                             & (pl.col("start_us") >= start) & (pl.col("start_us") < end)
+                             & pl.col("conn_id").is_not_null() & (pl.col("conn_id") != down)
+                             & (pl.col("conn_id") != (up if up is not None else -1))).sort("start_us", maintain_order=True)
+        conns = list(dict.fromkeys(served["conn_id"].to_list()))
+        out[(uid, where)] = f"{where}: " + (" + ".join(f"C{c}" for c in conns) if conns else
+                                            "(no other connection logged)")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_competitors_match_the_naive_listing(seed: int) -> None:
+    import random
+
+    from envoy_dissector.analysis.loop import _competitors
+
+    rnd = random.Random(seed)
+    rows = []
+    for origin in ("a", "b"):
+        for thread in (1, 2):
+            t = 0
+            for _ in range(60):
+                t += rnd.choice([0, 1, 5, 20])  # ties in start times on purpose
+                rows.append((origin, thread, t, t + rnd.randint(0, 10), rnd.choice([None, 1, 2, 3, 4, 5, 6]),
+                             "read", 1))
+    loop = pl.DataFrame(rows, schema={"origin": pl.String, "thread": pl.Int64, "start_us": pl.Int64,
+                                      "end_us": pl.Int64, "conn_id": pl.Int64, "kind": pl.String,
+                                      "lines": pl.Int64}, orient="row")
+    windows = pl.DataFrame([(f"r{i}", rnd.choice("ab"), rnd.choice([1, 2]), rnd.randint(1, 6),
+                             rnd.choice([None, 2, 5]), rnd.choice(["before read", "upstream wait"]),
+                             s := rnd.randint(0, 500), s + rnd.randint(1, 200)) for i in range(80)],
+                           schema={"request_uid": pl.String, "origin": pl.String, "thread": pl.Int64,
+                                   "downstream_conn_id": pl.Int64, "upstream_conn_id": pl.Int64,
+                                   "where": pl.String, "start_us": pl.Int64, "end_us": pl.Int64}, orient="row")
+    got = _competitors(windows, loop)
+    assert got.height == windows.height
+    expected = _naive_competitors(windows, loop)
+    for uid, detail in got.select("request_uid", "detail").iter_rows():
+        where = detail.split(":", 1)[0]
+        assert expected[(uid, where)] == detail
