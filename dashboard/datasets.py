@@ -75,10 +75,6 @@ class Dataset:
                 self._summary = self.capture.summary()
             return self._summary
 
-    def label(self) -> str:
-        n = self.capture.requests.height
-        return f"{self.name} ({n} request{'s' if n != 1 else ''})"
-
 
 @dataclass
 class Job:

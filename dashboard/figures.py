@@ -21,6 +21,7 @@ PHASE_COLORS: dict[str, str] = {
 }
 MAX_POINTS = 20_000
 MAX_SLICES = 5_000
+MAX_LANES = 24
 MILESTONES = ("ds_rx_beg", "ds_rx_end", "us_cx_beg", "us_cx_end", "us_tx_beg", "us_tx_end", "us_rx_beg",
               "us_rx_end", "ds_tx_beg", "ds_tx_end")
 
@@ -145,6 +146,7 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     fig = go.Figure()
     if lo.height == 0:
         return _layout(fig, "Event loop (no slices in this window)")
+    lo, note = _busiest_lanes(lo, keep_conns=highlight)
     first = int(lo["start_us"].min())  # type: ignore[arg-type]
     t0 = first if zero_us is None else int(zero_us)
     lanes = lo.with_columns(lane=pl.col("origin").str.split("/").list.last() + pl.lit(" · thread ")
@@ -158,7 +160,8 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                                  z=agg["busy"].to_list(), colorscale="Reds", zmin=0, zmax=1,
                                  colorbar=dict(title="busy")))
         fig.update_xaxes(title=f"µs since {t0} (buckets of {bucket} µs; zoom in for slices)")
-        return _layout(fig, f"Event loop: busy fraction per worker ({lo.height} slices; zoom in)")
+        return _layout(fig, f"Event loop: busy fraction per worker ({lo.height} slices; zoom in){note}",
+                       height=260 + 22 * lanes["lane"].n_unique())
     colors = {"read": "#377eb8", "write": "#4daf4a", "read+write": "#984ea3", "other": "#999999"}
     for kind, part in lanes.group_by("kind"):
         k = kind[0] if isinstance(kind, tuple) else kind
@@ -182,25 +185,47 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                 hovertemplate="%{customdata} (highlighted)<br>+%{base} µs, %{x} µs<extra></extra>"))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title=f"µs since {t0}")
-    return _layout(fig, "Event loop: busy slices per worker", height=200 + 40 * lanes["lane"].n_unique())
+    return _layout(fig, f"Event loop: busy slices per worker{note}", height=200 + 40 * lanes["lane"].n_unique())
+
+
+def _busiest_lanes(loop: pl.DataFrame, limit: int = MAX_LANES,
+                   keep_conns: list[int] | None = None) -> tuple[pl.DataFrame, str]:
+    """At most ``limit`` (origin, thread) lanes: the busiest, plus any serving ``keep_conns``; and a title note.
+    Captures with many origins (pods, or an Envoy restarting) would otherwise draw hundreds of lanes."""
+    lanes = loop.group_by("origin", "thread").agg(busy=(pl.col("end_us") - pl.col("start_us")).sum(),
+                                                   keep=pl.col("conn_id").is_in(list(keep_conns or [])).any())
+    if lanes.height <= limit:
+        return loop, ""
+    chosen = lanes.sort(["keep", "busy"], descending=True).head(limit).select("origin", "thread")
+    return (loop.join(chosen, on=["origin", "thread"], how="semi"),
+            f" — busiest {limit} of {lanes.height} worker lanes (pick a worker to see another)")
 
 
 def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
-    """Busy fraction per worker over time."""
+    """Busy fraction per worker over time (the busiest MAX_LANES workers, and the mean of all when there
+    are more)."""
     fig = go.Figure()
     if loop.height == 0:
         return _layout(fig, "Worker utilisation")
     t0 = int(loop["start_us"].min())  # type: ignore[arg-type]
     span = int(loop["end_us"].max()) - t0 + 1  # type: ignore[arg-type]
     bucket = max(span // buckets, 1)
-    agg = loop.with_columns(b=((pl.col("start_us") - t0) // bucket) * bucket).group_by("origin", "thread", "b").agg(
+    binned = loop.with_columns(b=((pl.col("start_us") - t0) // bucket) * bucket)
+    shown, note = _busiest_lanes(binned, limit=MAX_LANES // 2)
+    agg = shown.group_by("origin", "thread", "b").agg(
         busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("b")
     for (origin, thread), part in agg.group_by("origin", "thread", maintain_order=True):
         fig.add_trace(go.Scatter(x=(part["b"] / 1e6).to_list(), y=part["busy"].to_list(), mode="lines",
                                  name=f"{str(origin).split('/')[-1]} · {thread}"))
+    if note:
+        n = loop.select("origin", "thread").unique().height
+        mean = binned.group_by("b").agg(busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket / n)
+                                        .clip(0, 1)).sort("b")
+        fig.add_trace(go.Scatter(x=(mean["b"] / 1e6).to_list(), y=mean["busy"].to_list(), mode="lines",
+                                 name=f"mean of all {n}", line=dict(color="black", width=3)))
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05], title="busy")
     fig.update_xaxes(title="seconds")
-    return _layout(fig, "Worker utilisation over time")
+    return _layout(fig, "Worker utilisation over time" + note.replace(" (pick a worker to see another)", ""))
 
 
 def compare(summary_a: dict[str, Any], summary_b: dict[str, Any], label_a: str = "A",

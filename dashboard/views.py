@@ -17,6 +17,7 @@ from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000
 MAX_FINDINGS = 25
+MAX_WORKER_ROWS = 40
 _CONN_IDS = re.compile(r"\bC(\d+)\b")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
@@ -210,11 +211,17 @@ def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Di
 
 def workers_panel(workers: pl.DataFrame) -> html.Div:
     """Per-worker utilisation, requests, connections, and the imbalance between workers."""
+    top = workers.sort("busy_us", descending=True, nulls_last=True).head(MAX_WORKER_ROWS)
     rows = [[str(o).split("/")[-1], t, f"{(u or 0):.0%}", us(b), n, c]
-            for o, t, u, b, n, c in workers.select("origin", "thread", "utilisation", "busy_us", "requests",
-                                                    "connections").iter_rows()]
+            for o, t, u, b, n, c in top.select("origin", "thread", "utilisation", "busy_us", "requests",
+                                               "connections").iter_rows()]
     table = _table(["origin", "thread", "utilisation", "busy", "requests", "connections"], rows, id="workers-table")
-    return html.Div([table, html.Div(imbalance_text(workers), id="imbalance")])
+    more = (html.Div(f"The {MAX_WORKER_ROWS} busiest of {workers.height} workers.", className="hint")
+            if workers.height > MAX_WORKER_ROWS else None)
+    imbalance = imbalance_text(workers)
+    if workers["origin"].n_unique() > 5:
+        imbalance = " ".join(imbalance.split(". ")[:5]) + f" … ({workers['origin'].n_unique()} origins)"
+    return html.Div([table, more, html.Div(imbalance, id="imbalance")])
 
 
 def imbalance_text(workers: pl.DataFrame) -> str:

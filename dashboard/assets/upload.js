@@ -69,7 +69,7 @@
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = {}; }
       progress(100, true);
       if (xhr.status === 200 && body.job) {
-        message('Uploaded ' + file.name + ' (' + mb(body.bytes || file.size) + '); analysing…', 'ok');
+        message('Uploaded ' + file.name + ' (' + mb(body.bytes || file.size) + ')', 'ok');
         setProps('upload-job', {data: {job: body.job, name: file.name, at: Date.now()}});
       } else {
         message(body.error || (file.name + ': upload failed (HTTP ' + xhr.status + ')'), 'error');
