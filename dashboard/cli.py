@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 
 from envoy_dissector.parser.errors import UsageError
 
@@ -33,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_upload_mb <= 0:
         raise UsageError("--max-upload-mb must be positive")
     from envoy_dissector.dashboard.app import create_app
+    from envoy_dissector.dashboard.upload import remove_upload_dir
     from envoy_dissector.parser.sources import expand
 
     captures = [s.name for s in expand(args.captures)] if args.captures else []
@@ -42,6 +45,17 @@ def run(args: argparse.Namespace) -> int:
                      dissect_kw={"format": fmt, "log_format": args.log_format, "redact": not args.no_redact})
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: binding {args.host}: anyone who can reach it can upload logs and see shared captures")
+    upload_dir = app.server.config["DISSECTOR_UPLOAD_DIR"]
+
+    def stop(signum: int, _frame: object) -> None:
+        # SIGTERM skips atexit: remove uploads in flight now, then leave without waiting for analyses
+        remove_upload_dir(upload_dir)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     print(f"envoy-dissector dashboard on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
-    app.run(host=args.host, port=args.port, debug=args.debug)
+    try:
+        app.run(host=args.host, port=args.port, debug=args.debug)
+    finally:
+        remove_upload_dir(upload_dir)
     return 0

@@ -40,3 +40,37 @@ def test_missing_capture_is_an_input_error(capsys):
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_bad_upload_cap(value):
     assert main(["dashboard", "--max-upload-mb", value]) == 64
+
+
+def test_sigterm_removes_the_upload_directory():
+    import glob
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    pattern = f"{tempfile.gettempdir()}/envoy-dissector-uploads-*"
+    before = set(glob.glob(pattern))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.analysis.cli", "dashboard", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        mine = set(glob.glob(pattern)) - before
+        assert len(mine) == 1
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+        assert not (set(glob.glob(pattern)) & mine)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
