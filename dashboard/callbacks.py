@@ -55,7 +55,7 @@ def slowest_request(ds: Dataset) -> str | None:
     return str(r.sort("total_us", descending=True, nulls_last=True)["request_uid"][0])
 
 
-def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None) -> None:  # noqa: C901
+def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None) -> None:
     pager = pager or Pager()
 
     def dataset(dataset_id: str | None, session: dict[str, Any] | None) -> Dataset | None:

@@ -22,7 +22,7 @@ _CONN_IDS = re.compile(r"\bC(\d+)\b")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
-def us(value: int | float | None) -> str:
+def us(value: float | None) -> str:
     """µs as text, in ms past 10 ms."""
     if value is None:
         return "–"

@@ -111,7 +111,7 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
                    or None, what="waterfall labels")
     for phase in ("downstream_read", "header_parse", "filter_chain", "upstream_wait", "encode",
                   "downstream_write", "envoy.filters.http.lua"):
-        until(lambda: phase in " | ".join(e.text for e in dash_duo.find_elements("#waterfall-graph .ytick text")),
+        until(lambda p=phase: p in " | ".join(e.text for e in dash_duo.find_elements("#waterfall-graph .ytick text")),
               what=f"{phase} in the waterfall ({labels})")
     facts = dash_duo.find_element("#request-facts").text
     assert "upstream connection" in facts and "upstream attempts" in facts

@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.dashboard.datasets import (Registry, decompressed_size, demo_sources, load_shared, new_id,
-                                                valid_token)
+from envoy_dissector.dashboard.datasets import (
+    Registry,
+    decompressed_size,
+    demo_sources,
+    load_shared,
+    new_id,
+    valid_token,
+)
 
 FIXTURE = Path("fixtures/istio-thread/upstream-delay/envoy.log.gz")
 
