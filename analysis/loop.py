@@ -22,6 +22,7 @@ the connections served meanwhile are listed.
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
@@ -59,8 +60,7 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
             a, b = find((origin, down)), find((origin, up))
             if a != b:
                 parent[a] = b
-    conn_lines = events.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "ts_us", "line_no",
-                                                                        "kind")
+    conn_lines = events.select("origin", "conn_id", "ts_us", "line_no", "kind").filter(pl.col("conn_id").is_not_null())
     conns = conn_lines.select("origin", "conn_id").unique().rows()
     group_of = pl.DataFrame([(o, c, "%s|%d" % find((o, c))) for o, c in conns],
                             schema={"origin": pl.String, "conn_id": pl.Int64, "group": pl.String}, orient="row")
@@ -69,24 +69,29 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
     spans = lines.group_by("origin", "group", "slice").agg(s=pl.col("ts_us").min(), e=pl.col("ts_us").max())
     by_group = spans.group_by("origin", "group").agg(pl.col("s"), pl.col("e"), first=pl.col("s").min()).sort(
         "first")
-    lanes: dict[str, list[list[tuple[int, int]]]] = {}
+    lanes: dict[str, list[_Lane]] = {}
     lane_rows: list[tuple[str, str, int]] = []
     for origin, group, starts, ends, _ in by_group.iter_rows():
-        mine = list(zip(starts, ends))
+        mine_s, mine_e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        order = np.lexsort((mine_e, mine_s))
+        mine_s, mine_e = mine_s[order], mine_e[order]
         origin_lanes = lanes.setdefault(origin, [])
         for i, lane in enumerate(origin_lanes):
-            if not any(s <= le and ls <= e for s, e in mine for ls, le in lane):
-                lane.extend(mine)
+            if not lane.overlaps(mine_s, mine_e):
+                lane.add(mine_s, mine_e)
                 break
         else:
-            origin_lanes.append(list(mine))
+            origin_lanes.append(_Lane())
+            origin_lanes[-1].add(mine_s, mine_e)
             i = len(origin_lanes) - 1
         lane_rows.append((origin, group, -(i + 1)))
     lane_of = group_of.join(pl.DataFrame(lane_rows, schema={"origin": pl.String, "group": pl.String,
                                                             "lane": pl.Int64}, orient="row"),
                             on=["origin", "group"]).select("origin", "conn_id", "lane")
-    events = events.join(lane_of, on=["origin", "conn_id"], how="left", maintain_order="left").with_columns(
-        thread=pl.col("lane")).drop("lane")
+    # Only the lane column is looked up (joining the whole events frame would copy every column).
+    lane = events.select("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
+                                                   maintain_order="left")["lane"]
+    events = events.with_columns(thread=lane)
     # Lines without a connection id: the lane whose latest slice started before them.
     lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select("origin", "group", "lane")
                             .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane")
@@ -100,6 +105,38 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
             "(connections linked by a request share a lane; a lane's event slices never overlap); "
             "confidence is lower than with %t in the log format")
     return events, note
+
+
+class _Lane:
+    """One inferred worker's slices: closed intervals that never overlap, so sorted by start their ends are
+    sorted too, and "does [s, e] overlap any?" is one binary search: the last interval starting at or before
+    e is the one reaching furthest. New intervals wait in a small sorted buffer merged in now and then,
+    so packing stays near-linear instead of comparing every slice with every slice of the lane."""
+
+    MERGE_AT = 8192
+
+    def __init__(self) -> None:
+        self.s = self.e = self.ps = self.pe = np.empty(0, dtype=np.int64)
+
+    @staticmethod
+    def _hits(lane_s: np.ndarray, lane_e: np.ndarray, s: np.ndarray, e: np.ndarray) -> bool:
+        if lane_s.size == 0:
+            return False
+        last = np.searchsorted(lane_s, e, side="right") - 1
+        seen = last >= 0
+        return bool(np.any(lane_e[last[seen]] >= s[seen]))
+
+    def overlaps(self, s: np.ndarray, e: np.ndarray) -> bool:
+        return self._hits(self.s, self.e, s, e) or self._hits(self.ps, self.pe, s, e)
+
+    def add(self, s: np.ndarray, e: np.ndarray) -> None:
+        ps, pe = np.concatenate([self.ps, s]), np.concatenate([self.pe, e])
+        order = np.lexsort((pe, ps))
+        self.ps, self.pe = ps[order], pe[order]
+        if self.ps.size >= self.MERGE_AT:  # both sorted, never overlapping: insert the buffer in place
+            at = np.searchsorted(self.s, self.ps)
+            self.s, self.e = np.insert(self.s, at, self.ps), np.insert(self.e, at, self.pe)
+            self.ps = self.pe = np.empty(0, dtype=np.int64)
 
 
 def slices(events: pl.DataFrame) -> pl.DataFrame:

@@ -213,3 +213,42 @@ def test_competitors_match_the_naive_listing(seed: int) -> None:
     for uid, detail in got.select("request_uid", "detail").iter_rows():
         where = detail.split(":", 1)[0]
         assert expected[(uid, where)] == detail
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_lane_packing_matches_naive_first_fit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inferred lanes: the binary-search packing places every group where the all-pairs first fit does."""
+    import random
+
+    import numpy as np
+
+    from envoy_dissector.analysis.loop import _Lane
+
+    monkeypatch.setattr(_Lane, "MERGE_AT", 4)  # exercise the buffer merges
+    rnd = random.Random(seed)
+    groups = []
+    for _ in range(120):
+        t = rnd.randint(0, 2_000)
+        spans = []
+        for _ in range(rnd.randint(1, 6)):
+            s = t + rnd.choice([0, 0, 1, 3, 40])  # touching slices inside a group on purpose
+            t = s + rnd.choice([0, 2, 10])
+            spans.append((s, t))
+        groups.append(spans)
+    groups.sort(key=lambda g: g[0][0])
+    naive: list[list[tuple[int, int]]] = []
+    packed: list[_Lane] = []
+    for spans in groups:
+        want = next((i for i, lane in enumerate(naive)
+                     if not any(s <= le and ls <= e for s, e in spans for ls, le in lane)), len(naive))
+        if want == len(naive):
+            naive.append([])
+        naive[want].extend(spans)
+        s = np.array([a for a, _ in spans], dtype=np.int64)
+        e = np.array([b for _, b in spans], dtype=np.int64)
+        got = next((i for i, lane in enumerate(packed) if not lane.overlaps(s, e)), len(packed))
+        if got == len(packed):
+            packed.append(_Lane())
+        packed[got].add(s, e)
+        assert got == want
+    assert len(packed) == len(naive) > 1
