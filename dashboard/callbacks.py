@@ -171,15 +171,12 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None or not any(clicks) or not isinstance(ctx.triggered_id, dict):
             return no_update, no_update, no_update
-        conn, wait = ctx.triggered_id["conn"], ctx.triggered_id["wait"]
         uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
-        row = ds.capture.request(uid) if uid else {}
-        waits = views.competing_connections(ds.capture.request_phases(row)) if row else []
-        w = waits[wait] if wait < len(waits) else {}
-        start = (w.get("start_us") or row.get("life_start_us") or 0) - LOOP_MARGIN_US
-        end = (w.get("end_us") or row.get("life_end_us") or 0) + LOOP_MARGIN_US
-        return ({"dataset": ds.id, "start": start, "end": end, "highlight": [conn]}, "loop",
-                row.get("thread"))
+        if uid is None:
+            return no_update, no_update, no_update
+        start, end, thread = views.wait_window(ds.capture, uid, ctx.triggered_id["wait"], LOOP_MARGIN_US)
+        return ({"dataset": ds.id, "start": start, "end": end, "highlight": [ctx.triggered_id["conn"]]}, "loop",
+                thread)
 
     @app.callback(Output("search", "value"), Output("tabs", "value", allow_duplicate=True),
                   Input({"type": "conn-requests", "conn": ALL, "wait": ALL}, "n_clicks"), prevent_initial_call=True)

@@ -262,8 +262,9 @@ class Registry:
             time.sleep(0.02)
         return job
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def shutdown(self, wait: bool = False) -> None:
+        """Stop the analysis threads (queued analyses are dropped; ``wait`` for the running ones)."""
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
 
 def demo_sources() -> list[tuple[Source, str]]:

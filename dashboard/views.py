@@ -139,6 +139,17 @@ def competing_connections(phases: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def wait_window(capture: Capture, uid: str, wait: int, margin_us: int) -> tuple[int, int, int | None]:
+    """``(start, end, thread)`` to show in the event loop for the request's ``wait``-th queueing point
+    (its whole life when there is no such point), with ``margin_us`` either side."""
+    row = capture.request(uid)
+    waits = competing_connections(capture.request_phases(row))
+    w = waits[wait] if 0 <= wait < len(waits) else {}
+    start = int(w.get("start_us") or row.get("life_start_us") or 0) - margin_us
+    end = int(w.get("end_us") or row.get("life_end_us") or 0) + margin_us
+    return start, end, row.get("thread")
+
+
 def request_facts(row: dict[str, Any]) -> html.Div:
     """Upstream connection new or reused, attempts/retries, loop queueing, ids."""
     up = row.get("upstream_conn_id")

@@ -67,8 +67,22 @@ def grid_row_with_path(br, path: str):
 
 
 @pytest.fixture
-def app():
-    return create_app()
+def make_app():
+    """create_app, and its analysis threads stopped before dash's runner kills every thread it did not
+    start (it raises SystemExit in them, which a pool worker reports as 'Exception in worker')."""
+    apps = []
+
+    def make(**kw):
+        apps.append(create_app(**kw))
+        return apps[-1]
+    yield make
+    for a in apps:
+        a.server.config["DISSECTOR_REGISTRY"].shutdown(wait=True)
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
 
 
 @pytest.fixture
@@ -168,8 +182,8 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     assert dash_duo.get_logs() == [] or all("favicon" in str(e) for e in dash_duo.get_logs())
 
 
-def test_not_an_envoy_log_and_size_cap(dash_duo, tmp_path, artifacts):
-    app = create_app(max_upload_mb=0.05)  # 50 KiB
+def test_not_an_envoy_log_and_size_cap(dash_duo, make_app, tmp_path, artifacts):
+    app = make_app(max_upload_mb=0.05)  # 50 KiB
     dash_duo.start_server(app)
     dash_duo.wait_for_contains_text("#dataset", "demo", timeout=TIMEOUT)
     bad = tmp_path / "notes.txt"

@@ -47,6 +47,10 @@ def test_competing_connections_and_waterfall(reg_and_ds):
     assert waits and all(isinstance(c, int) for w in waits for c in w["conns"])
     assert any(w["conns"] for w in waits)
     assert row["downstream_conn_id"] not in {c for w in waits for c in w["conns"]}
+    start, end, thread = views.wait_window(lua.capture, uid, 0, 1000)
+    assert (start, end) == (waits[0]["start_us"] - 1000, waits[0]["end_us"] + 1000) and thread == row["thread"]
+    start, _, _ = views.wait_window(lua.capture, uid, 99, 0)
+    assert start == row["life_start_us"]
     fig, side = views.waterfall_view(lua.capture, uid)
     labels = " ".join(str(y) for t in fig.data for y in (t.y or []))
     assert "envoy.filters.http.lua" in labels and "upstream_wait" in labels
