@@ -27,10 +27,10 @@ from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, MILESTONE_COLUMNS,
 BLOCK_ROWS = 100
 #: columns shown by default (the rest of the contract can be shown from the column menu)
 VISIBLE: tuple[str, ...] = (
-    "thread", "downstream_conn_id", "upstream_conn_id", "method", "authority", "path", "status", "protocol",
-    "complete", "upstream_attempts", "total_us", "loop_queue_us", "downstream_read_us", "header_parse_us",
-    "filter_chain_us", "router_us", "upstream_connect_us", "upstream_wait_us", "encode_us", "downstream_write_us",
-    "x_request_id",
+    "method", "path", "status", "total_us", "loop_queue_us", "thread", "downstream_conn_id", "upstream_conn_id",
+    "upstream_attempts", "complete", "internal", "authority", "protocol", "downstream_read_us", "header_parse_us",
+    "filter_chain_us", "router_us", "upstream_connect_us", "upstream_send_us", "upstream_wait_us",
+    "response_parse_us", "encode_us", "downstream_write_us", "x_request_id",
 )
 #: columns the quick search looks into (substring, case-insensitive)
 SEARCHED: tuple[str, ...] = ("request_uid", "x_request_id", "method", "authority", "path", "protocol", "origin")
@@ -62,6 +62,8 @@ def column_defs() -> list[dict[str, Any]]:
             d["width"] = 150 if name in MILESTONE_COLUMNS else 125
         if name in ("path", "x_request_id", "authority"):
             d["width"] = 220
+        if name in ("method", "status", "complete", "internal", "thread"):
+            d["width"] = 100
         if name == "request_uid":
             d["width"] = 300
         defs.append(d)

@@ -68,7 +68,7 @@ def requests_tab() -> html.Div:
             getRowId="params.data.request_uid",
             dashGridOptions={"cacheBlockSize": BLOCK_ROWS, "maxBlocksInCache": 20, "rowBuffer": 10,
                              "rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": True},
-                             "animateRows": False, "tooltipShowDelay": 300},
+                             "animateRows": False, "tooltipShowDelay": 300, "suppressColumnVirtualisation": True},
             style={"height": "62vh", "width": "100%"},
             className="ag-theme-alpine",
         ),

@@ -58,6 +58,12 @@ def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def first_cell(br, col: str) -> str | None:
+    """Text of ``col`` in the grid's first row (row-index 0), without thousands separators."""
+    cells = br.find_elements(f'.ag-center-cols-container .ag-row[row-index="0"] [col-id="{col}"]')
+    return cells[0].text.replace(",", "").strip() if cells else None
+
+
 def grid_row_with_path(br, path: str):
     for row in br.find_elements(".ag-center-cols-container .ag-row"):
         cells = row.find_elements_by_css_selector('[col-id="path"]')
@@ -167,6 +173,17 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     search.send_keys("/ready\n")
     dash_duo.wait_for_text_to_equal("#requests-count", f"1 of {expected + 1} requests (incl. internal ones) match",
                                     timeout=TIMEOUT)
+    # sorting by a header click is done on the server too
+    search.clear()
+    search.send_keys("\n")
+    dash_duo.wait_for_text_to_equal("#requests-count", f"{expected + 1} of {expected + 1} requests (incl. internal "
+                                    "ones) match", timeout=TIMEOUT)
+    totals = dissect(str(LUA)).requests["total_us"].drop_nulls()
+    header = dash_duo.find_element('.ag-header-cell[col-id="total_us"] .ag-header-cell-label')
+    header.click()
+    until(lambda: first_cell(dash_duo, "total_us") == f"{totals.min():,}".replace(",", ""), what="ascending sort")
+    header.click()
+    until(lambda: first_cell(dash_duo, "total_us") == str(totals.max()), what="descending sort")
 
     # compare: upload a second capture, compare it with the first
     upload(dash_duo, named(DELAY, "upstream-delay.log.gz"))
