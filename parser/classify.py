@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +28,6 @@ import polars as pl
 
 from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
-from envoy_dissector.parser.logformat import rust_escape
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
 
 #: What varies between lines of one shape: quoted strings, hex, words with digits (ids, numbers, addresses).
@@ -176,14 +176,23 @@ class Classifier:
     grammar_calls: int = 0
     #: lines whose values did not fit their shape's representative, classified by the grammar one by one
     fallback_lines: int = 0
+    #: chunks are classified on several threads: one grammar call per new shape, exact counters
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def rule_for(self, shape: str, values: list[str], representative: str) -> ShapeRule:
         rule = self.rules.get(shape)
         if rule is None:
-            self.grammar_calls += 1
-            rule = shape_rule(shape, values, parse_message(representative))
-            self.rules[shape] = rule
+            with self._lock:
+                rule = self.rules.get(shape)
+                if rule is None:
+                    self.grammar_calls += 1
+                    rule = shape_rule(shape, values, parse_message(representative))
+                    self.rules[shape] = rule
         return rule
+
+    def count_fallback(self, lines: int) -> None:
+        with self._lock:
+            self.fallback_lines += lines
 
 
 def _grammar_rows(texts: list[str]) -> pl.DataFrame:
@@ -325,7 +334,7 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
         out[name] = column
     df = _with_all_fields(pl.DataFrame(out))
     if misfits.size:
-        classifier.fallback_lines += int(misfits.size)
+        classifier.count_fallback(int(misfits.size))
         exact = _with_all_fields(_grammar_rows(work["text"].gather(misfits).to_list()))
         df = df.with_columns(df[c].scatter(misfits, exact[c]) for c in ("kind", *PREFIX_FIELDS, *FIELD_SCHEMA))
     return _finish(df)
@@ -338,14 +347,14 @@ def _misfits(work: pl.DataFrame, rules: list[ShapeRule], sid: np.ndarray) -> np.
 
     values = pl.col("values")
     frame = work.select("values").with_columns(
-        chk=per_row([r.checked for r in rules], pl.UInt32), sig=per_row([r.signatures for r in rules], pl.String))
+        chk=per_row([r.checked for r in rules], pl.UInt32()), sig=per_row([r.signatures for r in rules], pl.String()))
     ok = values.list.gather(pl.col("chk")).list.eval(_signature_expr(pl.element())) == pl.col("sig")
     if any(r.exact for r in rules):
-        frame = frame.with_columns(ex=per_row([r.exact for r in rules], pl.UInt32),
-                                   exv=per_row([r.exact_values for r in rules], pl.String))
+        frame = frame.with_columns(ex=per_row([r.exact for r in rules], pl.UInt32()),
+                                   exv=per_row([r.exact_values for r in rules], pl.String()))
         ok = ok & (values.list.gather(pl.col("ex")) == pl.col("exv"))
     if any(r.forbid for r in rules):
-        frame = frame.with_columns(fb=per_row([r.forbid for r in rules], pl.UInt32))
+        frame = frame.with_columns(fb=per_row([r.forbid for r in rules], pl.UInt32()))
         ok = ok & ~values.list.gather(pl.col("fb")).list.eval(pl.element().is_in(LITERAL_RUN_VALUES)).list.any()
     return frame.select(ok.not_()).to_series().arg_true().to_numpy()
 

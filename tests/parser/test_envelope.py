@@ -134,7 +134,8 @@ def test_split_envelope_is_pure_and_accounts_for_lines(known):
 def test_json_lines_without_the_message_key_are_malformed(fixture_by_rel):
     lines = gzip.open(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path, "rt").read().splitlines()[100:130]
     extra = ['{"foo": 1}', "[1, 2]", '{"msg": null}', "not json at all",
-             '{"level":"debug","time":"2026-11-22T01:09:47.931625Z","scope":"envoy router","msg":"[C1][S2] pool ready"}']
+             '{"level":"debug","time":"2026-11-22T01:09:47.931625Z","scope":"envoy router",'
+             '"msg":"[C1][S2] pool ready"}']
     parsed = parse_text("\n".join(lines[:10] + extra + lines[10:]) + "\n")
     d = parsed.diagnostics
     assert d.lines_read == 35 and d.lines_malformed == 4 and d.records == 31

@@ -10,7 +10,8 @@ from envoy_dissector.parser.pipeline import parse_text
 from envoy_dissector.parser.redact import REDACTED, SENSITIVE_HEADERS, is_sensitive
 
 SECRETS = {"authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig", "cookie": "session=s3cr3t; theme=dark",
-           "set-cookie": "id=a3fWa; Max-Age=2592000", "x-api-key": "AKIA1234SECRET", "Proxy-Authorization": "Basic Zm9v"}
+           "set-cookie": "id=a3fWa; Max-Age=2592000", "x-api-key": "AKIA1234SECRET",
+           "Proxy-Authorization": "Basic Zm9v"}
 T = "2024-01-01T00:00:00.{:06d}Z"
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.parser.pipeline import parse, parse_text
+from envoy_dissector.parser.pipeline import parse_text
 from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample
 
 PODS = ("productpage-v1-7d9c8b6f5-x2k9p", "reviews-v2-5b64f47978-qh7zn")
