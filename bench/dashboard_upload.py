@@ -113,8 +113,25 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _poll_upload(driver, path: Path, t0: float, marks: dict[str, float]) -> bool:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    msg = " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "#upload-message, #job-message"))
+    if "uploaded" not in marks and "Uploaded " in msg:
+        marks["uploaded"] = time.time() - t0
+    if "upload failed" in msg or "limit" in msg:
+        raise SystemExit(f"upload failed: {msg}")
+    title = driver.find_elements(By.ID, "overview-title")
+    if title and path.name in title[0].text and driver.find_elements(By.ID, "overview-requests"):
+        marks["overview"] = time.time() - t0
+        marks["requests"] = float(driver.find_element(By.ID, "overview-requests").text.replace(",", ""))
+        return True
+    return False
+
+
 def upload_with_browser(url: str, path: Path, timeout: float) -> dict[str, float]:
     from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.common.by import By
 
@@ -137,15 +154,11 @@ def upload_with_browser(url: str, path: Path, timeout: float) -> dict[str, float
         driver.find_element(By.ID, "upload-file").send_keys(str(path))
         deadline = t0 + timeout
         while time.time() < deadline:
-            msg = " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, "#upload-message, #job-message"))
-            if "uploaded" not in marks and "Uploaded " in msg:
-                marks["uploaded"] = time.time() - t0
-            if "upload failed" in msg or "limit" in msg:
-                raise SystemExit(f"upload failed: {msg}")
-            title = driver.find_elements(By.ID, "overview-title")
-            if title and path.name in title[0].text and driver.find_elements(By.ID, "overview-requests"):
-                marks["overview"] = time.time() - t0
-                marks["requests"] = float(driver.find_element(By.ID, "overview-requests").text.replace(",", ""))
+            try:
+                done = _poll_upload(driver, path, t0, marks)
+            except StaleElementReferenceException:  # Dash re-rendered what we were reading
+                done = False
+            if done:
                 break
             time.sleep(0.1)
         else:
