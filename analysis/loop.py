@@ -168,11 +168,17 @@ def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
     lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer,
                                timer=timer & ~is_event)
     lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum())
-    out = lines.group_by("slice", maintain_order=True).agg(
-        origin=pl.col("origin").first(), thread=pl.col("thread").first(),
-        start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").max(),
-        conn_id=pl.col("conn_id").filter(pl.col("opens")).first(),
-        mask=pl.col("events").filter(pl.col("opens")).first(), timer=pl.col("timer").first(), lines=pl.len())
+    # Lines are in time order, so each slice is a run of rows: its first row opens it (when any does) and
+    # its last row has its latest time. Read both ends of every run instead of grouping.
+    lines = lines.with_row_index("row").with_columns(
+        head=(pl.col("slice") != pl.col("slice").shift(1)).fill_null(True),
+        tail=(pl.col("slice") != pl.col("slice").shift(-1)).fill_null(True))
+    heads = lines.filter("head").select(
+        "origin", "thread", start_us="ts_us", conn_id=pl.when(pl.col("opens")).then(pl.col("conn_id")),
+        mask=pl.when(pl.col("opens")).then(pl.col("events")), timer="timer", first_row="row")
+    tails = lines.filter("tail").select(end_us="ts_us", last_row="row")
+    out = pl.concat([heads, tails], how="horizontal").with_columns(
+        lines=(pl.col("last_row") - pl.col("first_row") + 1).cast(pl.UInt32))
     return out.with_columns(kind=pl.when(pl.col("timer")).then(pl.lit("timer")).otherwise(
         pl.col("mask").replace_strict(_EVENT_KIND, default="other", return_dtype=pl.String)))
 
