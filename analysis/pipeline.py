@@ -22,13 +22,13 @@ class Analysis:
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Connection ids restart at 0 when Envoy restarts; give each run inside one origin its own origin."""
-    starts = (pl.col("kind") == "server_lifecycle_noise") & pl.col("message").str.starts_with("initializing epoch")
-    run = starts.cast(pl.Int64).cum_sum().over("origin")
-    marked = events.with_columns(run__=run)
-    runs = marked.group_by("origin").agg(pl.col("run__").max())
-    if runs.height == 0 or (runs["run__"].max() or 0) <= 1:
+    lifecycle = events.filter(pl.col("kind") == "server_lifecycle_noise")
+    boots = lifecycle.filter(pl.col("message").str.starts_with("initializing epoch")).group_by("origin").len()
+    if boots.height == 0 or int(boots["len"].max() or 0) <= 1:  # type: ignore[arg-type]
         return events, 0
-    restarts = int(runs.select((pl.col("run__") - 1).clip(lower_bound=0).sum()).item())
+    restarts = int(boots.select((pl.col("len") - 1).clip(lower_bound=0).sum()).item())
+    starts = (pl.col("kind") == "server_lifecycle_noise") & pl.col("message").str.starts_with("initializing epoch")
+    marked = events.with_columns(run__=starts.cast(pl.Int64).cum_sum().over("origin"))
     out = marked.with_columns(origin=pl.when(pl.col("run__") > 1).then(
         pl.col("origin") + pl.lit("#") + pl.col("run__").cast(pl.String)).otherwise(pl.col("origin"))).drop("run__")
     return out, restarts
