@@ -7,15 +7,12 @@ script stays inside its slice). Slices separated by at most ``IDLE_GAP_US`` form
 *busy run*: the loop never went back to waiting in between.
 
 ``loop_queue_us`` estimates how long an event of the request was ready while the
-worker was serving other connections, at two places (docs/phases.md):
-
-* before the read that starts the request: the request cannot have arrived before the
-  previous response on its connection was written plus the fastest client turnaround
-  seen on this capture, before the connection's first event, nor before the busy run in
-  which it was served began;
-* inside ``upstream_wait``: the response cannot have arrived before the request was
-  written plus the fastest upstream wait seen for the same cluster, nor before the
-  busy run in which it was read began.
+worker was serving other connections, summed over the wait points in ``WAIT_POINTS``
+(before the read that starts the request, the new upstream connection's connect
+completion, the upstream write, the upstream response read, the final downstream
+write). At each, a lower bound says when the event could have been ready at the
+earliest (e.g. the response cannot arrive before the request was written plus the
+fastest upstream wait seen for its cluster); see docs/phases.md.
 
 The estimate is the time between that lower bound and the moment the event was served;
 the connections served meanwhile are listed.
@@ -199,6 +196,7 @@ def _min_positive(expr: pl.Expr) -> pl.Expr:
 #: Where a request waits for the loop: (name, event column, lower-bound column, lower bound is a slice end).
 WAIT_POINTS = (
     ("before read", "life_start_us", "ready_read_us", False),
+    ("upstream connect", "us_cx_end_us", "ready_connect_us", False),
     ("upstream send", "b5", "us_tx_beg_us", True),
     ("upstream wait", "us_read_start_ts", "ready_response_us", False),
     ("downstream write", "life_end_us", "ds_tx_end_us", True),
@@ -222,8 +220,12 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     waits = pl.col("us_read_start_ts") - pl.col("b5")
     min_wait = r.group_by("origin", "cluster").agg(  # too few samples tell nothing about the upstream's speed
         min_wait_us=pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)))
+    connects = pl.col("us_cx_end_us") - pl.col("us_cx_beg_us")
+    min_connect = r.group_by("origin", "cluster").agg(
+        min_connect_us=pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES).then(_min_positive(connects)))
     r = (r.join(turnaround, on="origin", how="left")
-         .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True))
+         .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True)
+         .join(min_connect, on=["origin", "cluster"], how="left", nulls_equal=True))
     if "conn_first_ts" in r.columns:  # the requests stage already knows each connection's first line
         r = r.with_columns(conn_seen_us=pl.col("conn_first_ts"))
     else:
@@ -233,8 +235,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     r = r.with_columns(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_seen_us"),
         ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
+        ready_connect_us=pl.col("us_cx_beg_us") + pl.col("min_connect_us").fill_null(0),
     )
-    # All four wait points in one frame (block i = WAIT_POINTS[i], rows in `r`'s order): one as-of lookup per
+    # All wait points in one frame (block i = WAIT_POINTS[i], rows in `r`'s order): one as-of lookup per
     # step instead of one per step and wait point.
     w = pl.concat([r.select("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id",
                             event=event_col, bound=bound_col, where=pl.lit(where),

@@ -6,6 +6,8 @@ import json
 import polars as pl
 import pytest
 
+from envoy_dissector.analysis.loop import WAIT_POINTS
+
 from envoy_dissector.analysis.pipeline import analyse
 
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
@@ -57,7 +59,7 @@ def test_lua_cpu_baseline_has_little_queueing() -> None:
 def test_loop_queue_parts_add_up() -> None:
     r = truth("istio-thread/lua-cpu").requests()
     parts = [c for c in r.columns if c.startswith("queue_") and c.endswith("_us")]
-    assert len(parts) == 4
+    assert len(parts) == len(WAIT_POINTS)
     assert (r.select(pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts]))[:, 0] == r["loop_queue_us"]).all()
     assert (r["loop_queue_us"] >= 0).all()
 
@@ -70,7 +72,7 @@ def test_loop_queue_rows_name_other_connections() -> None:
     j = rows.join(req, on="request_uid")
     for detail, down, up in j.select("detail", "downstream_conn_id", "upstream_conn_id").iter_rows():
         where, _, conns = detail.partition(": ")
-        assert where in {"before read", "upstream send", "upstream wait", "downstream write"}
+        assert where in {w[0] for w in WAIT_POINTS}
         named = {int(c.strip()[1:]) for c in conns.split("+") if c.strip().startswith("C")}
         assert down not in named and up not in named
 
