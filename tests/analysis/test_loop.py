@@ -7,7 +7,6 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis.loop import WAIT_POINTS
-
 from envoy_dissector.analysis.pipeline import analyse
 
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
