@@ -5,6 +5,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from envoy_dissector.parser.envelope import CONTINUATION
@@ -25,13 +26,9 @@ class KnownFormat:
         return _compiled(self.pattern)
 
 
-_CACHE: dict[str, TextFormat | JsonFormat] = {}
-
-
+@lru_cache(maxsize=256)
 def _compiled(pattern: str) -> TextFormat | JsonFormat:
-    if pattern not in _CACHE:
-        _CACHE[pattern] = compile_format(pattern)
-    return _CACHE[pattern]
+    return compile_format(pattern)
 
 
 #: Tried in this order; the first with the best match rate wins.
