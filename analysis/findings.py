@@ -14,6 +14,7 @@ SATURATED_UTILISATION = 0.8
 IMBALANCE_RATIO = 1.5
 SHARE_WARNING = 0.10
 CHURN_SHARE = 0.2
+CHURN_REUSE = 3.0  # requests per upstream connection above which new connections are warm-up
 SLOW_UPSTREAM_SHARE = 0.5
 
 
@@ -103,12 +104,16 @@ def churn(requests: pl.DataFrame) -> list[Finding]:
         return []
     new = r.filter(pl.col("us_cx_beg_us").is_not_null())
     share = new.height / r.height
-    if share < CHURN_SHARE:
+    # Warm-up is not churn: a pool that opened its connections once and then reused them serves several
+    # requests per connection.
+    per_connection = r.height / max(r.select("origin", "upstream_conn_id").unique().height, 1)
+    if share < CHURN_SHARE or per_connection >= CHURN_REUSE:
         return []
     return [Finding(
         "upstream-connection-churn", "warning", f"{share:.0%} of requests opened a new upstream connection",
         f"{new.height} of {r.height} requests waited for a new upstream connection "
-        f"(median connect {_ms(new['upstream_connect_us'].median())}).",
+        f"(median connect {_ms(new['upstream_connect_us'].median())}); {per_connection:.1f} requests per "
+        "upstream connection.",
         "Reuse connections: check the upstream's keep-alive, the cluster's max_requests_per_connection and "
         "idle_timeout (Istio DestinationRule connectionPool.http).",
     )]
