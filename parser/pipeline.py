@@ -27,7 +27,7 @@ from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwra
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 MALFORMED_EXAMPLES = 5
-WORKERS = min(4, os.cpu_count() or 1)
+WORKERS = min(4, (os.cpu_count() or 1) + 1)  # one more than the cores: the block reader runs between them
 
 
 @dataclass
