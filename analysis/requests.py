@@ -303,4 +303,15 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         life_end_us=pl.coalesce("life_end_ts", "ds_tx_end_us"),
         complete=(pl.col("new_stream_ts").is_not_null() & pl.col("ds_tx_end_us").is_not_null()
                   & pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null()),
-    )
+    ).with_columns(outcome=_outcome())
+
+
+def _outcome() -> pl.Expr:
+    """How the stream ended, in words: a local reply (with Envoy's details), a reset, retries, or ok."""
+    details = pl.col("local_reply").str.extract(r"with details (\S+)", 1)
+    resets = pl.col("upstream_resets").fill_null(0)
+    return (pl.when(pl.col("local_reply").is_not_null()).then(pl.lit("local reply: ") + details.fill_null("?"))
+            .when(pl.col("stream_reset").fill_null(False)).then(pl.lit("stream reset"))
+            .when(~pl.col("complete")).then(pl.lit("cut by the capture"))
+            .when(resets > 0).then(pl.lit("ok after ") + resets.cast(pl.String) + pl.lit(" upstream reset(s)"))
+            .otherwise(pl.lit("ok")))

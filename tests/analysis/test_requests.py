@@ -225,3 +225,15 @@ def test_within_tolerance_rule() -> None:
     f = pl.DataFrame({"ours": [100, 151, 1049, 1051, None], "envoy": [50, 100, 1000, 1000, 10]})
     got = f.select(within(pl.col("ours"), pl.col("envoy")))[:, 0].to_list()
     assert got == [True, False, True, False, None]
+
+
+@pytest.mark.parametrize("rel", ["istio-thread/retries-503", "istio-thread/keepalive", "istio-thread/http2"])
+def test_outcome_agrees_with_envoys_response_code_details(rel: str) -> None:
+    t = truth(rel)
+    both = t.access().join(t.requests(), on="x_request_id", how="inner")
+    assert both.height == t.access().height
+    for details, outcome in both.select("response_code_details", "outcome").iter_rows():
+        if details == "via_upstream":
+            assert outcome == "ok"
+        else:  # a local reply: Envoy's details, word for word
+            assert outcome == f"local reply: {details}"
