@@ -9,6 +9,8 @@ import argparse
 import json
 import sys
 
+import polars as pl
+
 from envoy_dissector.analysis.progress import progress_for
 from envoy_dissector.parser.errors import InputError, UsageError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
@@ -54,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
     if diag.records == 0:
         raise InputError("nothing parseable: no log record found", path=", ".join(s.name for s in sources))
     if args.output:
-        import polars as pl
-
         events = pl.concat(chunks)
         write_frame(events, args.output)
     if args.json:
@@ -66,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_frame(frame: "pl.DataFrame", path: str) -> None:  # noqa: F821
-    import polars as pl
-
+def write_frame(frame: pl.DataFrame, path: str) -> None:
     if path.endswith(".parquet"):
         frame.write_parquet(path)
     elif path.endswith(".csv"):

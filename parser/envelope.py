@@ -54,7 +54,7 @@ def _timestamp(fields: frozenset[str]) -> pl.Expr:
 
 def _finish(df: pl.DataFrame, fields: frozenset[str], escaping: str, redact: bool) -> pl.DataFrame:
     """Typed envelope columns from the regex groups."""
-    def col(name: str, dtype: pl.DataType = pl.String) -> pl.Expr:
+    def col(name: str, dtype: pl.DataType = pl.String()) -> pl.Expr:
         return pl.col(name).cast(dtype, strict=False) if name in fields else pl.lit(None, dtype=dtype)
 
     message = pl.col("message")
@@ -75,7 +75,7 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], escaping: str, redact: boo
         df = redact_frame(df)
     return df.with_columns(
         ts_us=pl.coalesce(_timestamp(fields), pl.col("wrapper_ts_us")),
-        thread=col("thread", pl.Int64),
+        thread=col("thread", pl.Int64()),
         level=level,
         logger=col("logger"),
         source=source,

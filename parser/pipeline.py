@@ -199,7 +199,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
     sources = _as_sources(inputs)
     classifier = Classifier()
     formats_seen: Counter[str] = Counter()
-    pending: deque[Future[pl.DataFrame]] = deque()
+    pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast))
