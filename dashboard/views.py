@@ -163,6 +163,7 @@ def request_facts(row: dict[str, Any]) -> html.Div:
     items = [
         ("request", f"{row.get('method') or ''} {row.get('authority') or ''}{row.get('path') or ''}"),
         ("status", str(row.get("status"))),
+        ("outcome", row.get("outcome") or "–"),
         ("total", us(row.get("total_us"))),
         ("downstream connection", f"C{row.get('downstream_conn_id')} · worker thread {row.get('thread')}"),
         ("upstream connection", upstream),

@@ -56,8 +56,16 @@ def test_competing_connections_and_waterfall(reg_and_ds):
     assert "envoy.filters.http.lua" in labels and "upstream_wait" in labels
     facts = text_of(side[0])
     assert "upstream connection" in facts and ("NEW connection" in facts or "reused" in facts)
+    assert f'"{row["outcome"]}"' in facts
     lines = text_of(views.log_lines(lua.capture, uid))
     assert "new stream" in lines
+
+
+def test_request_facts_show_a_local_replys_details():
+    cap = dissect("fixtures/istio-thread/retries-503/envoy.log.gz")
+    row = cap.requests.filter(~pl.col("internal")).row(0, named=True)
+    facts = text_of(views.request_facts(row))
+    assert "local reply: upstream_reset_before_response_started" in facts
 
 
 def test_event_loop_window_from_zoom(reg_and_ds):
