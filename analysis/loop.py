@@ -351,15 +351,3 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
                      ).fill_nan(None).clip(0, 1),
         requests=pl.col("requests").fill_null(0), connections=pl.col("connections").fill_null(0),
     ).select("origin", "thread", "utilisation", "busy_us", "requests", "connections").sort("origin", "thread")
-
-
-def utilisation_timeline(loop: pl.DataFrame, bucket_us: int) -> pl.DataFrame:
-    """Busy fraction per worker per time bucket (for plots)."""
-    if loop.height == 0:
-        return pl.DataFrame(schema={"origin": pl.String, "thread": pl.Int64, "bucket_us": pl.Int64,
-                                    "busy": pl.Float64})
-    t0 = int(loop["start_us"].min())  # type: ignore[arg-type]
-    b = loop.with_columns(bucket_us=((pl.col("start_us") - t0) // bucket_us) * bucket_us + t0)
-    return b.group_by("origin", "thread", "bucket_us").agg(
-        busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket_us).clip(0, 1)).sort("origin", "thread",
-                                                                                          "bucket_us")

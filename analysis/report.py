@@ -59,12 +59,3 @@ def render(capture: Capture, *, top: int = 5, width: int = 100) -> str:
             if f.fix:
                 lines.append(f"      fix: {f.fix[: width * 2]}")
     return "\n".join(lines)
-
-
-def summary_line(capture: Capture) -> str:
-    s = span(capture.requests)
-    total = percentiles(capture.requests).get("total", {})
-    return (f"{capture.name}: {s['requests']} requests, p50 {_us(total.get('p50'))} µs, "
-            f"p99 {_us(total.get('p99'))} µs")
-
-

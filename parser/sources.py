@@ -132,24 +132,3 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
 
 def text_source(text: str, name: str = "<text>") -> Source:
     return Source(name, text=text)
-
-
-def head_lines(source: Source, n: int = 2000) -> list[str]:
-    """The first ``n`` lines, for format detection. Stdin is buffered so nothing is lost."""
-    if source.text is not None:
-        return source.text.splitlines()[:n]
-    if source.path is None:
-        raise InputError("stdin must be read through peek_stdin()", path=source.name)
-    fh = _open_binary(source)
-    try:
-        wrapper = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
-        out = []
-        for line in wrapper:
-            out.append(line.rstrip("\r\n"))
-            if len(out) >= n:
-                break
-        return out
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(f"read failed: {exc}", path=source.name) from exc
-    finally:
-        fh.close()
