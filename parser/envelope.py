@@ -6,6 +6,7 @@ the line numbers that belong to no record (malformed).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -52,78 +53,186 @@ def _timestamp(fields: frozenset[str]) -> pl.Expr:
     return base + frac
 
 
-def _finish(df: pl.DataFrame, fields: frozenset[str], escaping: str, redact: bool) -> pl.DataFrame:
-    """Typed envelope columns from the regex groups."""
-    def col(name: str, dtype: pl.DataType = pl.String()) -> pl.Expr:
-        return pl.col(name).cast(dtype, strict=False) if name in fields else pl.lit(None, dtype=dtype)
-
-    message = pl.col("message")
-    if escaping == "json":
-        message = (pl.lit('"') + message + pl.lit('"')).str.json_decode(pl.String)
-    elif escaping == "newlines":
-        message = message.str.replace_all(r"\n", "\n", literal=True)
-    message = message.str.strip_chars_end("\n")
-    level = col("level")
-    if "level_short" in fields:
+def _outputs(groups: set[str] | frozenset[str]) -> dict[str, tuple[frozenset[str], pl.Expr]]:
+    """Typed level/logger/source/thread: the regex groups each needs, and its expression over them."""
+    out: dict[str, tuple[frozenset[str], pl.Expr]] = {}
+    if "level_short" in groups:
         level = pl.col("level_short").replace_strict(_LEVEL_SHORT, default=None)
-    level = level.str.replace("^warn$", "warning")
-    source = pl.lit(None, dtype=pl.String)
-    if "source_file" in fields:
-        source = pl.col("source_file") + pl.lit(":") + pl.col("source_line").fill_null("")
-    df = df.with_columns(message=message)
+        out["level"] = frozenset({"level_short"}), level
+    elif "level" in groups:
+        level = pl.col("level")
+        out["level"] = frozenset({"level"}), pl.when(level == "warn").then(pl.lit("warning")).otherwise(level)
+    if "logger" in groups:
+        out["logger"] = frozenset({"logger"}), pl.col("logger")
+    if "source_file" in groups:
+        line = pl.col("source_line").fill_null("") if "source_line" in groups else pl.lit("")
+        needs = {"source_file", "source_line"} & set(groups)
+        out["source"] = frozenset(needs), pl.col("source_file") + pl.lit(":") + line
+    if "thread" in groups:
+        out["thread"] = frozenset({"thread"}), pl.col("thread").cast(pl.Int64, strict=False)
+    return out
+
+
+_OUTPUT_TYPES: dict[str, pl.DataType] = {"level": pl.String(), "logger": pl.String(), "source": pl.String(),
+                                         "thread": pl.Int64()}
+
+
+def _typed_here(frame: pl.DataFrame, groups: set[str], fields: frozenset[str]) -> tuple[pl.DataFrame, set[str]]:
+    """Compute on ``frame`` (one row per distinct text) the outputs whose groups it holds entirely.
+
+    Returns the frame with those outputs (named ``out__NAME``) and the raw groups still needed per line.
+    """
+    done = {name: expr for name, (needs, expr) in _outputs(fields).items() if needs <= groups}
+    frame = frame.with_columns(expr.alias(f"out__{name}") for name, expr in done.items())
+    used = set().union(*(needs for name, (needs, _) in _outputs(fields).items() if name in done)) if done else set()
+    return frame, (groups - used) | (groups & _TIME_GROUPS)
+
+
+_TIME_GROUPS = frozenset({"Y", "mo", "d", "H", "Mi", "S", "frac_us", "frac_ms", "frac_ns", "tz"})
+
+
+def _message(message: pl.Expr, escaping: str) -> pl.Expr:
+    if escaping == "json":
+        return (pl.lit('"') + message + pl.lit('"')).str.json_decode(pl.String)
+    if escaping == "newlines":
+        return message.str.replace_all(r"\n", "\n", literal=True)
+    return message
+
+
+def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool) -> pl.DataFrame:
+    """Typed envelope columns: ``out__*`` columns computed once per distinct text, the rest per line."""
+    df = _strip_trailing_newlines(df)
     if redact:
         df = redact_frame(df)
-    return df.with_columns(
-        ts_us=pl.coalesce(_timestamp(fields), pl.col("wrapper_ts_us")),
-        thread=col("thread", pl.Int64()),
-        level=level,
-        logger=col("logger"),
-        source=source,
-    )
+    exprs: dict[str, pl.Expr] = {}
+    for name, (needs, expr) in _outputs(fields).items():
+        exprs[name] = pl.col(f"out__{name}") if f"out__{name}" in df.columns else expr
+    typed = {name: exprs.get(name, pl.lit(None)).cast(dtype) for name, dtype in _OUTPUT_TYPES.items()}
+    df = df.with_columns(ts_us=pl.coalesce(_timestamp(fields), pl.col("wrapper_ts_us")), **typed)
+    return df
+
+
+def _strip_trailing_newlines(df: pl.DataFrame) -> pl.DataFrame:
+    rows = df.select(pl.col("message").str.ends_with("\n")).to_series().arg_true()
+    if rows.len() == 0:
+        return df
+    fixed = df["message"].gather(rows).str.strip_chars_end("\n")
+    return df.with_columns(df["message"].scatter(rows, fixed))
 
 
 def _select(df: pl.DataFrame) -> pl.DataFrame:
     cols = [c for c in RECORD_COLUMNS if c not in ("conn_id", "stream_id")]
-    return df.with_columns(first_line=pl.col("message").str.split("\n").list.first()).select(*cols, "first_line")
+    first_line = df["message"]
+    rows = df.select(pl.col("message").str.contains("\n", literal=True)).to_series().arg_true()
+    if rows.len():
+        first_line = first_line.scatter(rows, first_line.gather(rows).str.extract(r"^([^\n]*)", 1))
+    return df.select(*cols).with_columns(first_line=first_line)
+
+
+def per_origin(expr: pl.Expr, lines: pl.DataFrame) -> pl.Expr:
+    """``expr`` evaluated per origin (several pods interleaved); plain when there is one origin."""
+    origin = lines["origin"]
+    if origin.len() == 0 or (origin.null_count() == 0 and bool((origin == origin[0]).all())):
+        return expr
+    return expr.over("origin")
+
+
+def mark_starts(lines: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
+    """Adds ``is_start`` and ``body``: a record's first line without its envelope prefix (other lines as they are).
+
+    One regex pass without captures: the prefix is removed where it matches, so a line is a
+    start exactly when it got shorter (or, for formats whose prefix may be empty, when it matches).
+    """
+    if "is_start" in lines.columns:
+        return lines
+    lines = lines.with_columns(body=pl.col("raw").str.replace(fmt.start_plain, ""))
+    if fmt.prefix_can_be_empty:
+        return lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
+    return lines.with_columns(is_start=pl.col("raw").str.len_bytes() != pl.col("body").str.len_bytes())
+
+
+def _join_small(df: pl.DataFrame, key: str, table: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``table``'s other columns looked up by ``key`` (only the key column goes through the join)."""
+    looked = df.select(key).join(table, on=key, how="left", maintain_order="left").drop(key)
+    return pl.concat([df, looked], how="horizontal")
+
+
+def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> tuple[pl.DataFrame, set[str]]:
+    """Envelope groups of start lines: the fixed-width head by slicing, the rest once per distinct text.
+
+    The prefix after the head (level, logger, source, thread...) takes few distinct values, and
+    the head's regex consumes exactly its width, so the prefix regex's groups after the head
+    are the same for every line with the same text there: they are read from one line each.
+    Returns the frame and the groups it still holds raw (per line).
+    """
+    head = {name for name, _, _ in fmt.head}
+    rest = {name for name in re.findall(r"\(\?P<(\w+)>", fmt.prefix) if name not in head and name != "prefix__"}
+    starts = starts.with_columns(pl.col("raw").str.slice(offset, width).alias(name) for name, offset, width in fmt.head)
+    if not rest:
+        return starts, head
+    plen = pl.col("raw").str.len_chars() - pl.col("body").str.len_chars()
+    starts = starts.with_columns(key__=pl.col("raw").str.slice(fmt.head_width, plen - fmt.head_width))
+    reps = starts.select("key__", "raw").unique(subset="key__", keep="first")
+    reps = reps.select("key__", pl.col("raw").str.extract_groups(fmt.prefix).alias("p")).unnest("p")
+    reps, per_line = _typed_here(reps, rest, fmt.fields)
+    reps = reps.select("key__", *sorted(per_line), *[c for c in reps.columns if c.startswith("out__")])
+    return _join_small(starts, "key__", reps).drop("key__"), head | per_line
+
+
+def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> tuple[pl.DataFrame, set[str]]:
+    """Cut the format's suffix (e.g. Istio's ``\\tthread=%t``) off the end of each record, reading its groups.
+
+    Suffixes take few distinct values (one per thread): their groups are read once per distinct text,
+    from the suffix alone (the end-anchored match starts where the suffix starts, so its groups are the same).
+    """
+    assert fmt.suffix is not None and fmt.suffix_plain is not None
+    groups = set(re.findall(r"\(\?P<(\w+)>", fmt.suffix))
+    starts = starts.with_columns(stripped__=pl.col("message").str.replace(fmt.suffix_plain, ""))
+    starts = starts.with_columns(suffix__=pl.col("message").str.tail(
+        pl.col("message").str.len_chars() - pl.col("stripped__").str.len_chars()))
+    starts = starts.with_columns(message=pl.col("stripped__")).drop("stripped__")
+    if not groups:
+        return starts.drop("suffix__"), set()
+    texts = starts.select(pl.col("suffix__").unique()).filter(pl.col("suffix__") != "")
+    texts = texts.select("suffix__", pl.col("suffix__").str.extract_groups("^(?:" + fmt.suffix + ")").alias("p"))
+    texts = texts.unnest("p")
+    texts, per_line = _typed_here(texts, groups, fmt.fields)
+    texts = texts.select("suffix__", *sorted(per_line), *[c for c in texts.columns if c.startswith("out__")])
+    return _join_small(starts, "suffix__", texts).drop("suffix__"), per_line
 
 
 def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> Envelope:
     """Fold continuation lines into their record and split the envelope of a text format.
 
-    ``lines`` may carry a precomputed ``is_start`` column.
+    ``lines`` may carry ``is_start`` and ``body`` from ``mark_starts``.
     """
-    if "is_start" not in lines.columns:
-        lines = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
-    lines = lines.with_columns(rid=pl.col("is_start").cast(pl.Int64).cum_sum().over("origin"))
-    opener = (pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":"))
-              .otherwise(None).forward_fill().over("origin"))
-    lines = lines.with_columns(
-        is_cont=~pl.col("is_start") & (pl.col("rid") > 0)
-        & (pl.col("raw").str.contains(CONTINUATION) | opener.fill_null(False))
-    )
-    malformed = lines.filter(~pl.col("is_start") & ~pl.col("is_cont")).select("line_no", "origin", "raw")
-    starts = lines.filter(pl.col("is_start"))
-    # Envelope fields come from the short prefix only; the message is the rest of the line.
-    parts = starts.select(pl.col("raw").str.extract_groups(fmt.prefix).alias("p")).unnest("p")
-    starts = pl.concat([starts.select("line_no", "origin", "rid", "wrapper_ts_us", "raw"), parts], how="horizontal")
-    starts = starts.with_columns(message=pl.col("raw").str.slice(pl.col("prefix__").str.len_chars()))
-    conts = lines.filter(pl.col("is_cont"))
+    lines = mark_starts(lines, fmt)
+    lines = lines.with_columns(rid=per_origin(pl.col("is_start").cast(pl.Int64).cum_sum(), lines))
+    opener = per_origin(pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":"))
+                        .otherwise(None).forward_fill(), lines)
+    others = lines.with_columns(opener__=opener).filter(~pl.col("is_start"))
+    others = others.with_columns(
+        is_cont=(pl.col("rid") > 0) & (pl.col("raw").str.contains(CONTINUATION) | pl.col("opener__").fill_null(False)))
+    malformed = others.filter(~pl.col("is_cont")).select("line_no", "origin", "raw")
+    starts = lines.filter(pl.col("is_start")).select("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
+    starts, _ = _prefix_fields(starts, fmt)
+    starts = starts.rename({"body": "message"}).drop("raw")
+    conts = others.filter(pl.col("is_cont"))
     if conts.height:
         joined = conts.group_by("origin", "rid", maintain_order=True).agg(
             cont=pl.col("raw").str.join("\n"), cont_lines=pl.len())
-        starts = starts.join(joined, on=["origin", "rid"], how="left", maintain_order="left")
+        looked = starts.select("origin", "rid").join(joined, on=["origin", "rid"], how="left", maintain_order="left")
         starts = starts.with_columns(
-            message=pl.when(pl.col("cont").is_null()).then(pl.col("message"))
-            .otherwise(pl.col("message") + pl.lit("\n") + pl.col("cont")),
-            n_lines=1 + pl.col("cont_lines").fill_null(0).cast(pl.Int64))
+            message=pl.when(looked["cont"].is_null()).then(pl.col("message"))
+            .otherwise(pl.col("message") + pl.lit("\n") + looked["cont"]),
+            n_lines=1 + looked["cont_lines"].fill_null(0).cast(pl.Int64))
     else:
         starts = starts.with_columns(n_lines=pl.lit(1, dtype=pl.Int64))
-    fields = fmt.fields
     if fmt.suffix is not None:
-        tail = pl.col("message").str.extract_groups("(?P<suffix__>" + fmt.suffix + ")").alias("s")
-        starts = starts.with_columns(tail).unnest("s").with_columns(
-            message=pl.col("message").str.head(-pl.col("suffix__").str.len_chars().fill_null(0).cast(pl.Int64)))
-    df = _finish(starts, fields, fmt.message_escaping, redact)
+        starts, _ = _strip_suffix(starts, fmt)
+    if fmt.message_escaping != "none":
+        starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
+    df = _finish(starts, fmt.fields, redact)
     return Envelope(_select(df).with_columns(n_lines=df["n_lines"]), malformed)
 
 
@@ -152,7 +261,7 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> 
            .when(cid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '"] ')
            .otherwise(pl.lit("")))
     df = df.with_columns(message=tag + pl.col("message"), n_lines=pl.lit(1, dtype=pl.Int64))
-    df = _finish(df, fmt.fields, "none", redact)
+    df = _finish(df, fmt.fields, redact)
     return Envelope(_select(df).with_columns(n_lines=pl.lit(1, dtype=pl.Int64)), malformed)
 
 

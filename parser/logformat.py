@@ -17,26 +17,26 @@ from envoy_dissector.parser.errors import UsageError
 # Envelope field names produced by the flags (regex group names).
 _LEVELS = r"trace|debug|info|warning|warn|error|critical|off"
 FLAG_PATTERNS: dict[str, str] = {
-    "Y": r"(?P<Y>\d{4})",
-    "m": r"(?P<mo>\d{2})",
-    "d": r"(?P<d>\d{2})",
-    "H": r"(?P<H>\d{2})",
-    "M": r"(?P<Mi>\d{2})",
-    "S": r"(?P<S>\d{2})",
-    "T": r"(?P<H>\d{2}):(?P<Mi>\d{2}):(?P<S>\d{2})",
-    "e": r"(?P<frac_ms>\d{3})",
-    "f": r"(?P<frac_us>\d{6})",
-    "F": r"(?P<frac_ns>\d{9})",
-    "z": r"(?P<tz>[+-]\d{2}:?\d{2}|Z)",
-    "t": r"(?P<thread>\d+)",
-    "P": r"\d+",
+    "Y": r"(?P<Y>[0-9]{4})",
+    "m": r"(?P<mo>[0-9]{2})",
+    "d": r"(?P<d>[0-9]{2})",
+    "H": r"(?P<H>[0-9]{2})",
+    "M": r"(?P<Mi>[0-9]{2})",
+    "S": r"(?P<S>[0-9]{2})",
+    "T": r"(?P<H>[0-9]{2}):(?P<Mi>[0-9]{2}):(?P<S>[0-9]{2})",
+    "e": r"(?P<frac_ms>[0-9]{3})",
+    "f": r"(?P<frac_us>[0-9]{6})",
+    "F": r"(?P<frac_ns>[0-9]{9})",
+    "z": r"(?P<tz>[+-][0-9]{2}:?[0-9]{2}|Z)",
+    "t": r"(?P<thread>[0-9]+)",
+    "P": r"[0-9]+",
     "l": rf"(?P<level>{_LEVELS})",
     "L": r"(?P<level_short>[TDIWECO])",
     "n": r"(?P<logger>[^\s\[\]]+?)",
     "g": r"(?P<source_file>[^\s:\[\]]+)",
     "s": r"(?P<source_file>[^\s:\[\]]+)",
-    "#": r"(?P<source_line>\d+)",
-    "@": r"(?P<source_file>[^\s:\[\]]+):(?P<source_line>\d+)",
+    "#": r"(?P<source_line>[0-9]+)",
+    "@": r"(?P<source_file>[^\s:\[\]]+):(?P<source_line>[0-9]+)",
     "!": r"[^\s]*",
     "v": r"(?P<message>.*)",
     "_": r"(?P<message>.*)",
@@ -47,6 +47,48 @@ FLAG_PATTERNS: dict[str, str] = {
 MESSAGE_FLAGS = frozenset("v_j")
 _FLAG = re.compile(r"%(-?\d*)(.)")
 _RUST_META = set("\\.+*?()|[]{}^$#&-~")
+
+
+#: Flags of constant width, with the groups they produce as (group, offset, width).
+FIXED_FLAGS: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {
+    "Y": (4, (("Y", 0, 4),)), "m": (2, (("mo", 0, 2),)), "d": (2, (("d", 0, 2),)), "H": (2, (("H", 0, 2),)),
+    "M": (2, (("Mi", 0, 2),)), "S": (2, (("S", 0, 2),)), "T": (8, (("H", 0, 2), ("Mi", 3, 2), ("S", 6, 2))),
+    "e": (3, (("frac_ms", 0, 3),)), "f": (6, (("frac_us", 0, 6),)), "F": (9, (("frac_ns", 0, 9),)),
+    "^": (0, ()), "$": (0, ()),
+}
+
+
+def plain(regex: str) -> str:
+    """The same regex with its named groups made non-capturing."""
+    return re.sub(r"\(\?P<\w+>", "(?:", regex)
+
+
+def fixed_head(pattern: str) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+    """Width and fields of the pattern's leading run of literals and constant-width flags.
+
+    >>> fixed_head("[%Y-%m-%d %T.%e][%t] %v")
+    (26, (('Y', 1, 4), ('mo', 6, 2), ('d', 9, 2), ('H', 12, 2), ('Mi', 15, 2), ('S', 18, 2), ('frac_ms', 21, 3)))
+    """
+    width = 0
+    fields: list[tuple[str, int, int]] = []
+    seen: set[str] = set()
+    pos = 0
+    for m in _FLAG.finditer(pattern):
+        width += m.start() - pos
+        pos = m.end()
+        flag = m.group(2)
+        if flag == "%":
+            width += 1
+            continue
+        if flag not in FIXED_FLAGS or m.group(1):
+            return width, tuple(fields)
+        size, groups = FIXED_FLAGS[flag]
+        for name, offset, w in groups:
+            if name not in seen:
+                fields.append((name, width + offset, w))
+                seen.add(name)
+        width += size
+    return width, tuple(fields)
 
 
 def rust_escape(text: str) -> str:
@@ -65,6 +107,23 @@ class TextFormat:
     suffix: str | None  # regex for what follows the message at the end of a record (e.g. `\tthread=%t`)
     fields: frozenset[str]  # envelope fields it can produce
     message_escaping: str  # "none" | "newlines" (%_) | "json" (%j)
+    #: the fixed-width start of every record (e.g. ``%Y-%m-%dT%T.%fZ``): its width in characters and the
+    #: fields in it as (group, offset, width); the envelope slices those instead of running the regex
+    head_width: int = 0
+    head: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def start_plain(self) -> str:
+        """``start`` without capture groups: finding where the message begins needs no captures."""
+        return plain(self.start)
+
+    @property
+    def suffix_plain(self) -> str | None:
+        return plain(self.suffix) if self.suffix is not None else None
+
+    @property
+    def prefix_can_be_empty(self) -> bool:
+        return re.match(self.start, "") is not None
 
 
 @dataclass(frozen=True)
@@ -126,8 +185,9 @@ def compile_text_format(pattern: str) -> TextFormat:
         record = "(?s)^" + prefix + r"(?P<message>.*?)\n?$"
     escaping = {"v": "none", "_": "newlines", "j": "json"}[message_flag]
     prefix_re = "^(?P<prefix__>" + prefix + ")"
+    head_width, head = fixed_head(pattern)
     return TextFormat(pattern, start, record, prefix_re, ("(?:" + suffix + r")\n?$") if suffix else None,
-                      frozenset(fields), escaping)
+                      frozenset(fields), escaping, head_width, head)
 
 
 _JSON_PAIR = re.compile(r'"(?P<key>[^"]+)"\s*:\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>%\w))')

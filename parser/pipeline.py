@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from envoy_dissector.parser.classify import Classifier, classify
-from envoy_dissector.parser.envelope import split_envelope
+from envoy_dissector.parser.envelope import per_origin, mark_starts, split_envelope
 from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
@@ -168,21 +168,22 @@ def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat,
     """
     if isinstance(fmt, JsonFormat) or lines.height == 0:
         return lines, lines.head(0)
-    starts = lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start)).with_row_index("pos__")
-    rid = pl.col("is_start").cast(pl.Int64).cum_sum().over("origin")
-    starts = starts.with_columns(rid=rid).with_columns(last=pl.col("rid") == pl.col("rid").max().over("origin"))
+    starts = mark_starts(lines, fmt).with_row_index("pos__")
+    starts = starts.with_columns(rid=per_origin(pl.col("is_start").cast(pl.Int64).cum_sum(), starts))
+    starts = starts.with_columns(last=pl.col("rid") == per_origin(pl.col("rid").max(), starts))
+    helpers = ("pos__", "rid", "last")
     held = starts.filter(pl.col("last") & (pl.col("rid") > 0) & pl.col("is_start"))
     if held.height == 0:
-        return starts.drop("pos__", "rid", "last"), lines.head(0)
+        return starts.drop(helpers), starts.head(0).drop(helpers)
     first_held = int(held["pos__"].min())  # type: ignore[arg-type]
     # where each line's record starts; a cut at c is clean when no line at or after c starts before c
     begin = pl.when(pl.col("rid") > 0).then(pl.col("pos__").first().over("origin", "rid")).otherwise(pl.col("pos__"))
     clean = starts.select(pos=pl.col("pos__"), ok=begin.reverse().cum_min().reverse() == pl.col("pos__"))
     cut = int(clean.filter(pl.col("ok") & (pl.col("pos") <= first_held))["pos"].max())  # type: ignore[arg-type]
     if starts.height - cut <= max_hold:
-        return starts.head(cut).drop("pos__", "rid", "last"), lines.slice(cut)
-    hold = starts.filter(pl.col("last") & (pl.col("rid") > 0)).drop("pos__", "is_start", "rid", "last")
-    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop("pos__", "rid", "last")
+        return starts.head(cut).drop(helpers), starts.slice(cut).drop(helpers)
+    hold = starts.filter(pl.col("last") & (pl.col("rid") > 0)).drop(helpers)
+    keep = starts.filter(~pl.col("last") | (pl.col("rid") == 0)).drop(helpers)
     return keep, hold
 
 
@@ -223,6 +224,8 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                     _note_detection(diag, detection, wrappers)
                     formats_seen[detection.format_id] += 1
                 lines = unwrap(lines, state.wrappers, source.name)
+                if isinstance(state.detection.compiled, TextFormat):
+                    lines = mark_starts(lines, state.detection.compiled)
                 max_hold = max(lines.height, 10_000)
                 if state.carry is not None and state.carry.height:
                     lines = pl.concat([state.carry, lines], how="vertical_relaxed")
