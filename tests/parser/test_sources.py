@@ -8,6 +8,8 @@ import sys
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from envoy_dissector.parser.errors import InputError
@@ -192,3 +194,31 @@ def test_empty_inputs_have_no_lines(tmp_path):
     for parsed in (parse(empty), parse(text_source(""))):
         assert parsed.events.height == 0 and parsed.diagnostics.lines_read == 0
         assert dict(parsed.events.schema) == dict(parse(text_source("")).events.schema)
+
+
+def _reference_lines(text: str) -> list[str]:
+    body = text[:-1] if text.endswith("\n") else text
+    return [line.removesuffix("\r") for line in body.split("\n")]
+
+
+@pytest.mark.parametrize("text", [
+    "a\rb\n\r\n\rx\n  \r\n#c\n\"a\"b\n\n", "x\r", "a\nb", "a\r\r\nb\r", "\n", "\r", "\n\n\n", "é\n\x00z\r\n",
+    "a\x1fb\r\nc",  # holds the reader's separator: split the slow way
+])
+def test_lines_frame_matches_str_split(text):
+    from envoy_dissector.parser.pipeline import _lines_frame
+    from envoy_dissector.parser.sources import Block
+
+    frame = _lines_frame(Block("o", 7, text, len(text)))
+    assert frame["raw"].to_list() == _reference_lines(text)
+    assert frame["line_no"].to_list() == list(range(7, 7 + frame.height))
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab \t\r\n'\",#é\x00")), max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_lines_frame_on_random_text(text):
+    from envoy_dissector.parser.pipeline import _lines_frame
+    from envoy_dissector.parser.sources import Block
+
+    if text:
+        assert _lines_frame(Block("o", 1, text, len(text)))["raw"].to_list() == _reference_lines(text)
