@@ -27,23 +27,29 @@ class Envelope:
     malformed: pl.DataFrame  # line_no, origin, raw
 
 
-def _timestamp(fields: frozenset[str]) -> pl.Expr:
-    """Epoch microseconds from the date/time groups; null when the format has no date."""
-    if not {"Y", "mo", "d", "H", "Mi", "S"} <= fields:
+_DATE_TIME = ("Y", "mo", "d", "H", "Mi", "S")
+_FRACTIONS = {"frac_us": 1, "frac_ms": 1000, "frac_ns": -1000}  # multiplier; negative: divide
+
+
+def _whole_seconds() -> pl.Expr:
+    """Epoch microseconds of the date and time groups, to the second."""
+    return pl.datetime(*[pl.col(g).cast(pl.Int32, strict=False) for g in _DATE_TIME], time_unit="us").dt.epoch("us")
+
+
+def _timestamp(fields: frozenset[str], columns: list[str]) -> pl.Expr:
+    """Epoch microseconds from the date/time groups (or a precomputed ``seconds__``); null without a date."""
+    if "seconds__" in columns:
+        base = pl.col("seconds__")
+    elif set(_DATE_TIME) <= fields:
+        base = _whole_seconds()
+    else:
         return pl.lit(None, dtype=pl.Int64)
-    base = pl.datetime(
-        pl.col("Y").cast(pl.Int32, strict=False), pl.col("mo").cast(pl.Int32, strict=False),
-        pl.col("d").cast(pl.Int32, strict=False), pl.col("H").cast(pl.Int32, strict=False),
-        pl.col("Mi").cast(pl.Int32, strict=False), pl.col("S").cast(pl.Int32, strict=False),
-        time_unit="us",
-    ).dt.epoch("us")
     frac = pl.lit(0, dtype=pl.Int64)
-    if "frac_us" in fields:
-        frac = pl.col("frac_us").cast(pl.Int64, strict=False)
-    elif "frac_ms" in fields:
-        frac = pl.col("frac_ms").cast(pl.Int64, strict=False) * 1000
-    elif "frac_ns" in fields:
-        frac = pl.col("frac_ns").cast(pl.Int64, strict=False) // 1000
+    for name, scale in _FRACTIONS.items():
+        if name in fields:
+            value = pl.col(name).cast(pl.Int64, strict=False)
+            frac = value * scale if scale > 0 else value // -scale
+            break
     if "tz" in fields:  # %z: local time + offset -> UTC
         tz = pl.col("tz").str.replace(":", "", literal=True)
         offset_s = (tz.str.slice(1, 2).cast(pl.Int64, strict=False) * 3600
@@ -108,7 +114,7 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool) -> pl.DataFr
     for name, (needs, expr) in _outputs(fields).items():
         exprs[name] = pl.col(f"out__{name}") if f"out__{name}" in df.columns else expr
     typed = {name: exprs.get(name, pl.lit(None)).cast(dtype) for name, dtype in _OUTPUT_TYPES.items()}
-    df = df.with_columns(ts_us=pl.coalesce(_timestamp(fields), pl.col("wrapper_ts_us")), **typed)
+    df = df.with_columns(ts_us=pl.coalesce(_timestamp(fields, df.columns), pl.col("wrapper_ts_us")), **typed)
     return df
 
 
@@ -129,12 +135,10 @@ def _select(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(*cols).with_columns(first_line=first_line)
 
 
-def per_origin(expr: pl.Expr, lines: pl.DataFrame) -> pl.Expr:
-    """``expr`` evaluated per origin (several pods interleaved); plain when there is one origin."""
+def single_origin(lines: pl.DataFrame) -> bool:
+    """All lines from one origin (a file, or one pod): per-origin windows are the whole frame."""
     origin = lines["origin"]
-    if origin.len() == 0 or (origin.null_count() == 0 and bool((origin == origin[0]).all())):
-        return expr
-    return expr.over("origin")
+    return origin.len() == 0 or (origin.null_count() == 0 and bool((origin == origin[0]).all()))
 
 
 def mark_starts(lines: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
@@ -157,29 +161,40 @@ def _join_small(df: pl.DataFrame, key: str, table: pl.DataFrame) -> pl.DataFrame
     return pl.concat([df, looked], how="horizontal")
 
 
-def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> tuple[pl.DataFrame, set[str]]:
+def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     """Envelope groups of start lines: the fixed-width head by slicing, the rest once per distinct text.
 
-    The prefix after the head (level, logger, source, thread...) takes few distinct values, and
-    the head's regex consumes exactly its width, so the prefix regex's groups after the head
-    are the same for every line with the same text there: they are read from one line each.
-    Returns the frame and the groups it still holds raw (per line).
+    The head's regex consumes exactly its width, so the prefix regex's groups after the head
+    are the same for every line with the same text there (level, logger, source, thread...:
+    few distinct values): they are read from one line each and joined back. The date and time
+    to the second are likewise computed once per distinct second.
     """
-    head = {name for name, _, _ in fmt.head}
+    head = {name: (offset, width) for name, offset, width in fmt.head}
     rest = {name for name in re.findall(r"\(\?P<(\w+)>", fmt.prefix) if name not in head and name != "prefix__"}
-    starts = starts.with_columns(pl.col("raw").str.slice(offset, width).alias(name) for name, offset, width in fmt.head)
+    raw = pl.col("raw")
+    if set(_DATE_TIME) <= head.keys():
+        # everything in the head before the sub-second digits
+        end = min((head[f][0] for f in _FRACTIONS if f in head), default=fmt.head_width)
+        if all(head[g][0] + head[g][1] <= end for g in _DATE_TIME):
+            starts = starts.with_columns(sec__=raw.str.slice(0, end))
+            seconds = starts.select(pl.col("sec__").unique()).with_columns(
+                pl.col("sec__").str.slice(head[g][0], head[g][1]).alias(g) for g in _DATE_TIME)
+            seconds = seconds.select("sec__", seconds__=_whole_seconds())
+            starts = _join_small(starts, "sec__", seconds).drop("sec__")
+            head = {name: where for name, where in head.items() if name not in _DATE_TIME}
+    starts = starts.with_columns(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
     if not rest:
-        return starts, head
-    plen = pl.col("raw").str.len_chars() - pl.col("body").str.len_chars()
-    starts = starts.with_columns(key__=pl.col("raw").str.slice(fmt.head_width, plen - fmt.head_width))
+        return starts
+    plen = raw.str.len_bytes() - pl.col("body").str.len_bytes()
+    starts = starts.with_columns(key__=raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes))
     reps = starts.select("key__", "raw").unique(subset="key__", keep="first")
-    reps = reps.select("key__", pl.col("raw").str.extract_groups(fmt.prefix).alias("p")).unnest("p")
+    reps = reps.select("key__", raw.str.extract_groups(fmt.prefix).alias("p")).unnest("p")
     reps, per_line = _typed_here(reps, rest, fmt.fields)
     reps = reps.select("key__", *sorted(per_line), *[c for c in reps.columns if c.startswith("out__")])
-    return _join_small(starts, "key__", reps).drop("key__"), head | per_line
+    return _join_small(starts, "key__", reps).drop("key__")
 
 
-def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> tuple[pl.DataFrame, set[str]]:
+def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     """Cut the format's suffix (e.g. Istio's ``\\tthread=%t``) off the end of each record, reading its groups.
 
     Suffixes take few distinct values (one per thread): their groups are read once per distinct text,
@@ -187,18 +202,36 @@ def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> tuple[pl.DataFrame, 
     """
     assert fmt.suffix is not None and fmt.suffix_plain is not None
     groups = set(re.findall(r"\(\?P<(\w+)>", fmt.suffix))
-    starts = starts.with_columns(stripped__=pl.col("message").str.replace(fmt.suffix_plain, ""))
-    starts = starts.with_columns(suffix__=pl.col("message").str.tail(
-        pl.col("message").str.len_chars() - pl.col("stripped__").str.len_chars()))
+    message = pl.col("message")
+    starts = starts.with_columns(stripped__=message.str.replace(fmt.suffix_plain, ""))
+    if groups:
+        cut = (message.str.len_bytes() - pl.col("stripped__").str.len_bytes()).cast(pl.Int64)
+        starts = starts.with_columns(suffix__=message.cast(pl.Binary).bin.tail(cut))
     starts = starts.with_columns(message=pl.col("stripped__")).drop("stripped__")
     if not groups:
-        return starts.drop("suffix__"), set()
-    texts = starts.select(pl.col("suffix__").unique()).filter(pl.col("suffix__") != "")
-    texts = texts.select("suffix__", pl.col("suffix__").str.extract_groups("^(?:" + fmt.suffix + ")").alias("p"))
-    texts = texts.unnest("p")
+        return starts
+    texts = starts.select(pl.col("suffix__").unique()).filter(pl.col("suffix__").bin.size() > 0)
+    texts = texts.select("suffix__", pl.col("suffix__").cast(pl.String).str.extract_groups("^(?:" + fmt.suffix + ")")
+                         .alias("p")).unnest("p")
     texts, per_line = _typed_here(texts, groups, fmt.fields)
     texts = texts.select("suffix__", *sorted(per_line), *[c for c in texts.columns if c.startswith("out__")])
-    return _join_small(starts, "suffix__", texts).drop("suffix__"), per_line
+    return _join_small(starts, "suffix__", texts).drop("suffix__")
+
+
+def _fold(starts: pl.DataFrame, conts: pl.DataFrame, one_origin: bool) -> pl.DataFrame:
+    """Append continuation lines to their record's message (only the multi-line records are touched)."""
+    joined = conts.group_by("origin", "rid", maintain_order=True).agg(
+        cont=pl.col("raw").str.join("\n"), cont_lines=pl.len())
+    if one_origin and starts.height and int(starts["rid"][0]) == 1:
+        rows = (joined["rid"] - 1).cast(pl.Int64)  # one origin: the k-th start holds rid k
+    else:
+        rows = starts.select("origin", "rid").with_row_index("row__").join(
+            joined.select("origin", "rid"), on=["origin", "rid"], how="inner", maintain_order="right")["row__"]
+    message = starts["message"]
+    folded = message.gather(rows) + "\n" + joined["cont"]
+    n_lines = pl.repeat(1, starts.height, dtype=pl.Int64, eager=True).alias("n_lines")
+    return starts.with_columns(message.scatter(rows, folded),
+                               n_lines.scatter(rows, 1 + joined["cont_lines"].cast(pl.Int64)))
 
 
 def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> Envelope:
@@ -207,29 +240,24 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
     ``lines`` may carry ``is_start`` and ``body`` from ``mark_starts``.
     """
     lines = mark_starts(lines, fmt)
-    lines = lines.with_columns(rid=per_origin(pl.col("is_start").cast(pl.Int64).cum_sum(), lines))
-    opener = per_origin(pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":"))
-                        .otherwise(None).forward_fill(), lines)
+    one_origin = single_origin(lines)
+    rid = pl.col("is_start").cast(pl.Int64).cum_sum()
+    lines = lines.with_columns(rid=rid if one_origin else rid.over("origin"))
+    opener = pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":")).otherwise(None).forward_fill()
+    opener = opener if one_origin else opener.over("origin")
     others = lines.with_columns(opener__=opener).filter(~pl.col("is_start"))
     others = others.with_columns(
         is_cont=(pl.col("rid") > 0) & (pl.col("raw").str.contains(CONTINUATION) | pl.col("opener__").fill_null(False)))
     malformed = others.filter(~pl.col("is_cont")).select("line_no", "origin", "raw")
     starts = lines.filter(pl.col("is_start")).select("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
-    starts, _ = _prefix_fields(starts, fmt)
-    starts = starts.rename({"body": "message"}).drop("raw")
+    starts = _prefix_fields(starts, fmt).rename({"body": "message"}).drop("raw")
     conts = others.filter(pl.col("is_cont"))
     if conts.height:
-        joined = conts.group_by("origin", "rid", maintain_order=True).agg(
-            cont=pl.col("raw").str.join("\n"), cont_lines=pl.len())
-        looked = starts.select("origin", "rid").join(joined, on=["origin", "rid"], how="left", maintain_order="left")
-        starts = starts.with_columns(
-            message=pl.when(looked["cont"].is_null()).then(pl.col("message"))
-            .otherwise(pl.col("message") + pl.lit("\n") + looked["cont"]),
-            n_lines=1 + looked["cont_lines"].fill_null(0).cast(pl.Int64))
+        starts = _fold(starts, conts, one_origin)
     else:
         starts = starts.with_columns(n_lines=pl.lit(1, dtype=pl.Int64))
     if fmt.suffix is not None:
-        starts, _ = _strip_suffix(starts, fmt)
+        starts = _strip_suffix(starts, fmt)
     if fmt.message_escaping != "none":
         starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
     df = _finish(starts, fmt.fields, redact)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from envoy_dissector.parser.errors import UsageError
 
@@ -63,32 +64,43 @@ def plain(regex: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", regex)
 
 
-def fixed_head(pattern: str) -> tuple[int, tuple[tuple[str, int, int], ...]]:
+class Head(NamedTuple):
+    width: int  # characters
+    nbytes: int  # UTF-8 bytes (flags are ASCII digits; literals may not be ASCII)
+    fields: tuple[tuple[str, int, int], ...]  # (group, offset in characters, width)
+
+
+def fixed_head(pattern: str) -> Head:
     """Width and fields of the pattern's leading run of literals and constant-width flags.
 
     >>> fixed_head("[%Y-%m-%d %T.%e][%t] %v")
-    (26, (('Y', 1, 4), ('mo', 6, 2), ('d', 9, 2), ('H', 12, 2), ('Mi', 15, 2), ('S', 18, 2), ('frac_ms', 21, 3)))
+    Head(width=26, nbytes=26, fields=(('Y', 1, 4), ('mo', 6, 2), ('d', 9, 2), ('H', 12, 2), ('Mi', 15, 2), \
+('S', 18, 2), ('frac_ms', 21, 3)))
     """
-    width = 0
+    width = nbytes = 0
     fields: list[tuple[str, int, int]] = []
     seen: set[str] = set()
     pos = 0
     for m in _FLAG.finditer(pattern):
-        width += m.start() - pos
+        literal = pattern[pos : m.start()]
+        width += len(literal)
+        nbytes += len(literal.encode())
         pos = m.end()
         flag = m.group(2)
         if flag == "%":
             width += 1
+            nbytes += 1
             continue
         if flag not in FIXED_FLAGS or m.group(1):
-            return width, tuple(fields)
+            return Head(width, nbytes, tuple(fields))
         size, groups = FIXED_FLAGS[flag]
         for name, offset, w in groups:
             if name not in seen:
                 fields.append((name, width + offset, w))
                 seen.add(name)
         width += size
-    return width, tuple(fields)
+        nbytes += size
+    return Head(width, nbytes, tuple(fields))
 
 
 def rust_escape(text: str) -> str:
@@ -111,6 +123,7 @@ class TextFormat:
     #: fields in it as (group, offset, width); the envelope slices those instead of running the regex
     head_width: int = 0
     head: tuple[tuple[str, int, int], ...] = ()
+    head_bytes: int = 0  # the head's width in UTF-8 bytes (its fields are ASCII digits)
 
     @property
     def start_plain(self) -> str:
@@ -185,9 +198,9 @@ def compile_text_format(pattern: str) -> TextFormat:
         record = "(?s)^" + prefix + r"(?P<message>.*?)\n?$"
     escaping = {"v": "none", "_": "newlines", "j": "json"}[message_flag]
     prefix_re = "^(?P<prefix__>" + prefix + ")"
-    head_width, head = fixed_head(pattern)
+    head = fixed_head(pattern)
     return TextFormat(pattern, start, record, prefix_re, ("(?:" + suffix + r")\n?$") if suffix else None,
-                      frozenset(fields), escaping, head_width, head)
+                      frozenset(fields), escaping, head.width, head.fields, head.nbytes)
 
 
 _JSON_PAIR = re.compile(r'"(?P<key>[^"]+)"\s*:\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>%\w))')

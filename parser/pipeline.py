@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from envoy_dissector.parser.classify import Classifier, classify
-from envoy_dissector.parser.envelope import split_envelope
+from envoy_dissector.parser.envelope import single_origin, split_envelope
 from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
@@ -183,7 +183,7 @@ def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat,
     """
     if isinstance(fmt, JsonFormat) or lines.height == 0:
         return lines, lines.head(0)
-    if _one_origin(lines):
+    if single_origin(lines):
         cut = _last_start(lines, fmt)
         return (lines, lines.head(0)) if cut is None else (lines.head(cut), lines.slice(cut))
     columns = lines.columns
@@ -202,11 +202,6 @@ def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat,
         return lines.head(cut), lines.slice(cut)
     last = pl.col("last") & (pl.col("rid") > 0)
     return starts.filter(~last).select(columns), starts.filter(last).select(columns)
-
-
-def _one_origin(lines: pl.DataFrame) -> bool:
-    origin = lines["origin"]
-    return origin.null_count() == 0 and bool((origin == origin[0]).all())
 
 
 def _last_start(lines: pl.DataFrame, fmt: TextFormat, window: int = 4096) -> int | None:
