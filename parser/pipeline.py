@@ -76,22 +76,23 @@ class Chunk:
     events: pl.DataFrame
 
 
-_UNUSED_BYTE = "\x1f"  # the CSV reader's separator: a block holding it is split the slow way
+_UNUSED_BYTE = b"\x1f"  # the CSV reader's separator: a block holding it is split the slow way
 
 
 def _lines_frame(block: Block) -> pl.DataFrame:
     """One row per physical line (a final newline ends the last line; one trailing ``\\r`` is dropped).
 
     polars' CSV reader with a separator absent from the block splits lines natively (several times
-    faster than ``str.split``); it yields null for an empty line and strips a ``\\r`` before ``\\n`` or the end.
+    faster than ``str.split``, and it decodes UTF-8 as Python's ``errors="replace"`` does); it yields
+    null for an empty line and strips a ``\\r`` before ``\\n`` or the end.
     """
-    text = block.text
-    if _UNUSED_BYTE not in text and text:
-        raw = pl.read_csv(text.encode(), has_header=False, separator=_UNUSED_BYTE, quote_char=None,
+    data = block.data
+    if _UNUSED_BYTE not in data and data:
+        raw = pl.read_csv(data, has_header=False, separator=_UNUSED_BYTE.decode(), quote_char=None,
                           new_columns=["raw"], schema={"raw": pl.String()}, comment_prefix=None,
-                          encoding="utf8")["raw"]
-        raw = raw.fill_null("")
+                          encoding="utf8-lossy")["raw"].fill_null("")
     else:
+        text = block.text
         body = text[:-1] if text.endswith("\n") else text
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
