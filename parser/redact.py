@@ -25,10 +25,17 @@ def is_sensitive(name: str) -> bool:
 
 
 def redact_frame(df: pl.DataFrame, column: str = "message") -> pl.DataFrame:
-    """Redact ``column`` on the rows that can hold header values (multi-line dumps, codec header lines)."""
+    """Redact ``column`` on the rows that can hold a sensitive header value.
+
+    Candidates: multi-line dumps and codec header lines that name a sensitive header (an
+    ASCII case-insensitive substring search; a row with any non-ASCII character is a candidate
+    too, since the regexes fold case the Unicode way).
+    """
+    text = pl.col(column)
     candidates = df.select(
-        pl.col(column).str.contains("\n", literal=True) | pl.col(column).str.contains("completed header: key=",
-                                                                                       literal=True)
+        (text.str.contains("\n", literal=True) | text.str.contains("completed header: key=", literal=True))
+        & (text.str.contains_any(list(SENSITIVE_HEADERS), ascii_case_insensitive=True)
+           | text.str.contains(r"[^\x00-\x7f]"))
     ).to_series()
     rows = candidates.arg_true()
     if rows.len() == 0:

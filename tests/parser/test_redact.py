@@ -80,3 +80,12 @@ def test_escaped_newline_format_is_redacted_too():
 def test_sensitive_names():
     assert is_sensitive("Authorization") and is_sensitive("SET-COOKIE") and not is_sensitive("user-agent")
     assert {"authorization", "cookie", "set-cookie", "x-api-key", "proxy-authorization"} <= set(SENSITIVE_HEADERS)
+
+
+def test_unicode_case_folded_names_are_still_candidates():
+    """The regexes fold case the Unicode way (KELVIN SIGN matches k): the fast pre-check must not skip them."""
+    kelvin_cookie = "coo\u212aie"
+    line = (f"{T.format(1)}\tdebug\tenvoy http conn_manager_impl.cc:1560\t[C1][S2] request headers complete "
+            f"(end_stream=true):\n':method', 'GET'\n'{kelvin_cookie}', 'session=s3cr3t'\n\tthread=7\n")
+    message = parse_text(line).events["message"][0]
+    assert "s3cr3t" not in message and REDACTED in message
