@@ -388,17 +388,28 @@ ID_PREFIX = (r'^(?:\[C[0-9]+\](?:\[S[0-9]+\])? |\[Tags: "ConnectionId":"[0-9]+"(
 SENTINELS = ("918273645", "192837465")
 
 
-def _id_prefixes(prefixes: pl.Series) -> pl.DataFrame:
-    """Per distinct id prefix: its ids, and the prefix with the ids replaced by ``SENTINELS``.
-
-    A prefix whose line already holds a sentinel elsewhere keeps its own ids (its own class).
-    """
-    df = prefixes.unique().to_frame("pfx__")
-    ids = pl.col("pfx__").str.extract_all("[0-9]+")
-    canon = pl.col("pfx__").str.replace("[0-9]+", SENTINELS[0]).str.replace(
+def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
+    """Per distinct candidate (a line's start up to its first ``] ``): is it the grammar's id prefix, its
+    length, its ids, and its text with the ids replaced by ``SENTINELS``."""
+    df = candidates.unique().drop_nulls().to_frame("cand__")
+    text = pl.col("cand__").cast(pl.String)
+    valid = text.str.contains(ID_PREFIX + "$")
+    ids = text.str.extract_all("[0-9]+")
+    canon = text.str.replace("[0-9]+", SENTINELS[0]).str.replace(
         "(\\]\\[S|\"StreamId\\\\?\":\\\\?\")[0-9]+", "${1}" + SENTINELS[1])
-    return df.select("pfx__", conn__=ids.list.get(0, null_on_oob=True), stream__=ids.list.get(1, null_on_oob=True),
-                     canon__=canon)
+    return df.select(
+        "cand__", plen__=pl.when(valid).then(pl.col("cand__").bin.size()).otherwise(0).cast(pl.Int64),
+        conn__=pl.when(valid).then(ids.list.get(0, null_on_oob=True)),
+        stream__=pl.when(valid).then(ids.list.get(1, null_on_oob=True)),
+        canon__=pl.when(valid).then(canon).otherwise(pl.lit("")), pfx__=pl.when(valid).then(text).otherwise(pl.lit("")))
+
+
+def _with_sentinel(key: pl.DataFrame) -> pl.Series:
+    """Classes whose text already holds a sentinel: their records keep their own ids (their own class)."""
+    logger = pl.col("logger").fill_null("")
+    return key.select(pl.any_horizontal(
+        *[logger.str.contains(s, literal=True) for s in SENTINELS],
+        *[pl.col("rest__").bin.contains(s.encode()) for s in SENTINELS])).to_series()
 
 
 def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = None) -> pl.DataFrame:
@@ -410,38 +421,43 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     prefix form, rest of the first line); its representative carries sentinel ids, and a
     conn_id/stream_id equal to a sentinel is the record's own id from its prefix. The ids are
     digit runs in the grammar's ``prefix`` rule, so records of a class have the same shape and
-    lexical signature and the fast path would give them one rule anyway.
+    lexical signature and the fast path would give them one rule anyway. Results are kept in
+    the classifier: a later chunk classifies only the classes it has not seen.
     """
-    line = pl.col("first_line").fill_null("")
-    rows = records.select("logger", rest__=line.str.replace(ID_PREFIX, ""), line__=line)
-    # the id prefix is ASCII: its length in bytes is its length in characters
-    rows = rows.select("logger", "rest__", pfx__=pl.col("line__").str.head(
-        (pl.col("line__").str.len_bytes() - pl.col("rest__").str.len_bytes()).cast(pl.Int64)))
-    ids = _id_prefixes(rows["pfx__"])
-    text = pl.col("canon__") + pl.col("rest__")
-    clash = (pl.col("logger").fill_null("").str.contains(SENTINELS[0], literal=True)
-             | pl.col("logger").fill_null("").str.contains(SENTINELS[1], literal=True)
-             | pl.col("rest__").str.contains(SENTINELS[0], literal=True)
-             | pl.col("rest__").str.contains(SENTINELS[1], literal=True))
-    rows = pl.concat([rows, rows.select("pfx__").join(ids, on="pfx__", how="left", maintain_order="left")
-                      .drop("pfx__")], how="horizontal")
-    classes = rows.select("logger", "canon__", "rest__", "pfx__").unique(subset=list(CLASS_KEY))
-    classes = classes.with_columns(clash=clash)
-    if classes["clash"].any():  # such lines are their own class: real ids in the text
-        own = classes.filter("clash").select(*CLASS_KEY, own__=pl.lit(True))
-        rows = rows.join(own, on=list(CLASS_KEY), how="left", maintain_order="left", nulls_equal=True)
-        rows = rows.with_columns(canon__=pl.when(pl.col("own__")).then(pl.col("pfx__")).otherwise(pl.col("canon__")))
-        classes = rows.select(*CLASS_KEY).unique()
     classifier = classifier if classifier is not None else Classifier()
-    classes = classes.select(*CLASS_KEY)
-    known = classifier.classes
-    new = classes if known is None else classes.join(known, on=list(CLASS_KEY), how="anti", nulls_equal=True)
-    if new.height:
-        found = classify_fast(new.select("logger", first_line=text), classifier)
-        known = classifier.remember(pl.concat([new, found], how="horizontal"))
-    assert known is not None
-    found = rows.select(*CLASS_KEY).join(known, on=list(CLASS_KEY), how="left", maintain_order="left",
-                                         nulls_equal=True).drop(*CLASS_KEY)
+    line = pl.col("first_line").fill_null("").cast(pl.Binary)
+    # every spelling of the id prefix ends at the line's first "] "
+    cand = pl.when(line.bin.starts_with(b"[")).then(line.bin.head(
+        pl.col("first_line").str.find("] ", literal=True).cast(pl.Int64) + 2))
+    rows = records.select("logger", line__=line, cand__=cand)
+    rows = pl.concat([rows.drop("cand__"), rows.select("cand__").join(
+        _id_prefixes(rows["cand__"]), on="cand__", how="left", maintain_order="left").drop("cand__")],
+        how="horizontal")
+    rows = rows.select("logger", canon__=pl.col("canon__").fill_null(""), pfx__=pl.col("pfx__").fill_null(""),
+                       rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
+                       stream__="stream__")
+    key = list(CLASS_KEY)
+
+    def lookup(table: pl.DataFrame) -> pl.DataFrame:
+        return rows.select(key).join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
+
+    found = lookup(classifier.classes) if classifier.classes is not None else None
+    if found is None or found["kind"].null_count():
+        todo = rows if found is None else rows.filter(found["kind"].is_null())
+        new = todo.select(key).unique()
+        clash = _with_sentinel(new)
+        if clash.any():  # rare: such records keep their real ids in their class key
+            own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True))
+            flag = rows.select("logger", "rest__").join(own, on=["logger", "rest__"], how="left",
+                                                        maintain_order="left", nulls_equal=True)["own__"]
+            rows = rows.with_columns(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
+                                     .otherwise(pl.col("canon__")))
+            todo = rows if found is None else rows.filter(found["kind"].is_null() | flag.is_not_null())
+            new = todo.select(key).unique()
+        text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
+        classified = classify_fast(new.select("logger", first_line=text), classifier)
+        found = lookup(classifier.remember(pl.concat([new, classified], how="horizontal")))
+    found = found.drop(key)
     own_conn = rows["conn__"].cast(pl.Int64, strict=False)
     own_stream = rows["stream__"].cast(pl.UInt64, strict=False)
     return found.with_columns(

@@ -16,7 +16,6 @@ def _header(name: str) -> pl.Expr:
 
 def header_columns(events: pl.DataFrame) -> pl.DataFrame:
     """Adds method, authority, path, x_request_id, trace_id and (for responses) status."""
-    is_dump = pl.col("kind").cast(pl.String).is_in(DUMP_KINDS) & pl.col("message").str.contains("\n")
     traceparent = _header("traceparent").str.split("-").list.get(1, null_on_oob=True)
     exprs = {
         "method": _header(":method"),
@@ -25,10 +24,13 @@ def header_columns(events: pl.DataFrame) -> pl.DataFrame:
         "x_request_id": _header("x-request-id"),
         "trace_id": pl.coalesce(traceparent, _header("x-b3-traceid")),
     }
-    rows = events.select(is_dump).to_series().arg_true()
+    rows = events.select(pl.col("kind").is_in(DUMP_KINDS)).to_series().arg_true()
+    dumps = events.select("message", "status")[rows]
+    has_dump = dumps.select(pl.col("message").str.contains("\n", literal=True)).to_series()
+    rows, dumps = rows.filter(has_dump), dumps.filter(has_dump)
     if rows.len() == 0:
         return events.with_columns(pl.lit(None, dtype=pl.String).alias(k) for k in exprs)
-    found = events[rows].select(
+    found = dumps.select(
         *[e.alias(k) for k, e in exprs.items()],
         status=pl.coalesce(pl.col("status"), _header(":status").cast(pl.Int64, strict=False)))
     n = events.height

@@ -32,13 +32,15 @@ def redact_frame(df: pl.DataFrame, column: str = "message") -> pl.DataFrame:
     too, since the regexes fold case the Unicode way).
     """
     text = pl.col(column)
-    candidates = df.select(
-        (text.str.contains("\n", literal=True) | text.str.contains("completed header: key=", literal=True))
-        & (text.str.contains_any(list(SENSITIVE_HEADERS), ascii_case_insensitive=True)
-           | text.str.contains(r"[^\x00-\x7f]"))
-    ).to_series()
-    rows = candidates.arg_true()
+    rows = df.select(text.str.contains("\n", literal=True) | text.str.contains("completed header: key=", literal=True)
+                     ).to_series().arg_true()
     if rows.len() == 0:
         return df
-    fixed = df[column].gather(rows).to_frame().select(redact_message(pl.col(column))).to_series()
-    return df.with_columns(df[column].scatter(rows, fixed))
+    subset = df[column].gather(rows).to_frame()
+    named = subset.select(text.str.contains_any(list(SENSITIVE_HEADERS), ascii_case_insensitive=True)).to_series()
+    if subset.select(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
+        named = named | subset.select(text.str.contains(r"[^\x00-\x7f]")).to_series()
+    rows, subset = rows.filter(named), subset.filter(named)
+    if rows.len() == 0:
+        return df
+    return df.with_columns(df[column].scatter(rows, subset.select(redact_message(text)).to_series()))
