@@ -7,10 +7,12 @@ the line numbers that belong to no record (malformed).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import polars as pl
 
+from envoy_dissector.parser.distinct import distinct
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 from envoy_dissector.parser.redact import redact_frame
 from envoy_dissector.parser.schema import RECORD_COLUMNS
@@ -31,9 +33,10 @@ _DATE_TIME = ("Y", "mo", "d", "H", "Mi", "S")
 _FRACTIONS = {"frac_us": 1, "frac_ms": 1000, "frac_ns": -1000}  # multiplier; negative: divide
 
 
-def _whole_seconds() -> pl.Expr:
-    """Epoch microseconds of the date and time groups, to the second."""
-    return pl.datetime(*[pl.col(g).cast(pl.Int32, strict=False) for g in _DATE_TIME], time_unit="us").dt.epoch("us")
+def _whole_seconds(parts: Iterable[pl.Expr] | None = None) -> pl.Expr:
+    """Epoch microseconds of the date and time groups (or ``parts``, in that order), to the second."""
+    exprs = list(parts) if parts is not None else [pl.col(g) for g in _DATE_TIME]
+    return pl.datetime(*[e.cast(pl.Int32, strict=False) for e in exprs], time_unit="us").dt.epoch("us")
 
 
 def _timestamp(fields: frozenset[str], columns: list[str]) -> pl.Expr:
@@ -155,43 +158,38 @@ def mark_starts(lines: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     return lines.with_columns(is_start=pl.col("raw").str.len_bytes() != pl.col("body").str.len_bytes())
 
 
-def _join_small(df: pl.DataFrame, key: str, table: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with ``table``'s other columns looked up by ``key`` (only the key column goes through the join)."""
-    looked = df.select(key).join(table, on=key, how="left", maintain_order="left").drop(key)
-    return pl.concat([df, looked], how="horizontal")
-
-
 def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     """Envelope groups of start lines: the fixed-width head by slicing, the rest once per distinct text.
 
     The head's regex consumes exactly its width, so the prefix regex's groups after the head
     are the same for every line with the same text there (level, logger, source, thread...:
-    few distinct values): they are read from one line each and joined back. The date and time
-    to the second are likewise computed once per distinct second.
+    few distinct values): they are read from one line each. The date and time to the second
+    are likewise computed once per distinct second.
     """
     head = {name: (offset, width) for name, offset, width in fmt.head}
     rest = {name for name in re.findall(r"\(\?P<(\w+)>", fmt.prefix) if name not in head and name != "prefix__"}
-    raw = pl.col("raw")
+    raw = starts["raw"]
     if set(_DATE_TIME) <= head.keys():
         # everything in the head before the sub-second digits
         end = min((head[f][0] for f in _FRACTIONS if f in head), default=fmt.head_width)
         if all(head[g][0] + head[g][1] <= end for g in _DATE_TIME):
-            starts = starts.with_columns(sec__=raw.str.slice(0, end))
-            seconds = starts.select(pl.col("sec__").unique()).with_columns(
-                pl.col("sec__").str.slice(head[g][0], head[g][1]).alias(g) for g in _DATE_TIME)
-            seconds = seconds.select("sec__", seconds__=_whole_seconds())
-            starts = _join_small(starts, "sec__", seconds).drop("sec__")
+            second = raw.str.slice(0, end)
+            groups = distinct(second)
+            seconds = second.gather(groups.first).to_frame("s").select(
+                _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME))
+            starts = starts.with_columns(seconds__=seconds.to_series().gather(groups.index))
             head = {name: where for name, where in head.items() if name not in _DATE_TIME}
-    starts = starts.with_columns(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
+    starts = starts.with_columns(pl.col("raw").str.slice(offset, width).alias(name)
+                                 for name, (offset, width) in head.items())
     if not rest:
         return starts
-    plen = raw.str.len_bytes() - pl.col("body").str.len_bytes()
-    starts = starts.with_columns(key__=raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes))
-    reps = starts.select("key__", "raw").unique(subset="key__", keep="first")
-    reps = reps.select("key__", raw.str.extract_groups(fmt.prefix).alias("p")).unnest("p")
+    plen = (raw.str.len_bytes() - starts["body"].str.len_bytes()).cast(pl.Int64)
+    key = raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes)
+    groups = distinct(key)
+    reps = raw.gather(groups.first).to_frame().select(pl.col("raw").str.extract_groups(fmt.prefix)).unnest("raw")
     reps, per_line = _typed_here(reps, rest, fmt.fields)
-    reps = reps.select("key__", *sorted(per_line), *[c for c in reps.columns if c.startswith("out__")])
-    return _join_small(starts, "key__", reps).drop("key__")
+    reps = reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")])
+    return pl.concat([starts, groups.spread(reps)], how="horizontal")
 
 
 def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
@@ -202,20 +200,18 @@ def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     """
     assert fmt.suffix is not None and fmt.suffix_plain is not None
     groups = set(re.findall(r"\(\?P<(\w+)>", fmt.suffix))
-    message = pl.col("message")
-    starts = starts.with_columns(stripped__=message.str.replace(fmt.suffix_plain, ""))
-    if groups:
-        cut = (message.str.len_bytes() - pl.col("stripped__").str.len_bytes()).cast(pl.Int64)
-        starts = starts.with_columns(suffix__=message.cast(pl.Binary).bin.tail(cut))
-    starts = starts.with_columns(message=pl.col("stripped__")).drop("stripped__")
+    message = starts["message"]
+    stripped = message.str.replace(fmt.suffix_plain, "")
+    starts = starts.with_columns(message=stripped)
     if not groups:
         return starts
-    texts = starts.select(pl.col("suffix__").unique()).filter(pl.col("suffix__").bin.size() > 0)
-    texts = texts.select("suffix__", pl.col("suffix__").cast(pl.String).str.extract_groups("^(?:" + fmt.suffix + ")")
-                         .alias("p")).unnest("p")
+    suffix = message.cast(pl.Binary).bin.tail((message.str.len_bytes() - stripped.str.len_bytes()).cast(pl.Int64))
+    found = distinct(suffix)
+    texts = suffix.gather(found.first).cast(pl.String).to_frame("s").select(
+        pl.col("s").str.extract_groups("^(?:" + fmt.suffix + ")")).unnest("s")
     texts, per_line = _typed_here(texts, groups, fmt.fields)
-    texts = texts.select("suffix__", *sorted(per_line), *[c for c in texts.columns if c.startswith("out__")])
-    return _join_small(starts, "suffix__", texts).drop("suffix__")
+    texts = texts.select(*sorted(per_line), *[c for c in texts.columns if c.startswith("out__")])
+    return pl.concat([starts, found.spread(texts)], how="horizontal")
 
 
 def _fold(starts: pl.DataFrame, conts: pl.DataFrame, one_origin: bool) -> pl.DataFrame:

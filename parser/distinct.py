@@ -1,0 +1,38 @@
+"""Distinct values of a text column and, for every row, which one it holds: the fast path's "compute once
+per distinct text, apply to all" step, without a join over the whole chunk.
+
+A cast to a categorical with its own (fresh, unshared) category table numbers the distinct
+values 0, 1, 2... in order of first appearance, with exact string equality.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Distinct:
+    """``first``: row of each distinct value's first occurrence; ``index``: per row, its position in ``first``."""
+
+    first: pl.Series
+    index: pl.Series
+
+    def spread(self, per_distinct: pl.DataFrame) -> pl.DataFrame:
+        """Rows of ``per_distinct`` (one per distinct value, in ``first`` order) repeated for every row."""
+        return per_distinct[self.index]
+
+
+def distinct(values: pl.Series) -> Distinct:
+    """Group rows by value (text, or bytes that are valid UTF-8); nulls form one group of their own."""
+    if values.dtype == pl.Binary:
+        values = values.cast(pl.String)
+    codes = values.cast(pl.Categorical(pl.Categories.random())).to_physical()
+    if codes.null_count():
+        codes = codes.fill_null(int(codes.max() or 0) + 1 if codes.len() > codes.null_count() else 0)
+        first = codes.is_first_distinct().arg_true()
+        order = np.argsort(codes.gather(first).to_numpy(), kind="stable")  # null group's number is the last
+        first = first.gather(pl.Series(order))
+        return Distinct(first, codes)
+    return Distinct(codes.is_first_distinct().arg_true(), codes)

@@ -1,0 +1,25 @@
+"""parser/distinct.py: every row maps back to a first occurrence holding the same value."""
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envoy_dissector.parser.distinct import distinct
+
+
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="ab\t\u00e9", max_size=3)), max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_distinct_rebuilds_the_column(values):
+    series = pl.Series("v", values, dtype=pl.String)
+    found = distinct(series)
+    first = found.first.to_list()
+    assert [values[first[i]] for i in found.index.to_list()] == values
+    assert len(first) == len(set(values))  # one group per distinct value (None included)
+    assert first == sorted(first)  # in order of first appearance
+    assert all(values[r] not in values[:r] for r in first)
+
+
+def test_binary_values_group_like_their_text():
+    text = pl.Series(["x", "\u00e9", "x", "y"])
+    assert distinct(text.cast(pl.Binary)).index.to_list() == distinct(text).index.to_list() == [0, 1, 0, 2]
