@@ -16,7 +16,9 @@ def test_distinct_rebuilds_the_column(values):
     first = found.first.to_list()
     assert [values[first[i]] for i in found.index.to_list()] == values
     assert len(first) == len(set(values))  # one group per distinct value (None included)
-    assert first == sorted(first)  # in order of first appearance
+    texts = [r for r in first if values[r] is not None]
+    assert texts == sorted(texts)  # in order of first appearance (the null group comes last)
+    assert None not in values or values[first[-1]] is None
     assert all(values[r] not in values[:r] for r in first)
 
 
