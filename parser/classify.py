@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from envoy_dissector.parser.distinct import distinct
 from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
@@ -389,16 +390,15 @@ SENTINELS = ("918273645", "192837465")
 
 
 def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
-    """Per distinct candidate (a line's start up to its first ``] ``): is it the grammar's id prefix, its
-    length, its ids, and its text with the ids replaced by ``SENTINELS``."""
-    df = candidates.unique().drop_nulls().to_frame("cand__")
+    """Per candidate (a line's start up to its first ``] ``): is it the grammar's id prefix, its length,
+    its ids, and its text with the ids replaced by ``SENTINELS``."""
     text = pl.col("cand__").cast(pl.String)
-    valid = text.str.contains(ID_PREFIX + "$")
+    valid = text.str.contains(ID_PREFIX + "$").fill_null(False)
     ids = text.str.extract_all("[0-9]+")
     canon = text.str.replace("[0-9]+", SENTINELS[0]).str.replace(
         "(\\]\\[S|\"StreamId\\\\?\":\\\\?\")[0-9]+", "${1}" + SENTINELS[1])
-    return df.select(
-        "cand__", plen__=pl.when(valid).then(pl.col("cand__").bin.size()).otherwise(0).cast(pl.Int64),
+    return candidates.to_frame("cand__").select(
+        plen__=pl.when(valid).then(pl.col("cand__").bin.size()).otherwise(0).cast(pl.Int64),
         conn__=pl.when(valid).then(ids.list.get(0, null_on_oob=True)),
         stream__=pl.when(valid).then(ids.list.get(1, null_on_oob=True)),
         canon__=pl.when(valid).then(canon).otherwise(pl.lit("")), pfx__=pl.when(valid).then(text).otherwise(pl.lit("")))
@@ -430,9 +430,9 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     cand = pl.when(line.bin.starts_with(b"[")).then(line.bin.head(
         pl.col("first_line").str.find("] ", literal=True).cast(pl.Int64) + 2))
     rows = records.select("logger", line__=line, cand__=cand)
-    rows = pl.concat([rows.drop("cand__"), rows.select("cand__").join(
-        _id_prefixes(rows["cand__"]), on="cand__", how="left", maintain_order="left").drop("cand__")],
-        how="horizontal")
+    groups = distinct(rows["cand__"])
+    rows = pl.concat([rows.drop("cand__"), groups.spread(_id_prefixes(rows["cand__"].gather(groups.first)))],
+                     how="horizontal")
     rows = rows.select("logger", canon__=pl.col("canon__").fill_null(""), pfx__=pl.col("pfx__").fill_null(""),
                        rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
                        stream__="stream__")
