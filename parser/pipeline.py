@@ -79,7 +79,7 @@ class Chunk:
 _UNUSED_BYTE = b"\x1f"  # the CSV reader's separator: a block holding it is split the slow way
 
 
-def _lines_frame(block: Block) -> pl.DataFrame:
+def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
     """One row per physical line (a final newline ends the last line; one trailing ``\\r`` is dropped).
 
     polars' CSV reader with a separator absent from the block splits lines natively (several times
@@ -96,7 +96,7 @@ def _lines_frame(block: Block) -> pl.DataFrame:
         body = text[:-1] if text.endswith("\n") else text
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
-    return df.with_row_index("line_no", offset=block.first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
+    return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
 
 
 @dataclass
@@ -241,12 +241,14 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
         for source in sources:
             state: _SourceState | None = None
             last_bytes = 0
+            next_line_no = 1
             kwargs = {"block_bytes": block_bytes} if block_bytes else {}
             for block in read_blocks(source, **kwargs):
                 if progress is not None:
                     progress(block.bytes_read - last_bytes)
                     last_bytes = block.bytes_read
-                lines = _lines_frame(block)
+                lines = _lines_frame(block, next_line_no)
+                next_line_no += lines.height
                 diag.lines_read += lines.height
                 if state is None:
                     sample = lines.head(2000)["raw"].to_list()

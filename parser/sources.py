@@ -1,7 +1,7 @@
 """Sources: files, globs, gzip, stdin and in-memory text, read as blocks of whole lines.
 
 Nothing after this module knows where bytes came from: every source yields
-``Block(origin, first_line_no, data)`` with ``data`` holding whole lines.
+``Block(origin, data, bytes_read)`` with ``data`` holding whole lines.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 @dataclass(frozen=True)
 class Block:
     origin: str
-    first_line_no: int  # 1-based line number of the first line in ``data``
     data: bytes  # whole lines, UTF-8 as read (invalid bytes are replaced when decoded)
     bytes_read: int  # cumulative bytes consumed from the (decompressed) source
 
@@ -104,10 +103,9 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
     """Yield blocks of whole lines (the last may lack a final newline)."""
     if source.text is not None:
         if source.text:  # empty text has no lines, like an empty file
-            yield Block(source.name, 1, source.text.encode(), len(source.text))
+            yield Block(source.name, source.text.encode(), len(source.text))
         return
     fh = _open_binary(source)
-    line_no = 1
     consumed = 0
     carry = b""
     try:
@@ -119,7 +117,7 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
             consumed += len(data)
             if not data:
                 if carry:
-                    yield Block(source.name, line_no, carry, consumed)
+                    yield Block(source.name, carry, consumed)
                 return
             if carry:
                 data = carry + data
@@ -128,8 +126,7 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
                 carry = data
                 continue
             whole, carry = (data, b"") if cut == len(data) - 1 else (data[: cut + 1], data[cut + 1 :])
-            yield Block(source.name, line_no, whole, consumed)
-            line_no += whole.count(b"\n")
+            yield Block(source.name, whole, consumed)
     finally:
         if source.path is not None:
             fh.close()
