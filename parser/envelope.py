@@ -14,7 +14,7 @@ import polars as pl
 
 from envoy_dissector.parser.distinct import distinct
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
-from envoy_dissector.parser.redact import redact_frame
+from envoy_dissector.parser.redact import redact_frame, rows_where
 from envoy_dissector.parser.schema import RECORD_COLUMNS
 
 # A physical line that may continue the record above it: a header-dump line,
@@ -108,11 +108,14 @@ def _message(message: pl.Expr, escaping: str) -> pl.Expr:
     return message
 
 
-def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool) -> pl.DataFrame:
-    """Typed envelope columns: ``out__*`` columns computed once per distinct text, the rest per line."""
-    df = _strip_trailing_newlines(df)
+def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool, multiline: pl.Expr | None = None) -> pl.DataFrame:
+    """Typed envelope columns: ``out__*`` columns computed once per distinct text, the rest per line.
+
+    ``multiline`` marks the messages that can hold a newline (all when not given).
+    """
+    df = _strip_trailing_newlines(df, multiline)
     if redact:
-        df = redact_frame(df)
+        df = redact_frame(df, multiline=multiline)
     exprs: dict[str, pl.Expr] = {}
     for name, (needs, expr) in _outputs(fields).items():
         exprs[name] = pl.col(f"out__{name}") if f"out__{name}" in df.columns else expr
@@ -121,18 +124,18 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool) -> pl.DataFr
     return df
 
 
-def _strip_trailing_newlines(df: pl.DataFrame) -> pl.DataFrame:
-    rows = df.select(pl.col("message").str.ends_with("\n")).to_series().arg_true()
+def _strip_trailing_newlines(df: pl.DataFrame, multiline: pl.Expr | None = None) -> pl.DataFrame:
+    rows = rows_where(df, pl.col("message").str.ends_with("\n"), within=multiline)
     if rows.len() == 0:
         return df
     fixed = df["message"].gather(rows).str.strip_chars_end("\n")
     return df.with_columns(df["message"].scatter(rows, fixed))
 
 
-def _select(df: pl.DataFrame) -> pl.DataFrame:
+def _select(df: pl.DataFrame, multiline: pl.Expr | None = None) -> pl.DataFrame:
     cols = [c for c in RECORD_COLUMNS if c not in ("conn_id", "stream_id")]
     first_line = df["message"]
-    rows = df.select(pl.col("message").str.contains("\n", literal=True)).to_series().arg_true()
+    rows = rows_where(df, pl.col("message").str.contains("\n", literal=True), within=multiline)
     if rows.len():
         first_line = first_line.scatter(rows, first_line.gather(rows).str.extract(r"^([^\n]*)", 1))
     return df.select(*cols).with_columns(first_line=first_line)
@@ -239,11 +242,13 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
     one_origin = single_origin(lines)
     rid = pl.col("is_start").cast(pl.Int64).cum_sum()
     lines = lines.with_columns(rid=rid if one_origin else rid.over("origin"))
-    opener = pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":")).otherwise(None).forward_fill()
-    opener = opener if one_origin else opener.over("origin")
-    others = lines.with_columns(opener__=opener).filter(~pl.col("is_start"))
-    others = others.with_columns(
-        is_cont=(pl.col("rid") > 0) & (pl.col("raw").str.contains(CONTINUATION) | pl.col("opener__").fill_null(False)))
+    others = lines.filter(~pl.col("is_start")).with_columns(is_cont=pl.col("raw").str.contains(CONTINUATION))
+    if not others["is_cont"].all():  # other lines continue a record whose first line ends with ':'
+        opener = pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":")).otherwise(None).forward_fill()
+        opener = (opener if one_origin else opener.over("origin")).fill_null(False)
+        others = others.with_columns(is_cont=pl.col("is_cont") | lines.select(opener).to_series().filter(
+            ~lines["is_start"]))
+    others = others.with_columns(is_cont=pl.col("is_cont") & (pl.col("rid") > 0))
     malformed = others.filter(~pl.col("is_cont")).select("line_no", "origin", "raw")
     starts = lines.filter(pl.col("is_start")).select("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
     starts = _prefix_fields(starts, fmt).rename({"body": "message"}).drop("raw")
@@ -256,8 +261,10 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
         starts = _strip_suffix(starts, fmt)
     if fmt.message_escaping != "none":
         starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
-    df = _finish(starts, fmt.fields, redact)
-    return Envelope(_select(df).with_columns(n_lines=df["n_lines"]), malformed)
+    # without escaping, a newline in a message can only come from folding
+    multiline = pl.col("n_lines") > 1 if fmt.message_escaping == "none" else None
+    df = _finish(starts, fmt.fields, redact, multiline)
+    return Envelope(_select(df, multiline).with_columns(n_lines=df["n_lines"]), malformed)
 
 
 def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:

@@ -14,6 +14,16 @@ _DUMP_LINE = rf"(?im)^('(?:{_NAMES})', ').*$"
 _HEADER_LINE = rf"(?i)(completed header: key=(?:{_NAMES}) value=).*$"
 
 
+def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | None = None) -> pl.Series:
+    """Row numbers where ``condition`` holds, evaluating it only on the rows ``within`` selects (if given)."""
+    if within is None:
+        return df.select(condition).to_series().arg_true()
+    rows = df.select(within).to_series().arg_true()
+    if rows.len() == 0:
+        return rows
+    return rows.filter(df.select(condition.meta.root_names())[rows].select(condition).to_series())
+
+
 def redact_message(message: pl.Expr) -> pl.Expr:
     """Replace values of sensitive headers in dumps (``'cookie', '...'``) and codec header lines."""
     return (message.str.replace_all(_DUMP_LINE, "${1}" + REDACTED + "'")
@@ -24,16 +34,19 @@ def is_sensitive(name: str) -> bool:
     return name.lower() in SENSITIVE_HEADERS
 
 
-def redact_frame(df: pl.DataFrame, column: str = "message") -> pl.DataFrame:
+def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr | None = None) -> pl.DataFrame:
     """Redact ``column`` on the rows that can hold a sensitive header value.
 
-    Candidates: multi-line dumps and codec header lines that name a sensitive header (an
+    Candidates (``multiline`` narrows the rows that can hold a dump): multi-line dumps and codec
+    header lines that name a sensitive header (an
     ASCII case-insensitive substring search; a row with any non-ASCII character is a candidate
     too, since the regexes fold case the Unicode way).
     """
     text = pl.col(column)
-    rows = df.select(text.str.contains("\n", literal=True) | text.str.contains("completed header: key=", literal=True)
-                     ).to_series().arg_true()
+    dumps = rows_where(df, text.str.contains("\n", literal=True), within=multiline)
+    lines = df.select(text.str.contains("completed header: key=", literal=True)).to_series().arg_true()
+    rows = pl.concat([dumps, lines]).unique().sort() if lines.len() and dumps.len() else (
+        dumps if dumps.len() else lines)
     if rows.len() == 0:
         return df
     subset = df[column].gather(rows).to_frame()
