@@ -196,7 +196,11 @@ class Classifier:
                 return self.classes
         return table
 
+    #: shapes met in this capture (``rules`` may also hold shapes from earlier runs: see shape_cache.py)
+    seen: set[str] = field(default_factory=set, repr=False)
+
     def rule_for(self, shape: str, values: list[str], representative: str) -> ShapeRule:
+        self.seen.add(shape)
         rule = self.rules.get(shape)
         if rule is None:
             with self._lock:

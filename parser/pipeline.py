@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.classify import Classifier, classify
 from envoy_dissector.parser.envelope import single_origin, split_envelope
 from envoy_dissector.parser.errors import FormatError, InputError
@@ -229,7 +230,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
     sources = _as_sources(inputs)
-    classifier = Classifier()
+    classifier = Classifier(rules=shape_cache.load())
     formats_seen: Counter[str] = Counter()
     pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -267,7 +268,9 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                 yield from submit(state.carry, state)
         while pending:
             yield from _finish_chunk(pending.popleft().result(), diag)
-    diag.shapes = len(classifier.rules)
+    if classifier.grammar_calls:
+        shape_cache.save(classifier.rules)
+    diag.shapes = len(classifier.seen)
     diag.grammar_calls = classifier.grammar_calls
     diag.fallback_lines = classifier.fallback_lines
     if formats_seen:

@@ -1,0 +1,94 @@
+"""The grammar's verdict per message shape, kept on disk between runs.
+
+The fast path parses each distinct message shape once with the grammar (~2 ms each in the
+Python ANTLR runtime; a capture has a few hundred shapes). Those verdicts (``ShapeRule``) depend
+only on the grammar and on the code that locates fields, so they are stored in a file named after
+a hash of both: a changed grammar or fast path starts from an empty table, never from stale rules.
+
+``ENVOY_DISSECTOR_CACHE_DIR`` moves the directory (default ``$XDG_CACHE_HOME/envoy-dissector`` or
+``~/.cache/envoy-dissector``); ``ENVOY_DISSECTOR_CACHE=0`` turns the cache off. A missing,
+unreadable or corrupt file is ignored (and rewritten).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from envoy_dissector.parser.classify import Boundary, ShapeRule
+
+_SOURCES = ("EnvoyLog.g4", "grammar.py", "classify.py", "shape_cache.py")
+MAX_SHAPES = 100_000
+
+
+def enabled() -> bool:
+    return os.environ.get("ENVOY_DISSECTOR_CACHE", "1") not in ("0", "false", "no")
+
+
+def cache_dir() -> Path:
+    if os.environ.get("ENVOY_DISSECTOR_CACHE_DIR"):
+        return Path(os.environ["ENVOY_DISSECTOR_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "envoy-dissector"
+
+
+@lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """Hash of the grammar and of the code that turns its parses into rules."""
+    digest = hashlib.sha256()
+    for name in _SOURCES:
+        digest.update(name.encode() + b"\0" + _source_bytes(name) + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _source_bytes(name: str) -> bytes:
+    return resources.files("envoy_dissector.parser").joinpath(name).read_bytes()
+
+
+def cache_path() -> Path:
+    return cache_dir() / f"shapes-{fingerprint()}.json"
+
+
+def _encode(rule: ShapeRule) -> list[object]:
+    return [rule.kind, [[n, list(_b(a)), list(_b(b))] for n, a, b in rule.fields], list(rule.checked),
+            list(rule.signatures), list(rule.exact), list(rule.exact_values), list(rule.forbid)]
+
+
+def _b(boundary: Boundary) -> tuple[int, int, int]:
+    return boundary.literal, boundary.regions, boundary.delta
+
+
+def _decode(item: list) -> ShapeRule:  # type: ignore[type-arg]
+    kind, fields, checked, signatures, exact, exact_values, forbid = item
+    return ShapeRule(str(kind), tuple((str(n), Boundary(*a), Boundary(*b)) for n, a, b in fields),
+                     tuple(checked), tuple(signatures), tuple(exact), tuple(exact_values), tuple(forbid))
+
+
+def load() -> dict[str, ShapeRule]:
+    """The stored rules, or nothing (disabled, missing, unreadable or corrupt)."""
+    if not enabled():
+        return {}
+    try:
+        data = json.loads(cache_path().read_text())
+        return {str(shape): _decode(item) for shape, item in data["rules"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def save(rules: dict[str, ShapeRule]) -> None:
+    """Write the rules (atomically; a failure to write is not an error: the cache is an optimisation)."""
+    if not enabled() or not rules or len(rules) > MAX_SHAPES:
+        return
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps({"fingerprint": fingerprint(), "rules": {s: _encode(r) for s, r in rules.items()}})
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".shapes-", delete=False) as fh:
+            fh.write(payload)
+        os.replace(fh.name, path)
+    except OSError:
+        return

@@ -1,0 +1,74 @@
+"""The grammar's verdicts per shape survive between runs (parser/shape_cache.py), and never go stale."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from polars.testing import assert_frame_equal
+
+from envoy_dissector.parser import shape_cache
+from envoy_dissector.parser.pipeline import parse
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE", "1")
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _without_cache(monkeypatch, path):
+    with monkeypatch.context() as m:
+        m.setenv("ENVOY_DISSECTOR_CACHE", "0")
+        return parse(path)
+
+
+def test_second_run_needs_no_grammar_call_and_gives_the_same_events(cache, fixture_by_rel, monkeypatch):
+    fx = fixture_by_rel("istio-thread/workers/envoy.log.gz")
+    first = parse(fx.path)
+    assert first.diagnostics.grammar_calls == first.diagnostics.shapes > 0
+    assert shape_cache.cache_path().parent == cache and shape_cache.cache_path().exists()
+    second = parse(fx.path)
+    assert second.diagnostics.grammar_calls == 0
+    assert second.diagnostics.shapes == first.diagnostics.shapes
+    assert_frame_equal(second.events, first.events)
+    assert_frame_equal(second.events, _without_cache(monkeypatch, fx.path).events)
+
+
+def test_rules_round_trip(cache, fixture_by_rel):
+    parse(fixture_by_rel("envoy/workers/envoy.log.gz").path)
+    stored = json.loads(shape_cache.cache_path().read_text())
+    rules = shape_cache.load()
+    assert len(rules) == len(stored["rules"]) > 0
+    assert {shape: shape_cache._encode(rule) for shape, rule in rules.items()} == stored["rules"]
+
+
+def test_corrupt_or_foreign_files_are_ignored(cache, fixture_by_rel, monkeypatch):
+    fx = fixture_by_rel("istio-thread/retries-503/envoy.log.gz")
+    cache.mkdir(parents=True)
+    shape_cache.cache_path().write_text("{not json")
+    assert shape_cache.load() == {}
+    parsed = parse(fx.path)
+    assert parsed.diagnostics.grammar_calls > 0
+    assert_frame_equal(parsed.events, _without_cache(monkeypatch, fx.path).events)
+    assert shape_cache.load()  # rewritten
+
+
+def test_name_follows_the_grammar_and_the_code(cache, monkeypatch):
+    before = shape_cache.cache_path()
+    real = shape_cache._source_bytes
+    monkeypatch.setattr(shape_cache, "_source_bytes",
+                        lambda name: real(name) + (b"// changed" if name == "EnvoyLog.g4" else b""))
+    shape_cache.fingerprint.cache_clear()
+    try:
+        assert shape_cache.cache_path() != before
+    finally:
+        monkeypatch.setattr(shape_cache, "_source_bytes", real)
+        shape_cache.fingerprint.cache_clear()
+    assert shape_cache.cache_path() == before
+
+
+def test_disabled_cache_reads_and_writes_nothing(cache, monkeypatch, fixture_by_rel):
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE", "0")
+    parse(fixture_by_rel("istio-thread/retries-503/envoy.log.gz").path)
+    assert not cache.exists()
