@@ -187,14 +187,20 @@ class Classifier:
     #: chunks are classified on several threads: one grammar call per new shape, exact counters
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def remember(self, found: pl.DataFrame) -> pl.DataFrame:
-        """Adds newly classified classes to the cache (while it has room); returns the whole cache."""
+    def remember(self, found: pl.DataFrame, since: int) -> None:
+        """Adds newly classified classes to the cache while it has room (``since``: the cache's height when
+        the caller looked up; classes other threads added after that are not added twice)."""
         with self._lock:
-            table = found if self.classes is None else pl.concat([self.classes, found])
-            if table.height <= CLASS_CACHE:
-                self.classes = table.unique(subset=list(CLASS_KEY), keep="first", maintain_order=True)
-                return self.classes
-        return table
+            if (self.classes.height if self.classes is not None else 0) + found.height > CLASS_CACHE:
+                return
+            if self.classes is None:
+                self.classes = found
+                return
+            recent = self.classes.slice(since)
+            if recent.height:
+                found = found.join(recent.select(CLASS_KEY), on=list(CLASS_KEY), how="anti", nulls_equal=True)
+            table = pl.concat([self.classes, found])
+            self.classes = table.rechunk() if table.n_chunks() > 16 else table
 
     #: shapes met in this capture (``rules`` may also hold shapes from earlier runs: see shape_cache.py)
     seen: set[str] = field(default_factory=set, repr=False)
@@ -445,10 +451,11 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     def lookup(table: pl.DataFrame) -> pl.DataFrame:
         return rows.select(key).join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
 
-    found = lookup(classifier.classes) if classifier.classes is not None else None
+    known = classifier.classes
+    found = lookup(known) if known is not None else None
     if found is None or found["kind"].null_count():
-        todo = rows if found is None else rows.filter(found["kind"].is_null())
-        new = todo.select(key).unique()
+        missing = pl.repeat(True, rows.height, eager=True) if found is None else found["kind"].is_null()
+        new = rows.filter(missing).select(key).unique()
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
             own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True))
@@ -456,11 +463,17 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
                                                         maintain_order="left", nulls_equal=True)["own__"]
             rows = rows.with_columns(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
                                      .otherwise(pl.col("canon__")))
-            todo = rows if found is None else rows.filter(found["kind"].is_null() | flag.is_not_null())
-            new = todo.select(key).unique()
+            missing = missing | flag.is_not_null()
+            new = rows.filter(missing).select(key).unique()
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
-        classified = classify_fast(new.select("logger", first_line=text), classifier)
-        found = lookup(classifier.remember(pl.concat([new, classified], how="horizontal")))
+        extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")
+        classifier.remember(extra, since=known.height if known is not None else 0)
+        if found is None:
+            found = lookup(extra)
+        else:  # fill the rows the cache did not know
+            at = missing.arg_true()
+            fill = rows[at].select(key).join(extra, on=key, how="left", maintain_order="left", nulls_equal=True)
+            found = found.with_columns(found[c].scatter(at, fill[c]) for c in found.columns if c not in key)
     found = found.drop(key)
     own_conn = rows["conn__"].cast(pl.Int64, strict=False)
     own_stream = rows["stream__"].cast(pl.UInt64, strict=False)

@@ -196,6 +196,24 @@ def test_classifier_reuses_shapes_across_chunks(fixture_by_rel):
     assert_frame_equal(pl.concat([a, b]), classify(records, fast=False))
 
 
+@pytest.mark.parametrize("room", [0, 40, 10**6])
+def test_class_cache_full_or_not_gives_the_same_frames(room, fixture_by_rel, monkeypatch):
+    """Chunks classify only classes the cache lacks; a full cache (no room) stops growing, results do not change."""
+    import envoy_dissector.parser.classify as classify_module
+
+    monkeypatch.setattr(classify_module, "CLASS_CACHE", room)
+    fx = fixture_by_rel("istio-thread/workers/envoy.log.gz")
+    records = parse(fx.path).events.with_columns(first_line=pl.col("message").str.split("\n").list.first())
+    classifier = Classifier()
+    parts = [classify(records.slice(i, 700), fast=True, classifier=classifier) for i in range(0, records.height, 700)]
+    assert_frame_equal(pl.concat(parts), classify(records, fast=False))
+    stored = classifier.classes.height if classifier.classes is not None else 0
+    assert stored <= room
+    if room == 10**6:
+        assert stored > 0
+        assert classifier.classes.select(classify_module.CLASS_KEY).is_unique().all()
+
+
 def test_signature_expression_matches_python():
     from envoy_dissector.parser.classify import _signature_expr, signature
 
