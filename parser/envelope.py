@@ -208,7 +208,8 @@ def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     starts = starts.with_columns(message=stripped)
     if not groups:
         return starts
-    suffix = message.cast(pl.Binary).bin.tail((message.str.len_bytes() - stripped.str.len_bytes()).cast(pl.Int64))
+    cut = (pl.col("m").str.len_bytes() - pl.col("s").str.len_bytes()).cast(pl.Int64)
+    suffix = pl.DataFrame({"m": message, "s": stripped}).select(pl.col("m").cast(pl.Binary).bin.tail(cut)).to_series()
     found = distinct(suffix)
     texts = suffix.gather(found.first).cast(pl.String).to_frame("s").select(
         pl.col("s").str.extract_groups("^(?:" + fmt.suffix + ")")).unnest("s")
