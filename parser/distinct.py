@@ -30,7 +30,7 @@ def distinct(values: pl.Series) -> Distinct:
         values = values.cast(pl.String)
     codes = values.cast(pl.Categorical(pl.Categories.random())).to_physical()
     if codes.null_count():
-        codes = codes.fill_null(codes.len())  # above every code (codes count distinct values from 0)
+        codes = codes.fill_null(codes.n_unique() - 1)  # the next number (codes count from 0; null is one value)
         first = codes.is_first_distinct().arg_true()
         order = np.argsort(codes.gather(first).to_numpy(), kind="stable")  # null group's number is the last
         first = first.gather(pl.Series(order))

@@ -268,8 +268,59 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
     return Envelope(_select(df, multiline).with_columns(n_lines=df["n_lines"]), malformed)
 
 
+_WHOLE_MESSAGE = "(?s)^(?P<message>.*)$"
+
+
+def _json_groups(values: pl.Series, pattern: str) -> pl.DataFrame:
+    """The sub-pattern's groups for one key's values; once per distinct value when values repeat."""
+    if pattern == _WHOLE_MESSAGE:
+        return values.alias("message").to_frame()
+    groups = distinct(values)
+    if groups.first.len() * 4 < values.len():
+        return groups.spread(values.gather(groups.first).to_frame("v").select(
+            pl.col("v").str.extract_groups(pattern)).unnest("v"))
+    return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")
+
+
 def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:
-    """One JSON object per line; keys mapped through the format's sub-patterns."""
+    """One JSON object per line; keys mapped through the format's sub-patterns.
+
+    Each line is decoded once (``json_decode`` into the format's keys); a block holding a line that
+    starts like an object but is not valid JSON is read key by key instead (``_split_json_by_path``).
+    """
+    keys = [*fmt.keys, *(k for k in ("ConnectionId", "StreamId") if k not in fmt.keys)]
+    candidates = lines.filter(pl.col("raw").str.starts_with("{"))
+    try:
+        decoded = candidates["raw"].str.json_decode(pl.Struct({k: pl.String() for k in keys})).struct.unnest()
+    except pl.exceptions.ComputeError:
+        return _split_json_by_path(lines, fmt, redact=redact)
+    message_keys = [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
+    is_record = decoded.select(pl.all_horizontal([pl.col(k).is_not_null() for k in message_keys] or [pl.lit(True)]))
+    lines = lines.with_columns(is_start=pl.col("raw").str.starts_with("{"))
+    is_start = lines["is_start"].scatter(lines["is_start"].arg_true(), is_record.to_series())
+    lines = lines.with_columns(is_start=is_start)
+    malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
+    keep = is_record.to_series()
+    decoded = decoded.filter(keep)
+    df = lines.filter(pl.col("is_start")).select("line_no", "origin", "wrapper_ts_us", "raw")
+    parts = [_json_groups(decoded[key], pattern) for key, pattern in fmt.keys.items()]
+    df = pl.concat([df, *parts], how="horizontal")
+    df = df.with_columns(message=_tags(decoded["ConnectionId"], decoded["StreamId"]) + pl.col("message"),
+                         n_lines=pl.lit(1, dtype=pl.Int64))
+    df = _finish(df, fmt.fields, redact)
+    return Envelope(_select(df).with_columns(n_lines=pl.lit(1, dtype=pl.Int64)), malformed)
+
+
+def _tags(cid: pl.Series | pl.Expr, sid: pl.Series | pl.Expr) -> pl.Expr:
+    """Envoy >= 1.27 bootstrap json_format puts the connection/stream tags beside the message."""
+    cid, sid = (pl.lit(cid) if isinstance(cid, pl.Series) else cid), (pl.lit(sid) if isinstance(sid, pl.Series) else sid)
+    return (pl.when(sid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '","StreamId":"' + sid + '"] ')
+            .when(cid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '"] ')
+            .otherwise(pl.lit("")))
+
+
+def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:
+    """Key by key with JSON path lookups: a line that is not valid JSON is simply not a record."""
     raw = pl.col("raw")
     # A record is a JSON object carrying the message key; any other line is malformed, as in text formats.
     message_keys = [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
@@ -286,12 +337,7 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> 
     df = df.with_columns(exprs)
     for key in fmt.keys:
         df = df.unnest(f"__{key}")
-    # Envoy >= 1.27 bootstrap json_format puts the connection/stream tags beside the message.
-    cid = raw.str.json_path_match("$.ConnectionId")
-    sid = raw.str.json_path_match("$.StreamId")
-    tag = (pl.when(sid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '","StreamId":"' + sid + '"] ')
-           .when(cid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '"] ')
-           .otherwise(pl.lit("")))
+    tag = _tags(raw.str.json_path_match("$.ConnectionId"), raw.str.json_path_match("$.StreamId"))
     df = df.with_columns(message=tag + pl.col("message"), n_lines=pl.lit(1, dtype=pl.Int64))
     df = _finish(df, fmt.fields, redact)
     return Envelope(_select(df).with_columns(n_lines=pl.lit(1, dtype=pl.Int64)), malformed)

@@ -143,3 +143,32 @@ def test_json_lines_without_the_message_key_are_malformed(fixture_by_rel):
     # a record without the optional keys (caller, thread) is still a record
     row = parsed.events.filter(pl.col("line_no") == 15).row(0, named=True)
     assert (row["kind"], row["conn_id"], row["thread"], row["source"]) == ("pool_ready", 1, None, None)
+
+
+@pytest.mark.parametrize("rel", ["istio-json/keepalive/envoy.log.gz", "istio-json/workers/envoy.log.gz",
+                                 "istio-json-old/keepalive/envoy.log.gz"])
+def test_json_decoded_once_equals_key_by_key(rel, fixture_by_rel):
+    """The fast JSON split (one json_decode per line) and the path-by-path split give the same records."""
+    from envoy_dissector.parser.envelope import _split_json_by_path, split_json
+    from envoy_dissector.parser.formats import detect_format
+
+    text = gzip.open(fixture_by_rel(rel).path, "rt").read().splitlines()
+    tags = ('{"level":"debug","time":"2026-11-22T01:09:47.931625Z","scope":"envoy http","msg":"pool ready",'
+            '"ConnectionId":12,"StreamId":"34"}')
+    raw = text + [tags, '{"foo": 1}', "not json"]
+    lines = pl.DataFrame({"line_no": range(1, len(raw) + 1), "raw": raw, "origin": ["o"] * len(raw),
+                          "wrapper_ts_us": pl.Series([None] * len(raw), dtype=pl.Int64)})
+    fmt = detect_format(text[:200]).compiled
+    fast, exact = split_json(lines, fmt), _split_json_by_path(lines, fmt)
+    assert_frame_equal(fast.records, exact.records)
+    assert_frame_equal(fast.malformed, exact.malformed)
+    assert fast.records["message"][-1].startswith('[Tags: "ConnectionId":"12","StreamId":"34"] ')
+
+
+def test_a_broken_json_line_falls_back_and_is_malformed(fixture_by_rel):
+    lines = gzip.open(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path, "rt").read().splitlines()[100:120]
+    broken = '{"level":"debug","time":"2026-11-22T01:09:47.931625Z","msg":"cut here'
+    parsed = parse_text("\n".join(lines[:5] + [broken] + lines[5:]) + "\n")
+    d = parsed.diagnostics
+    assert (d.lines_read, d.lines_malformed, d.records) == (21, 1, 20)
+    assert d.malformed_examples[0].startswith("<text>:6: ")
