@@ -186,17 +186,30 @@ class Classifier:
     classes: pl.DataFrame | None = field(default=None, repr=False)
     #: chunks are classified on several threads: one grammar call per new shape, exact counters
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _generation: int = field(default=0, repr=False, compare=False)  # bumped when the class cache starts over
 
-    def remember(self, found: pl.DataFrame, since: int) -> None:
-        """Adds newly classified classes to the cache while it has room (``since``: the cache's height when
-        the caller looked up; classes other threads added after that are not added twice)."""
+    def snapshot(self) -> tuple[pl.DataFrame | None, tuple[int, int]]:
+        """The class cache and where it stood (generation, height), for ``remember``."""
         with self._lock:
-            if (self.classes.height if self.classes is not None else 0) + found.height > CLASS_CACHE:
+            classes = self.classes
+            return classes, (self._generation, classes.height if classes is not None else 0)
+
+    def remember(self, found: pl.DataFrame, since: tuple[int, int]) -> None:
+        """Adds newly classified classes to the cache (``since``: the cache's state when the caller looked
+        up; classes other threads added after that are not added twice).
+
+        A full cache starts over with the new classes: one-off classes (per-request header values)
+        pile up over a long capture, and the recurring ones come back at the next chunk.
+        """
+        with self._lock:
+            if found.height > CLASS_CACHE:
                 return
-            if self.classes is None:
+            if self.classes is None or self.classes.height + found.height > CLASS_CACHE:
                 self.classes = found
+                self._generation += 1
                 return
-            recent = self.classes.slice(since)
+            generation, height = since
+            recent = self.classes.slice(height if generation == self._generation else 0)
             if recent.height:
                 found = found.join(recent.select(CLASS_KEY), on=list(CLASS_KEY), how="anti", nulls_equal=True)
             table = pl.concat([self.classes, found])
@@ -451,7 +464,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     def lookup(table: pl.DataFrame) -> pl.DataFrame:
         return rows.select(key).join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
 
-    known = classifier.classes
+    known, state = classifier.snapshot()
     found = lookup(known) if known is not None else None
     if found is None or found["kind"].null_count():
         missing = pl.repeat(True, rows.height, eager=True) if found is None else found["kind"].is_null()
@@ -467,7 +480,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
             new = rows.filter(missing).select(key).unique()
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
         extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")
-        classifier.remember(extra, since=known.height if known is not None else 0)
+        classifier.remember(extra, since=state)
         if found is None:
             found = lookup(extra)
         else:  # fill the rows the cache did not know

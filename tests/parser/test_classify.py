@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 
 from envoy_dissector.parser.classify import Classifier, classify, fast_path_enabled
 from envoy_dissector.parser.grammar import ALL_KINDS, parse_message
-from envoy_dissector.parser.pipeline import parse, parse_text
+from envoy_dissector.parser.pipeline import iter_parse, parse, parse_text
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 TRUTH_CAPTURES = ["istio-thread/workers", "istio-thread/http2", "istio-thread/new-upstream-conn", "envoy/workers",
@@ -198,7 +198,7 @@ def test_classifier_reuses_shapes_across_chunks(fixture_by_rel):
 
 @pytest.mark.parametrize("room", [0, 40, 10**6])
 def test_class_cache_full_or_not_gives_the_same_frames(room, fixture_by_rel, monkeypatch):
-    """Chunks classify only classes the cache lacks; a full cache (no room) stops growing, results do not change."""
+    """Chunks classify only classes the cache lacks; a full cache starts over; results do not change."""
     import envoy_dissector.parser.classify as classify_module
 
     monkeypatch.setattr(classify_module, "CLASS_CACHE", room)
@@ -212,6 +212,16 @@ def test_class_cache_full_or_not_gives_the_same_frames(room, fixture_by_rel, mon
     if room == 10**6:
         assert stored > 0
         assert classifier.classes.select(classify_module.CLASS_KEY).is_unique().all()
+
+
+def test_class_cache_starting_over_under_concurrent_chunks(fixture_by_rel, parsed_fixture, monkeypatch):
+    """Four workers on small chunks with a tiny cache (it starts over again and again): same events."""
+    import envoy_dissector.parser.classify as classify_module
+
+    monkeypatch.setattr(classify_module, "CLASS_CACHE", 60)
+    fx = fixture_by_rel("istio-thread/workers/envoy.log.gz")
+    chunked = pl.concat([c.events for c in iter_parse(fx.path, block_bytes=16384, workers=4)])
+    assert_frame_equal(chunked, parsed_fixture(fx).events)
 
 
 def test_signature_expression_matches_python():
