@@ -171,7 +171,8 @@ def shape_rule(shape: str, values: list[str], parse: MessageParse) -> ShapeRule:
 
 #: The columns that define a record class, and how many classes the cache keeps.
 CLASS_KEY = ("logger", "canon__", "rest__")
-CLASS_CACHE = 200_000
+#: (a lookup joins each chunk against the cache: 16 ms at 1.5 k classes, 20 ms at 20 k, 50 ms at 200 k)
+CLASS_CACHE = 20_000
 
 
 @dataclass
