@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,8 +172,9 @@ def shape_rule(shape: str, values: list[str], parse: MessageParse) -> ShapeRule:
 
 #: The columns that define a record class, and how many classes the cache keeps.
 CLASS_KEY = ("logger", "canon__", "rest__")
-#: (a lookup joins each chunk against the cache: 16 ms at 1.5 k classes, 20 ms at 20 k, 50 ms at 200 k)
-CLASS_CACHE = 20_000
+#: (each chunk's lookup joins against the cache: 16 ms at 1.5 k classes, 50 ms at 200 k in isolation; on a
+#: 3.3 GB capture a 20 k cap, with its more frequent restarts, was no faster than 200 k)
+CLASS_CACHE = 200_000
 
 
 @dataclass
@@ -195,18 +197,22 @@ class Classifier:
             classes = self.classes
             return classes, (self._generation, classes.height if classes is not None else 0)
 
-    def remember(self, found: pl.DataFrame, since: tuple[int, int]) -> None:
+    def remember(self, found: pl.DataFrame, since: tuple[int, int],
+                 in_use: Callable[[], pl.DataFrame] | None = None) -> None:
         """Adds newly classified classes to the cache (``since``: the cache's state when the caller looked
         up; classes other threads added after that are not added twice).
 
-        A full cache starts over with the new classes: one-off classes (per-request header values)
-        pile up over a long capture, and the recurring ones come back at the next chunk.
+        A full cache starts over with the classes the calling chunk used (``in_use``) and the new
+        ones: one-off classes (per-request header values) pile up over a long capture, while the
+        recurring ones are in use in every chunk.
         """
         with self._lock:
             if found.height > CLASS_CACHE:
                 return
             if self.classes is None or self.classes.height + found.height > CLASS_CACHE:
-                self.classes = found
+                kept = in_use() if in_use is not None and self.classes is not None else found.head(0)
+                table = pl.concat([kept, found]) if kept.height + found.height <= CLASS_CACHE else found
+                self.classes = table.rechunk()
                 self._generation += 1
                 return
             generation, height = since
@@ -481,7 +487,9 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
             new = rows.filter(missing).select(key).unique()
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
         extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")
-        classifier.remember(extra, since=state)
+        hits = found
+        classifier.remember(extra, since=state, in_use=None if hits is None else (
+            lambda: hits.filter(hits["kind"].is_not_null()).unique(subset=key, keep="first")))
         if found is None:
             found = lookup(extra)
         else:  # fill the rows the cache did not know
