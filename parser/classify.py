@@ -478,12 +478,14 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         new = rows.filter(missing).select(key).unique()
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
-            own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True))
+            own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger", "rest__"])
             flag = rows.select("logger", "rest__").join(own, on=["logger", "rest__"], how="left",
                                                         maintain_order="left", nulls_equal=True)["own__"]
             rows = rows.with_columns(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
                                      .otherwise(pl.col("canon__")))
-            missing = missing | flag.is_not_null()
+            # their new keys may be cached already (an earlier chunk had the same line): look up again
+            found = lookup(known) if known is not None else None
+            missing = pl.repeat(True, rows.height, eager=True) if found is None else found["kind"].is_null()
             new = rows.filter(missing).select(key).unique()
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
         extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")

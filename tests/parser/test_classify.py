@@ -224,6 +224,25 @@ def test_class_cache_starting_over_under_concurrent_chunks(fixture_by_rel, parse
     assert_frame_equal(chunked, parsed_fixture(fx).events)
 
 
+def test_sentinel_values_in_messages_across_chunks():
+    """Lines whose text holds a sentinel id (a 192837465-byte write) keep their real ids, chunk after chunk."""
+    from envoy_dissector.parser.classify import SENTINELS
+
+    rows = []
+    for i in range(400):
+        rows.append(("connection", f"[C5][S7] writing {SENTINELS[1]} bytes, end_stream false"))
+        rows.append(("connection", f"[C{i}] writing {SENTINELS[0]} bytes, end_stream false"))
+        rows.append(("connection", f"writing {SENTINELS[1]} bytes, end_stream false"))
+        rows.append(("connection", f"[C{i}][S{i + 1}] read returns: {i}"))
+    records = pl.DataFrame(rows, schema=["logger", "first_line"], orient="row")
+    classifier = Classifier()
+    parts = [classify(records.slice(i, 100), fast=True, classifier=classifier) for i in range(0, records.height, 100)]
+    got = pl.concat(parts)
+    assert_frame_equal(got, classify(records, fast=False))
+    assert got["conn_id"].to_list()[:4] == [5, 0, None, 0]
+    assert classifier.classes.select("logger", "canon__", "rest__").is_unique().all()  # no class stored twice
+
+
 def test_signature_expression_matches_python():
     from envoy_dissector.parser.classify import _signature_expr, signature
 
