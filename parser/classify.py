@@ -472,9 +472,14 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         return rows.select(key).join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
 
     known, state = classifier.snapshot()
-    found = lookup(known) if known is not None else None
-    if found is None or found["kind"].null_count():
-        missing = pl.repeat(True, rows.height, eager=True) if found is None else found["kind"].is_null()
+
+    def unknown_rows() -> tuple[pl.DataFrame | None, pl.Series]:
+        """The cache's answers for ``rows`` (None: no cache yet) and the rows it cannot answer."""
+        hits = lookup(known) if known is not None else None
+        return hits, pl.repeat(True, rows.height, eager=True) if hits is None else hits["kind"].is_null()
+
+    found, missing = unknown_rows()
+    if found is None or missing.any():
         new = rows.filter(missing).select(key).unique()
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
@@ -484,8 +489,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
             rows = rows.with_columns(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
                                      .otherwise(pl.col("canon__")))
             # their new keys may be cached already (an earlier chunk had the same line): look up again
-            found = lookup(known) if known is not None else None
-            missing = pl.repeat(True, rows.height, eager=True) if found is None else found["kind"].is_null()
+            found, missing = unknown_rows()
             new = rows.filter(missing).select(key).unique()
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
         extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")

@@ -6,14 +6,13 @@ the line numbers that belong to no record (malformed).
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import polars as pl
 
-from envoy_dissector.parser.distinct import distinct
-from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.distinct import Distinct, distinct
+from envoy_dissector.parser.logformat import JsonFormat, TextFormat, group_names
 from envoy_dissector.parser.redact import redact_frame, rows_where
 from envoy_dissector.parser.schema import RECORD_COLUMNS
 
@@ -153,12 +152,24 @@ def mark_starts(lines: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     One regex pass without captures: the prefix is removed where it matches, so a line is a
     start exactly when it got shorter (or, for formats whose prefix may be empty, when it matches).
     """
-    if "is_start" in lines.columns:
-        return lines
     lines = lines.with_columns(body=pl.col("raw").str.replace(fmt.start_plain, ""))
     if fmt.prefix_can_be_empty:
         return lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
     return lines.with_columns(is_start=pl.col("raw").str.len_bytes() != pl.col("body").str.len_bytes())
+
+
+def _groups_of_distinct(key: pl.Series, texts: pl.Series, regex: str) -> tuple[pl.DataFrame, Distinct]:
+    """``regex``'s groups on one of ``texts`` per distinct ``key`` (one row per distinct key, in ``first`` order)."""
+    found = distinct(key)
+    reps = texts.gather(found.first).cast(pl.String).to_frame("t")
+    return reps.select(pl.col("t").str.extract_groups(regex)).unnest("t"), found
+
+
+def _typed_once(key: pl.Series, texts: pl.Series, regex: str, groups: set[str], fields: frozenset[str]) -> pl.DataFrame:
+    """Envelope outputs from ``regex``'s ``groups``, typed once per distinct key, one row per line."""
+    reps, found = _groups_of_distinct(key, texts, regex)
+    reps, per_line = _typed_here(reps, groups, fields)
+    return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
 
 
 def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
@@ -170,7 +181,7 @@ def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     are likewise computed once per distinct second.
     """
     head = {name: (offset, width) for name, offset, width in fmt.head}
-    rest = {name for name in re.findall(r"\(\?P<(\w+)>", fmt.prefix) if name not in head and name != "prefix__"}
+    rest = {name for name in group_names(fmt.prefix) if name not in head and name != "prefix__"}
     raw = starts["raw"]
     if set(_DATE_TIME) <= head.keys():
         # everything in the head before the sub-second digits
@@ -188,11 +199,7 @@ def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
         return starts
     plen = (raw.str.len_bytes() - starts["body"].str.len_bytes()).cast(pl.Int64)
     key = raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes)
-    groups = distinct(key)
-    reps = raw.gather(groups.first).to_frame().select(pl.col("raw").str.extract_groups(fmt.prefix)).unnest("raw")
-    reps, per_line = _typed_here(reps, rest, fmt.fields)
-    reps = reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")])
-    return pl.concat([starts, groups.spread(reps)], how="horizontal")
+    return pl.concat([starts, _typed_once(key, raw, fmt.prefix, rest, fmt.fields)], how="horizontal")
 
 
 def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
@@ -202,7 +209,7 @@ def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     from the suffix alone (the end-anchored match starts where the suffix starts, so its groups are the same).
     """
     assert fmt.suffix is not None and fmt.suffix_plain is not None
-    groups = set(re.findall(r"\(\?P<(\w+)>", fmt.suffix))
+    groups = set(group_names(fmt.suffix))
     message = starts["message"]
     stripped = message.str.replace(fmt.suffix_plain, "")
     starts = starts.with_columns(message=stripped)
@@ -210,12 +217,8 @@ def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
         return starts
     cut = (pl.col("m").str.len_bytes() - pl.col("s").str.len_bytes()).cast(pl.Int64)
     suffix = pl.DataFrame({"m": message, "s": stripped}).select(pl.col("m").cast(pl.Binary).bin.tail(cut)).to_series()
-    found = distinct(suffix)
-    texts = suffix.gather(found.first).cast(pl.String).to_frame("s").select(
-        pl.col("s").str.extract_groups("^(?:" + fmt.suffix + ")")).unnest("s")
-    texts, per_line = _typed_here(texts, groups, fmt.fields)
-    texts = texts.select(*sorted(per_line), *[c for c in texts.columns if c.startswith("out__")])
-    return pl.concat([starts, found.spread(texts)], how="horizontal")
+    typed = _typed_once(suffix, suffix, "^(?:" + fmt.suffix + ")", groups, fmt.fields)
+    return pl.concat([starts, typed], how="horizontal")
 
 
 def _fold(starts: pl.DataFrame, conts: pl.DataFrame, one_origin: bool) -> pl.DataFrame:
@@ -235,10 +238,7 @@ def _fold(starts: pl.DataFrame, conts: pl.DataFrame, one_origin: bool) -> pl.Dat
 
 
 def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> Envelope:
-    """Fold continuation lines into their record and split the envelope of a text format.
-
-    ``lines`` may carry ``is_start`` and ``body`` from ``mark_starts``.
-    """
+    """Fold continuation lines into their record and split the envelope of a text format."""
     lines = mark_starts(lines, fmt)
     one_origin = single_origin(lines)
     rid = pl.col("is_start").cast(pl.Int64).cum_sum()
@@ -275,10 +275,9 @@ def _json_groups(values: pl.Series, pattern: str) -> pl.DataFrame:
     """The sub-pattern's groups for one key's values; once per distinct value when values repeat."""
     if pattern == _WHOLE_MESSAGE:
         return values.alias("message").to_frame()
-    groups = distinct(values)
-    if groups.first.len() * 4 < values.len():
-        return groups.spread(values.gather(groups.first).to_frame("v").select(
-            pl.col("v").str.extract_groups(pattern)).unnest("v"))
+    reps, found = _groups_of_distinct(values, values, pattern)
+    if found.first.len() * 4 < values.len():
+        return found.spread(reps)
     return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")
 
 
@@ -289,31 +288,38 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> 
     starts like an object but is not valid JSON is read key by key instead (``_split_json_by_path``).
     """
     keys = [*fmt.keys, *(k for k in ("ConnectionId", "StreamId") if k not in fmt.keys)]
-    candidates = lines.filter(pl.col("raw").str.starts_with("{"))
+    is_object = lines["raw"].str.starts_with("{")
     try:
-        decoded = candidates["raw"].str.json_decode(pl.Struct({k: pl.String() for k in keys})).struct.unnest()
+        decoded = lines.filter(is_object)["raw"].str.json_decode(
+            pl.Struct({k: pl.String() for k in keys})).struct.unnest()
     except pl.exceptions.ComputeError:
         return _split_json_by_path(lines, fmt, redact=redact)
-    message_keys = [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
-    is_record = decoded.select(pl.all_horizontal([pl.col(k).is_not_null() for k in message_keys] or [pl.lit(True)]))
-    lines = lines.with_columns(is_start=pl.col("raw").str.starts_with("{"))
-    is_start = lines["is_start"].scatter(lines["is_start"].arg_true(), is_record.to_series())
-    lines = lines.with_columns(is_start=is_start)
-    malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
-    keep = is_record.to_series()
-    decoded = decoded.filter(keep)
+    is_record = decoded.select(pl.all_horizontal(
+        [pl.col(k).is_not_null() for k in _message_keys(fmt)] or [pl.lit(True)])).to_series()
+    lines = lines.with_columns(is_start=is_object.scatter(is_object.arg_true(), is_record))
+    decoded = decoded.filter(is_record)
     df = lines.filter(pl.col("is_start")).select("line_no", "origin", "wrapper_ts_us", "raw")
     parts = [_json_groups(decoded[key], pattern) for key, pattern in fmt.keys.items()]
-    df = pl.concat([df, *parts], how="horizontal")
-    df = df.with_columns(message=_tags(decoded["ConnectionId"], decoded["StreamId"]) + pl.col("message"),
-                         n_lines=pl.lit(1, dtype=pl.Int64))
+    df = pl.concat([df, *parts, decoded.select(cid__="ConnectionId", sid__="StreamId")], how="horizontal")
+    return _json_envelope(df.with_columns(tag__=_tags(pl.col("cid__"), pl.col("sid__"))).drop("cid__", "sid__"),
+                          lines, fmt, redact)
+
+
+def _message_keys(fmt: JsonFormat) -> list[str]:
+    """A record is a JSON object carrying these keys; any other line is malformed, as in text formats."""
+    return [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
+
+
+def _json_envelope(df: pl.DataFrame, lines: pl.DataFrame, fmt: JsonFormat, redact: bool) -> Envelope:
+    """Records (``df``, with the message and a ``tag__`` column) and the malformed ``lines`` (not ``is_start``)."""
+    malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
+    df = df.with_columns(message=pl.col("tag__") + pl.col("message"), n_lines=pl.lit(1, dtype=pl.Int64)).drop("tag__")
     df = _finish(df, fmt.fields, redact)
     return Envelope(_select(df).with_columns(n_lines=pl.lit(1, dtype=pl.Int64)), malformed)
 
 
-def _tags(cid: pl.Series | pl.Expr, sid: pl.Series | pl.Expr) -> pl.Expr:
+def _tags(cid: pl.Expr, sid: pl.Expr) -> pl.Expr:
     """Envoy >= 1.27 bootstrap json_format puts the connection/stream tags beside the message."""
-    cid, sid = (pl.lit(cid) if isinstance(cid, pl.Series) else cid), (pl.lit(sid) if isinstance(sid, pl.Series) else sid)
     return (pl.when(sid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '","StreamId":"' + sid + '"] ')
             .when(cid.is_not_null()).then(pl.lit('[Tags: "ConnectionId":"') + cid + '"] ')
             .otherwise(pl.lit("")))
@@ -322,14 +328,11 @@ def _tags(cid: pl.Series | pl.Expr, sid: pl.Series | pl.Expr) -> pl.Expr:
 def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:
     """Key by key with JSON path lookups: a line that is not valid JSON is simply not a record."""
     raw = pl.col("raw")
-    # A record is a JSON object carrying the message key; any other line is malformed, as in text formats.
-    message_keys = [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
     has_message = pl.lit(True)
-    for key in message_keys:
+    for key in _message_keys(fmt):
         has_message = has_message & raw.str.json_path_match(f"$['{key}']").is_not_null()
     is_obj = raw.str.starts_with("{") & raw.str.json_path_match("$").is_not_null() & has_message
     lines = lines.with_columns(is_start=is_obj)
-    malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
     df = lines.filter(pl.col("is_start"))
     exprs = []
     for key, pattern in fmt.keys.items():
@@ -337,10 +340,8 @@ def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = 
     df = df.with_columns(exprs)
     for key in fmt.keys:
         df = df.unnest(f"__{key}")
-    tag = _tags(raw.str.json_path_match("$.ConnectionId"), raw.str.json_path_match("$.StreamId"))
-    df = df.with_columns(message=tag + pl.col("message"), n_lines=pl.lit(1, dtype=pl.Int64))
-    df = _finish(df, fmt.fields, redact)
-    return Envelope(_select(df).with_columns(n_lines=pl.lit(1, dtype=pl.Int64)), malformed)
+    df = df.with_columns(tag__=_tags(raw.str.json_path_match("$.ConnectionId"), raw.str.json_path_match("$.StreamId")))
+    return _json_envelope(df, lines, fmt, redact)
 
 
 def split_envelope(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, *, redact: bool = True) -> Envelope:

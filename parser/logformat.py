@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from envoy_dissector.parser.errors import UsageError
@@ -57,6 +58,11 @@ FIXED_FLAGS: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {
     "e": (3, (("frac_ms", 0, 3),)), "f": (6, (("frac_us", 0, 6),)), "F": (9, (("frac_ns", 0, 9),)),
     "^": (0, ()), "$": (0, ()),
 }
+
+
+def group_names(regex: str) -> list[str]:
+    """The named groups of a regex, in order."""
+    return re.findall(r"\(\?P<(\w+)>", regex)
 
 
 def plain(regex: str) -> str:
@@ -125,16 +131,17 @@ class TextFormat:
     head: tuple[tuple[str, int, int], ...] = ()
     head_bytes: int = 0  # the head's width in UTF-8 bytes (its fields are ASCII digits)
 
-    @property
+    # Derived once per format (formats are cached per pattern), read for every chunk.
+    @cached_property
     def start_plain(self) -> str:
         """``start`` without capture groups: finding where the message begins needs no captures."""
         return plain(self.start)
 
-    @property
+    @cached_property
     def suffix_plain(self) -> str | None:
         return plain(self.suffix) if self.suffix is not None else None
 
-    @property
+    @cached_property
     def prefix_can_be_empty(self) -> bool:
         return re.match(self.start, "") is not None
 
@@ -166,7 +173,7 @@ def _compile_parts(pattern: str) -> tuple[list[str], set[str], str, bool]:
             raise UsageError(f"log format {pattern!r}: unsupported flag %{flag}")
         piece = FLAG_PATTERNS[flag]
         # A group name may appear once per regex: later repeats become back-references-free copies.
-        for name in re.findall(r"\(\?P<(\w+)>", piece):
+        for name in group_names(piece):
             if name in seen_groups:
                 piece = piece.replace(f"(?P<{name}>", "(?:")
             seen_groups.add(name)
