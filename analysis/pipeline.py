@@ -41,10 +41,7 @@ def analyse(events: pl.DataFrame) -> Analysis:
     if restarts:
         notes.append(f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
                      "run is analysed as its own origin (ORIGIN#2, ...)")
-    requests = build_requests(events)
-    if requests.height == 0:
-        empty = pl.DataFrame(schema=REQUEST_SCHEMA)
-        return Analysis(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
+    requests = build_requests(events)  # no requests: the same columns, empty (exports and filters rely on them)
     events, note = infer_threads(events, requests)
     if note:
         notes.append(note)

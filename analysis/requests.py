@@ -182,8 +182,6 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     """One row per HTTP stream with milestones (``*_us``), phase boundaries (``b*``) and attributes."""
     streams = stream_aggregates(events)
-    if streams.height == 0:
-        return streams
     events = events.select(*(c for c in _USED if c in events.columns))
     new_stream = _events_of(events, "new_stream")
     streams = asof(streams, new_stream, left_on="hdr_ts", right_on="ts_us", by=CONN, strategy="backward",

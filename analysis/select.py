@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from datetime import datetime, timezone
 
@@ -18,12 +19,15 @@ def parse_time(text: str, capture_start_us: int | None) -> int:
     """An absolute ISO time (``2026-01-02T03:04:05.123Z``), epoch seconds, or an offset such as ``+1.5s``
     from the first request."""
     m = _RELATIVE.match(text.strip())
-    if m and capture_start_us is not None:
-        return capture_start_us + int(float(m.group(1)) * _UNITS[m.group(2)])
+    if m:
+        offset = _finite_us(float(m.group(1)) * _UNITS[m.group(2)], text)
+        return (capture_start_us or 0) + offset  # no requests: any instant selects nothing
     try:
-        return int(float(text) * 1_000_000)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return _finite_us(seconds * 1_000_000, text)
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
@@ -31,6 +35,27 @@ def parse_time(text: str, capture_start_us: int | None) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1_000_000)
+
+
+#: epoch µs that fit an int64 (about ±292 000 years around 1970)
+_MAX_US = 2**63 - 1
+
+
+def _finite_us(value: float, text: str) -> int:
+    if not math.isfinite(value) or abs(value) > _MAX_US:
+        raise UsageError(f"cannot read time {text!r}: out of range")
+    return int(value)
+
+
+def checked_regex(option: str, pattern: str) -> str:
+    """``pattern`` if the regex engine polars uses accepts it; else a usage error quoting the engine's reason."""
+    try:
+        pl.Series([""]).str.contains(pattern)
+    except pl.exceptions.PolarsError as exc:
+        reason = " ".join(line.strip() for line in str(exc).split("This error occurred")[0].splitlines()
+                          if line.strip())
+        raise UsageError(f"{option} {pattern!r}: not a valid regular expression: {reason}") from None
+    return pattern
 
 
 def select(capture: Capture, *, since: str | None = None, until: str | None = None,
@@ -47,9 +72,9 @@ def select(capture: Capture, *, since: str | None = None, until: str | None = No
     if until:
         cond = cond & (pl.col("life_start_us") <= parse_time(until, start))  # type: ignore[arg-type]
     if authority:
-        cond = cond & pl.col("authority").fill_null("").str.contains(authority)
+        cond = cond & pl.col("authority").fill_null("").str.contains(checked_regex("--authority", authority))
     if path:
-        cond = cond & pl.col("path").fill_null("").str.contains(path)
+        cond = cond & pl.col("path").fill_null("").str.contains(checked_regex("--path", path))
     if status:
         cond = cond & _status_condition(status)
     if cond.meta.eq(pl.lit(True)):

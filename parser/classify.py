@@ -279,9 +279,9 @@ def _with_all_fields(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _texts(records: pl.DataFrame) -> pl.Series:
-    return records.select(
-        (pl.col("logger").fill_null("") + pl.lit("\t") + pl.col("first_line").fill_null("")).alias("text")
-    ).to_series()
+    """``logger<TAB>first line`` per record; a NUL (the shapes' placeholder) becomes U+FFFD."""
+    text = pl.col("logger").fill_null("") + pl.lit("\t") + pl.col("first_line").fill_null("")
+    return records.select(text.str.replace_all(_PLACEHOLDER, "\ufffd", literal=True).alias("text")).to_series()
 
 
 def classify_slow(records: pl.DataFrame) -> pl.DataFrame:
@@ -308,7 +308,7 @@ class _FieldPlan:
     const: list[str | None]
 
 
-def _plans(rules: list[ShapeRule], representatives: list[str]) -> dict[str, _FieldPlan]:
+def _plans(rules: list[ShapeRule], shapes: list[str]) -> dict[str, _FieldPlan]:
     names: dict[str, None] = {}
     for rule in rules:
         names.update((n, None) for n, _, _ in rule.fields)
@@ -317,16 +317,15 @@ def _plans(rules: list[ShapeRule], representatives: list[str]) -> dict[str, _Fie
         mode = np.full(len(rules), -1, dtype=np.int64)
         params = np.zeros((len(rules), 6), dtype=np.int64)
         const: list[str | None] = [None] * len(rules)
-        for i, (rule, text) in enumerate(zip(rules, representatives)):
+        for i, (rule, shape) in enumerate(zip(rules, shapes)):
             where = next(((a, b) for n, a, b in rule.fields if n == name), None)
             if where is None:
                 continue
             a, b = where
             mode[i] = _field_mode(a, b)
             params[i] = (a.literal, a.regions, a.delta, b.literal, b.regions, b.delta)
-            if mode[i] == 1:
-                span = next((x, y) for n, x, y in parse_message(text).spans if n == name)
-                const[i] = text[span[0] : span[1]]
+            if mode[i] == 1:  # literal text: in the shape, each placeholder before it is one character
+                const[i] = shape[a.literal + a.regions : b.literal + b.regions]
         plans[name] = _FieldPlan(mode, params, const)
     return plans
 
@@ -359,13 +358,12 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
         shape=pl.col("text").str.replace_all(MASK, _PLACEHOLDER))
     reps = work.unique(subset="shape", keep="first", maintain_order=True).with_columns(
         values=pl.col("text").str.extract_all(MASK)).with_row_index("sid")
-    texts = reps["text"].to_list()
     rules = [classifier.rule_for(shape, values, text)
              for shape, text, values in reps.select("shape", "text", "values").iter_rows()]
     sid = work.select(pl.col("shape").replace_strict(reps["shape"], reps["sid"], return_dtype=pl.Int64)
                       ).to_series().to_numpy()
     out = {"kind": pl.Series("kind", [r.kind for r in rules], dtype=pl.String).gather(sid)}
-    plans = _plans(rules, texts)
+    plans = _plans(rules, reps["shape"].to_list())
     work = work.with_columns(values=pl.col("text").str.extract_all(MASK))
     n = work.height
     misfits = _misfits(work, rules, sid)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from envoy_dissector.parser.civil import epoch_us
 from envoy_dissector.parser.distinct import Distinct, distinct
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, group_names
 from envoy_dissector.parser.redact import redact_frame, rows_where
@@ -35,7 +36,7 @@ _FRACTIONS = {"frac_us": 1, "frac_ms": 1000, "frac_ns": -1000}  # multiplier; ne
 def _whole_seconds(parts: Iterable[pl.Expr] | None = None) -> pl.Expr:
     """Epoch microseconds of the date and time groups (or ``parts``, in that order), to the second."""
     exprs = list(parts) if parts is not None else [pl.col(g) for g in _DATE_TIME]
-    return pl.datetime(*[e.cast(pl.Int32, strict=False) for e in exprs], time_unit="us").dt.epoch("us")
+    return epoch_us(*exprs)  # null for an impossible date (Feb 30, month 13): never raises
 
 
 def _timestamp(fields: frozenset[str], columns: list[str]) -> pl.Expr:

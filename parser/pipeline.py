@@ -15,13 +15,14 @@ from typing import Any
 
 import polars as pl
 
-from envoy_dissector.parser import shape_cache
+from envoy_dissector.parser import limits, shape_cache
 from envoy_dissector.parser.classify import Classifier, classify
 from envoy_dissector.parser.envelope import single_origin, split_envelope
 from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.sanity import Sanity
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
 from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwrap
@@ -55,6 +56,9 @@ class Diagnostics:
     grammar_calls: int = 0
     #: records the fast path handed to the grammar one by one (values unlike their shape's representative)
     fallback_lines: int = 0
+    sanity: Sanity = field(default_factory=Sanity, repr=False)
+    #: lines longer than limits.max_line_bytes(), replaced by a marker (counted malformed)
+    lines_oversize: int = 0
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -68,7 +72,7 @@ class Diagnostics:
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
-            "shapes": self.shapes, "grammar_calls": self.grammar_calls, "fallback_lines": self.fallback_lines,
+            "lines_oversize": self.lines_oversize, "shapes": self.shapes, "grammar_calls": self.grammar_calls, "fallback_lines": self.fallback_lines,
         }
 
 
@@ -101,6 +105,24 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
+
+
+def _bound_lines(lines: pl.DataFrame, block: Block, diag: Diagnostics) -> pl.DataFrame:
+    """Lines longer than the limit become a marker line (the reader already did so for lines longer
+    than what it holds); both are counted in a warning. See limits.py."""
+    limit = limits.max_line_bytes()
+    oversize = block.oversize
+    if limit and len(block.data) > limit:
+        long = lines.select(pl.col("raw").str.len_bytes() > limit).to_series()
+        if long.any():
+            rows = long.arg_true()
+            sizes = lines["raw"].gather(rows).str.len_bytes().to_list()
+            marks = pl.Series([limits.oversize_marker(n, limit).decode() for n in sizes], dtype=pl.String)
+            lines = lines.with_columns(lines["raw"].scatter(rows, marks))
+            oversize += len(sizes)
+    if oversize:
+        diag.lines_oversize += oversize
+    return lines
 
 
 @dataclass
@@ -252,6 +274,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                     progress(block.bytes_read - last_bytes)
                     last_bytes = block.bytes_read
                 lines = _lines_frame(block, next_line_no)
+                lines = _bound_lines(lines, block, diag)
                 next_line_no += lines.height
                 diag.lines_read += lines.height
                 if state is None:
@@ -273,6 +296,11 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
             yield from _finish_chunk(pending.popleft().result(), diag)
     if classifier.grammar_calls:
         shape_cache.save(classifier.rules)
+    if diag.lines_oversize:
+        diag.warn(f"{diag.lines_oversize} line(s) longer than {limits.max_line_bytes()} bytes were skipped "
+                  "(counted as malformed; ENVOY_DISSECTOR_MAX_LINE_BYTES raises the limit)")
+    for text in diag.sanity.warnings():
+        diag.warn(text)
     diag.shapes = len(classifier.seen)
     diag.grammar_calls = classifier.grammar_calls
     diag.fallback_lines = classifier.fallback_lines
@@ -294,6 +322,7 @@ def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics) 
     events, malformed = result
     _count_malformed(malformed, diag)
     _account(events, diag)
+    diag.sanity.check(events)
     if events.height:
         yield Chunk(events["origin"][0], events)
 

@@ -10,12 +10,15 @@ import gzip
 import io
 import os
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.limits import CountingReader
 
 BLOCK_BYTES = 16 * 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -26,6 +29,7 @@ class Block:
     origin: str
     data: bytes  # whole lines, UTF-8 as read (invalid bytes are replaced when decoded)
     bytes_read: int  # cumulative bytes consumed from the (decompressed) source
+    oversize: int = 0  # lines longer than limits.max_line_bytes() replaced by a marker (see limits.py)
 
     @property
     def text(self) -> str:
@@ -77,8 +81,9 @@ def expand(inputs: str | Path | Sequence[str | Path]) -> list[Source]:
     return sources
 
 
-def _open_binary(source: Source) -> BinaryIO:
-    """The source's bytes, gunzipped when they start with the gzip magic (files and stdin alike)."""
+def _open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
+    """The source's bytes, gunzipped when they start with the gzip magic (files and stdin alike);
+    with the counter of compressed bytes read for a gzip stream."""
     if source.path is None:
         fh: BinaryIO = sys.stdin.buffer
         if not hasattr(fh, "peek"):
@@ -92,11 +97,9 @@ def _open_binary(source: Source) -> BinaryIO:
     if len(head) == 1:  # a pipe may deliver the first byte alone
         head = fh.peek(2)[:2]
     if head == GZIP_MAGIC:
-        if source.path is not None:  # reopen by path so closing the gzip reader closes the file
-            fh.close()
-            return gzip.open(source.path, "rb")  # type: ignore[return-value]
-        return gzip.open(fh, "rb")  # type: ignore[return-value]
-    return fh
+        counter = CountingReader(fh)  # closing the gzip reader does not close it: read_blocks does
+        return gzip.GzipFile(fileobj=counter, mode="rb"), counter  # type: ignore[arg-type]
+    return fh, None
 
 
 def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
@@ -105,16 +108,29 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
         if source.text:  # empty text has no lines, like an empty file
             yield Block(source.name, source.text.encode(), len(source.text))
         return
-    fh = _open_binary(source)
+    fh, counter = _open_binary(source)
+    max_line, ratio = limits.max_line_bytes(), limits.max_gzip_ratio()
     consumed = 0
     carry = b""
+    skipping = -1  # bytes dropped so far of a line longer than max_line (-1: not skipping)
     try:
         while True:
             try:
                 data = fh.read(block_bytes)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
                 raise InputError(f"read failed: {exc}", path=source.name) from exc
             consumed += len(data)
+            if counter is not None:
+                limits.check_inflation(source.name, consumed, counter.count, ratio)
+            oversize = 0
+            if skipping >= 0:  # drop the long line's bytes up to its newline, keep a marker line
+                end = data.find(b"\n")
+                if end < 0 and data:
+                    skipping += len(data)
+                    continue
+                skipping += len(data) if end < 0 else end
+                data = limits.oversize_marker(skipping, max_line) + (data[end:] if end >= 0 else b"\n")
+                skipping, oversize = -1, 1
             if not data:
                 if carry:
                     yield Block(source.name, carry, consumed)
@@ -122,14 +138,17 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
             if carry:
                 data = carry + data
             cut = data.rfind(b"\n")
-            if cut < 0:
-                carry = data
-                continue
-            whole, carry = (data, b"") if cut == len(data) - 1 else (data[: cut + 1], data[cut + 1 :])
-            yield Block(source.name, whole, consumed)
+            whole, carry = (b"", data) if cut < 0 else (
+                (data, b"") if cut == len(data) - 1 else (data[: cut + 1], data[cut + 1 :]))
+            if max_line and len(carry) > max_line:
+                skipping, carry = len(carry), b""
+            if whole:
+                yield Block(source.name, whole, consumed, oversize)
     finally:
-        if source.path is not None:
-            fh.close()
+        if source.path is not None or counter is not None:
+            fh.close()  # a gzip reader does not close the file under it, nor stdin
+        if source.path is not None and counter is not None:
+            counter.inner.close()
 
 
 def text_source(text: str, name: str = "<text>") -> Source:

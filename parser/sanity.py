@@ -1,0 +1,65 @@
+"""Checks that turn silently useless input into a warning: ids too large to hold, time going backwards.
+
+Both leave the records as they are (nothing is dropped); they explain why a capture yields few or no
+requests. Counts accumulate chunk by chunk in ``Sanity`` and become warnings at the end.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+#: a step back in time larger than this (µs), or small steps back on more than 1 % of the records, is not
+#: the interleaving of worker threads
+BACKWARD_STEP_US = 1_000
+#: the id prefix with an id of 19+ digits: beyond Int64/UInt64, read as null
+_HUGE_ID = r'^(?:\[C[0-9]{19,}\]|\[C[0-9]+\]\[S[0-9]{20,}\]|\[Tags: \\?"ConnectionId\\?":\\?"[0-9]{19,}' \
+           r'|\[Tags: \\?"ConnectionId\\?":\\?"[0-9]+\\?",\\?"StreamId\\?":\\?"[0-9]{20,})'
+
+
+@dataclass
+class Sanity:
+    huge_ids: int = 0
+    records: int = 0
+    backward_steps: int = 0  # any step back
+    big_backward_steps: int = 0  # steps back by more than BACKWARD_STEP_US
+    largest_backward_us: int = 0
+    no_time: int = 0
+    _last_ts: dict[str, int] = field(default_factory=dict)
+
+    def check(self, events: pl.DataFrame) -> None:
+        """Count this chunk's oddities (chunks must come in input order)."""
+        if events.height == 0:
+            return
+        self.records += events.height
+        suspects = events.filter(pl.col("conn_id").is_null() & pl.col("message").str.starts_with("["))
+        if suspects.height:
+            self.huge_ids += int(suspects.select(pl.col("message").str.contains(_HUGE_ID).sum()).item())
+        self.no_time += int(events["ts_us"].null_count())
+        timed = events.select("origin", "ts_us").filter(pl.col("ts_us").is_not_null())
+        for (origin,), part in timed.group_by("origin", maintain_order=True):
+            ts = part["ts_us"]
+            prev = self._last_ts.get(str(origin))
+            if prev is not None:
+                ts = pl.concat([pl.Series([prev], dtype=ts.dtype), ts])
+            steps = ts.diff().drop_nulls()
+            back = steps.filter(steps < 0)
+            if back.len():
+                self.backward_steps += back.len()
+                self.big_backward_steps += int((back < -BACKWARD_STEP_US).sum())
+                self.largest_backward_us = max(self.largest_backward_us, -int(back.min()))  # type: ignore[arg-type]
+            self._last_ts[str(origin)] = int(ts[-1])
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.huge_ids:
+            out.append(f"{self.huge_ids} record(s) carry a connection or stream id too large for 64 bits: "
+                       "they are kept without ids and cannot be tied to a request")
+        if self.big_backward_steps or self.backward_steps > max(10, self.records // 100):
+            out.append(f"time goes backwards {self.backward_steps} time(s) in the capture (by up to "
+                       f"{self.largest_backward_us / 1000:.3f} ms): the lines are not in time order (files merged "
+                       "or sorted?); durations across those steps are wrong")
+        if self.no_time:
+            out.append(f"{self.no_time} record(s) have no usable time (an impossible date such as February 30, "
+                       "or none in the format): they are kept but cannot be placed on the timeline")
+        return out
