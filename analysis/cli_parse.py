@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from contextlib import ExitStack
+from typing import Any
 
 import polars as pl
 
+from envoy_dissector.analysis.csv_safe import neutralise_formulas
+from envoy_dissector.analysis.output_file import output_path
 from envoy_dissector.analysis.progress import progress_for
-from envoy_dissector.parser.errors import InputError, UsageError
+from envoy_dissector.parser.errors import InputError, OutputError, UsageError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.sources import expand
 
@@ -48,16 +53,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output}: use one of {', '.join(EVENT_SUFFIXES)}")
     sources = expand(args.captures)
     diag = Diagnostics()
-    chunks = []
-    with progress_for(sources, quiet=args.quiet) as advance:
+    with progress_for(sources, quiet=args.quiet) as advance, ExitStack() as stack:
+        sink = stack.enter_context(EventSink(args.output)) if args.output else None
         for chunk in iter_parse(sources, format=args.format, log_format=args.log_format,
                                 redact=not args.no_redact, diagnostics=diag, progress=advance):
-            chunks.append(chunk.events)
-    if diag.records == 0:
-        raise InputError("nothing parseable: no log record found", path=", ".join(s.name for s in sources))
-    if args.output:
-        events = pl.concat(chunks)
-        write_frame(events, args.output)
+            if sink is not None:  # without -o nothing is kept: memory stays bounded
+                sink.add(chunk.events)
+        if diag.records == 0:
+            raise InputError("nothing parseable: no log record found", path=", ".join(s.name for s in sources))
     if args.json:
         json.dump(diag.as_dict(), sys.stdout, indent=2)
         print()
@@ -66,15 +69,60 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+class EventSink:
+    """Writes the events frame chunk by chunk: CSV/JSON lines appended, parquet as parts streamed into one
+    file at the end (memory holds one chunk). All or nothing, like every output (output_file.py)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stack = ExitStack()
+        self._parts: list[str] = []
+        self._fh: Any = None
+
+    def __enter__(self) -> EventSink:
+        self._out = self._stack.enter_context(output_path(self.path))
+        return self
+
+    def add(self, frame: pl.DataFrame) -> None:
+        try:
+            self._add(frame)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise OutputError(f"{self.path}: cannot write: {exc}") from exc
+
+    def _add(self, frame: pl.DataFrame) -> None:
+        if self.path.endswith(".parquet"):
+            part = f"{self._out}.{len(self._parts)}"
+            self._parts.append(part)
+            frame.write_parquet(part)
+            return
+        if self._fh is None:
+            self._fh = open(self._out, "wb")  # noqa: SIM115 (closed in __exit__)
+        if self.path.endswith(".csv"):
+            neutralise_formulas(frame).write_csv(self._fh, include_header=self._fh.tell() == 0)
+        else:
+            frame.write_ndjson(self._fh)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if self._fh is not None:
+                self._fh.close()
+            if kind is None and self._parts:
+                pl.scan_parquet(self._parts).sink_parquet(self._out)
+        except (OSError, pl.exceptions.PolarsError) as error:
+            self._stack.__exit__(type(error), error, error.__traceback__)
+            raise OutputError(f"{self.path}: cannot write: {error}") from error
+        finally:
+            for part in self._parts:
+                try:
+                    os.unlink(part)
+                except OSError:
+                    pass
+        self._stack.__exit__(kind, exc, tb)
+
+
 def write_frame(frame: pl.DataFrame, path: str) -> None:
-    if path.endswith(".parquet"):
-        frame.write_parquet(path)
-    elif path.endswith(".csv"):
-        flat = frame.with_columns(pl.col(c).cast(pl.String) for c, t in frame.schema.items()
-                                  if isinstance(t, (pl.Enum, pl.Categorical)))
-        flat.write_csv(path)
-    else:
-        frame.write_ndjson(path)
+    with EventSink(path) as sink:
+        sink.add(frame)
 
 
 def print_diagnostics(diag: Diagnostics) -> None:

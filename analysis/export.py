@@ -8,8 +8,10 @@ from typing import Any
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.csv_safe import neutralise_formulas
+from envoy_dissector.analysis.output_file import output_path
 from envoy_dissector.analysis.trace_export import trace_events
-from envoy_dissector.parser.errors import InputError, UsageError
+from envoy_dissector.parser.errors import UsageError
 
 SUFFIXES = (".trace.json", ".parquet", ".csv", ".jsonl", ".json")
 
@@ -28,20 +30,20 @@ def _json_default(value: Any) -> Any:
 
 
 def write(capture: Capture, path: str, requests: pl.DataFrame | None = None) -> None:
-    """Write ``capture`` to ``path``: requests (.parquet/.csv/.jsonl), summary (.json), trace (.trace.json)."""
+    """Write ``capture`` to ``path``: requests (.parquet/.csv/.jsonl), summary (.json), trace (.trace.json).
+
+    All or nothing (output_file.py); CSV text cells that look like formulas are neutralised (csv_safe.py).
+    """
     suffix = kind_of(path)
     frame = (requests if requests is not None else capture.requests).select(capture.contract_requests.columns)
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with output_path(path) as out:
         if suffix == ".parquet":
-            frame.write_parquet(path)
+            frame.write_parquet(out)
         elif suffix == ".csv":
-            frame.write_csv(path)
+            neutralise_formulas(frame).write_csv(out)
         elif suffix == ".jsonl":
-            frame.write_ndjson(path)
+            frame.write_ndjson(out)
         elif suffix == ".json":
-            Path(path).write_text(json.dumps(capture.summary(), indent=2, default=_json_default))
+            Path(out).write_text(json.dumps(capture.summary(), indent=2, default=_json_default))
         else:
-            Path(path).write_text(json.dumps(trace_events(capture), default=_json_default))
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", path=path) from exc
+            Path(out).write_text(json.dumps(trace_events(capture), default=_json_default))

@@ -40,3 +40,9 @@ class UsageError(DissectorError):
     """Bad command-line usage or arguments."""
 
     exit_code = 64
+
+
+class OutputError(DissectorError):
+    """An output cannot be written (disk full, permission denied, a path under a file, closed stdout)."""
+
+    exit_code = 73  # sysexits' EX_CANTCREAT, next to 64 = EX_USAGE

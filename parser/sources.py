@@ -19,6 +19,7 @@ from typing import BinaryIO
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.limits import CountingReader
+from envoy_dissector.parser.streams import StreamReader, is_stream
 
 BLOCK_BYTES = 16 * 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -81,18 +82,33 @@ def expand(inputs: str | Path | Sequence[str | Path]) -> list[Source]:
     return sources
 
 
+def _stdin_fd() -> int | None:
+    try:
+        return sys.stdin.buffer.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def _open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
     """The source's bytes, gunzipped when they start with the gzip magic (files and stdin alike);
     with the counter of compressed bytes read for a gzip stream."""
+    fh: BinaryIO
     if source.path is None:
-        fh: BinaryIO = sys.stdin.buffer
-        if not hasattr(fh, "peek"):
+        fh = sys.stdin.buffer
+        stdin_fd = _stdin_fd()
+        if stdin_fd is not None and is_stream(stdin_fd):
+            fh = StreamReader(stdin_fd)  # type: ignore[assignment]  # Ctrl-C works (streams.py)
+        elif not hasattr(fh, "peek"):
             fh = io.BufferedReader(fh)  # type: ignore[arg-type,type-var]
     else:
         try:
             fh = open(source.path, "rb")  # noqa: SIM115 (closed by the caller)
         except OSError as exc:
             raise InputError(f"cannot open: {exc.strerror}", path=source.name) from exc
+        if is_stream(fh.fileno()):  # a FIFO or device: Ctrl-C and live streams (streams.py)
+            fd = os.dup(fh.fileno())
+            fh.close()
+            fh = StreamReader(fd, owned=True)  # type: ignore[assignment]
     head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
     if len(head) == 1:  # a pipe may deliver the first byte alone
         head = fh.peek(2)[:2]
