@@ -180,7 +180,8 @@ def _as_source(source: Any) -> Any:
 
 
 def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: bool = True,
-            progress: Callable[[int], None] | None = None, name: str | None = None) -> Capture:
+            progress: Callable[[int], None] | None = None, name: str | None = None,
+            stop_reading: Callable[[int, int], bool] | None = None) -> Capture:
     """Parse and analyse a capture.
 
     Args:
@@ -188,6 +189,7 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
         format: ``auto`` or a format id (``envoy``, ``istio``, ``istio-thread``, ``istio-json``).
         log_format: the Envoy ``--log-format`` string for custom formats.
         redact: replace secret header values by ``[redacted]`` (default).
+        stop_reading: ``(first_ts_us, latest_ts_us) -> bool``; true stops reading (see ``read_until``).
 
     >>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")
     >>> cap.requests.filter("complete").height > 0
@@ -195,7 +197,8 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     """
     diag = Diagnostics()
     chunks = [c.events for c in iter_parse(_as_source(source), format=format, log_format=log_format,
-                                           redact=redact, diagnostics=diag, progress=progress)]
+                                           redact=redact, diagnostics=diag, progress=progress,
+                                           stop_reading=stop_reading)]
     if not chunks:
         raise InputError("nothing parseable: no log record found")
     events = pl.concat(chunks) if len(chunks) > 1 else chunks[0]

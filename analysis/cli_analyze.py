@@ -16,7 +16,7 @@ from envoy_dissector.analysis.cli_parse import add_input_arguments
 from envoy_dissector.analysis.export import kind_of, write
 from envoy_dissector.analysis.progress import progress_for
 from envoy_dissector.analysis.report import render
-from envoy_dissector.analysis.select import select
+from envoy_dissector.analysis.select import checked_regex, read_until, select
 from envoy_dissector.parser.sources import expand
 
 
@@ -40,11 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     for out in args.output:
         kind_of(out)  # fail fast on a bad suffix, before reading gigabytes
+    for option, pattern in (("--authority", args.authority), ("--path", args.path)):
+        if pattern:
+            checked_regex(option, pattern)
     sources = expand(args.captures)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
     with progress_for(sources, quiet=args.quiet) as advance:
         capture = dissect(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
-                          progress=advance, name=name)
+                          progress=advance, name=name, stop_reading=read_until(args.until))
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)
     for out in args.output:

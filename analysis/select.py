@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import polars as pl
@@ -56,6 +57,26 @@ def checked_regex(option: str, pattern: str) -> str:
                           if line.strip())
         raise UsageError(f"{option} {pattern!r}: not a valid regular expression: {reason}") from None
     return pattern
+
+
+#: reading stops once the capture is this far past --until (requests started before it may still be running)
+UNTIL_GRACE_US = 10_000_000
+
+
+def read_until(until: str | None) -> Callable[[int, int], bool] | None:
+    """For ``dissect(stop_reading=...)``: stop once records are ``UNTIL_GRACE_US`` past ``until``.
+
+    A relative ``+2s`` counts from the first record (the filter counts from the first request, a little
+    later: reading never stops too early). Checks the text now (a usage error before reading anything).
+    """
+    if not until:
+        return None
+    parse_time(until, 0)
+
+    def past(first_us: int, latest_us: int) -> bool:
+        return latest_us > parse_time(until, first_us) + UNTIL_GRACE_US
+
+    return past
 
 
 def select(capture: Capture, *, since: str | None = None, until: str | None = None,

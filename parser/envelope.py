@@ -14,7 +14,7 @@ import polars as pl
 from envoy_dissector.parser.civil import epoch_us
 from envoy_dissector.parser.distinct import Distinct, distinct
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, group_names
-from envoy_dissector.parser.redact import redact_frame, rows_where
+from envoy_dissector.parser.redact import RedactOption, redact_frame, rows_where
 from envoy_dissector.parser.schema import RECORD_COLUMNS
 
 # A physical line that may continue the record above it: a header-dump line,
@@ -108,14 +108,14 @@ def _message(message: pl.Expr, escaping: str) -> pl.Expr:
     return message
 
 
-def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool, multiline: pl.Expr | None = None) -> pl.DataFrame:
+def _finish(df: pl.DataFrame, fields: frozenset[str], redact: RedactOption, multiline: pl.Expr | None = None) -> pl.DataFrame:
     """Typed envelope columns: ``out__*`` columns computed once per distinct text, the rest per line.
 
     ``multiline`` marks the messages that can hold a newline (all when not given).
     """
     df = _strip_trailing_newlines(df, multiline)
     if redact:
-        df = redact_frame(df, multiline=multiline)
+        df = redact_frame(df, multiline=multiline, policy_option=redact)
     exprs: dict[str, pl.Expr] = {}
     for name, (needs, expr) in _outputs(fields).items():
         exprs[name] = pl.col(f"out__{name}") if f"out__{name}" in df.columns else expr
@@ -238,7 +238,7 @@ def _fold(starts: pl.DataFrame, conts: pl.DataFrame, one_origin: bool) -> pl.Dat
                                n_lines.scatter(rows, 1 + joined["cont_lines"].cast(pl.Int64)))
 
 
-def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> Envelope:
+def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = True) -> Envelope:
     """Fold continuation lines into their record and split the envelope of a text format."""
     lines = mark_starts(lines, fmt)
     one_origin = single_origin(lines)
@@ -282,7 +282,7 @@ def _json_groups(values: pl.Series, pattern: str) -> pl.DataFrame:
     return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")
 
 
-def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:
+def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = True) -> Envelope:
     """One JSON object per line; keys mapped through the format's sub-patterns.
 
     Each line is decoded once (``json_decode`` into the format's keys); a block holding a line that
@@ -311,7 +311,7 @@ def _message_keys(fmt: JsonFormat) -> list[str]:
     return [key for key, pattern in fmt.keys.items() if "(?P<message>" in pattern]
 
 
-def _json_envelope(df: pl.DataFrame, lines: pl.DataFrame, fmt: JsonFormat, redact: bool) -> Envelope:
+def _json_envelope(df: pl.DataFrame, lines: pl.DataFrame, fmt: JsonFormat, redact: RedactOption) -> Envelope:
     """Records (``df``, with the message and a ``tag__`` column) and the malformed ``lines`` (not ``is_start``)."""
     malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
     df = df.with_columns(message=pl.col("tag__") + pl.col("message"), n_lines=pl.lit(1, dtype=pl.Int64)).drop("tag__")
@@ -326,7 +326,7 @@ def _tags(cid: pl.Expr, sid: pl.Expr) -> pl.Expr:
             .otherwise(pl.lit("")))
 
 
-def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = True) -> Envelope:
+def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = True) -> Envelope:
     """Key by key with JSON path lookups: a line that is not valid JSON is simply not a record."""
     raw = pl.col("raw")
     has_message = pl.lit(True)
@@ -345,7 +345,7 @@ def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = 
     return _json_envelope(df, lines, fmt, redact)
 
 
-def split_envelope(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, *, redact: bool = True) -> Envelope:
+def split_envelope(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, *, redact: RedactOption = True) -> Envelope:
     if isinstance(fmt, JsonFormat):
         return split_json(lines, fmt, redact=redact)
     return split_text(lines, fmt, redact=redact)

@@ -26,7 +26,7 @@ class InputError(DissectorError):
         text = ": ".join(parts)
         if expected:
             text += f" (expected {expected}"
-            text += f", found {found!r})" if found is not None else ")"
+            text += f", found {_redacted(found)!r})" if found is not None else ")"
         super().__init__(text)
 
 
@@ -46,3 +46,10 @@ class OutputError(DissectorError):
     """An output cannot be written (disk full, permission denied, a path under a file, closed stdout)."""
 
     exit_code = 73  # sysexits' EX_CANTCREAT, next to 64 = EX_USAGE
+
+
+def _redacted(text: str) -> str:
+    """Input quoted in an error message goes through the same redaction as every output."""
+    from envoy_dissector.parser.redact import redact_strings  # polars is imported only when an error is shown
+
+    return redact_strings([text])[0]

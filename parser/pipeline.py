@@ -22,12 +22,26 @@ from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.redact import RedactOption, redact_frame
 from envoy_dissector.parser.sanity import Sanity
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
 from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
+StopReading = Callable[[int, int], bool]  # (first, latest record time seen, epoch µs) -> stop reading the source
+
+
+@dataclass
+class _TimeSeen:
+    first: int | None = None
+    last: int | None = None
+
+    def add(self, events: pl.DataFrame) -> None:
+        low, high = events.select(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
+        if low is not None:
+            self.first = low if self.first is None else min(self.first, low)
+            self.last = high if self.last is None else max(self.last, high)
 MALFORMED_EXAMPLES = 5
 #: Chunks in flight. Two more than the cores: polars ops release the GIL, and the block reader and the
 #: Python between polars calls leave gaps the extra threads fill (2 cores: 3 -> 4 workers was +10 %).
@@ -245,13 +259,16 @@ def _last_start(lines: pl.DataFrame, fmt: TextFormat, window: int = 4096) -> int
 
 
 def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], *, format: str = "auto",
-               log_format: str | None = None, redact: bool = True, fast: bool | None = None,
+               log_format: str | None = None, redact: RedactOption = True, fast: bool | None = None,
                diagnostics: Diagnostics | None = None, progress: Progress | None = None,
-               block_bytes: int | None = None, workers: int = WORKERS) -> Iterator[Chunk]:
+               block_bytes: int | None = None, workers: int = WORKERS,
+               stop_reading: StopReading | None = None) -> Iterator[Chunk]:
     """Stream events chunk by chunk, in input order; ``diagnostics`` is filled as it goes.
 
     Blocks are split into lines and cut at record boundaries in order; the heavy
     work (envelope, grammar, fields) runs on ``workers`` threads (polars releases the GIL).
+    ``stop_reading(first_ts_us, latest_ts_us)`` (e.g. past ``--until``) ends the reading of a source
+    early: an endless stream stops.
     """
     diag = diagnostics if diagnostics is not None else Diagnostics()
     sources = _as_sources(inputs)
@@ -259,10 +276,16 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
     formats_seen: Counter[str] = Counter()
     pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        seen = _TimeSeen()
+
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast))
-            while len(pending) > max(1, workers):
-                yield from _finish_chunk(pending.popleft().result(), diag)
+            while len(pending) > max(1, workers) or (stop_reading is not None and pending[0].done()):
+                for chunk in _finish_chunk(pending.popleft().result(), diag):
+                    seen.add(chunk.events)
+                    yield chunk
+                if not pending:
+                    break
 
         for source in sources:
             state: _SourceState | None = None
@@ -290,6 +313,10 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                 lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
                 if lines.height:
                     yield from submit(lines, state)
+                if stop_reading is not None and seen.last is not None and stop_reading(seen.first, seen.last):
+                    diag.warn(f"{source.name}: stopped reading after line {next_line_no - 1}: past the time "
+                              "asked for (--until)")
+                    break
             if state is not None and state.carry is not None and state.carry.height:
                 yield from submit(state.carry, state)
         while pending:
@@ -308,14 +335,17 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
         diag.format = formats_seen.most_common(1)[0][0]
 
 
-def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: bool,
+def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: RedactOption,
                 fast: bool | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     env = split_envelope(lines, fmt, redact=redact)
     records = env.records
     found = classify(records, fast=fast, classifier=classifier)
     events = pl.concat([records.drop("first_line"), found], how="horizontal")
     events = header_columns(events)
-    return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA), env.malformed  # type: ignore[arg-type]
+    malformed = env.malformed
+    if redact and malformed.height:  # a header line cut from its record (kubectl logs --tail) holds secrets too
+        malformed = redact_frame(malformed, column="raw", policy_option=redact)
+    return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA), malformed  # type: ignore[arg-type]
 
 
 def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics) -> Iterator[Chunk]:

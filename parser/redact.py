@@ -1,5 +1,27 @@
-"""Redaction of secrets in header dumps and header lines (on by default everywhere)."""
+"""Redaction of secrets in log messages (on by default everywhere; docs/security.md).
+
+Three rules, applied to every record that can hold a header value or a URL:
+
+* **by name**: a header whose name is in ``SENSITIVE_HEADERS`` or contains one of
+  ``SENSITIVE_NAME_PARTS`` (``x-vault-token``, ``x-goog-api-key``, ``www-authenticate``...),
+  in header dumps (``'name', 'value'``, any spacing or case) and codec lines
+  (``completed header: key=NAME value=...``);
+* **by shape**: a header value that looks like a credential whatever its name: a JWT
+  (``eyJ...``), an auth scheme and its token (``Bearer ...``, ``Basic ...``), or a long single
+  token mixing letters and digits that is not plain hex (API keys; request and trace ids are hex);
+* **query strings**: the value of a URL query parameter whose name is in ``SENSITIVE_PARAMS`` or
+  contains one of ``SENSITIVE_PARAM_PARTS`` (``access_token=``, ``api_key=``, ``password=``...),
+  anywhere in the message (``:path``, ``match for URL '...'``, ``referer``, ``x-envoy-original-path``).
+
+``Redaction`` adds names (``--redact-header``, ``--redact-query-param``; ``*`` globs allowed).
+Values become ``[redacted]``; the rest of the message (names, other parameters) is kept.
+"""
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 import polars as pl
 
@@ -7,11 +29,74 @@ SENSITIVE_HEADERS: tuple[str, ...] = (
     "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "x-auth-token",
     "x-amz-security-token", "x-csrf-token", "x-xsrf-token", "api-key", "apikey", "x-forwarded-client-cert",
     "x-envoy-peer-metadata", "x-goog-iap-jwt-assertion", "x-jwt-assertion", "x-access-token", "x-refresh-token",
+    "www-authenticate", "proxy-authenticate", "ocp-apim-subscription-key", "x-goog-api-key", "private-token",
+    "x-vault-token", "x-session-token", "x-amz-date", "x-client-secret", "x-functions-key",
+)
+#: a header name containing one of these is sensitive
+SENSITIVE_NAME_PARTS: tuple[str, ...] = (
+    "token", "secret", "password", "passwd", "api-key", "api_key", "apikey", "auth", "session", "cookie",
+    "credential", "subscription-key", "jwt", "signature", "private-key", "access-key",
+)
+SENSITIVE_PARAMS: tuple[str, ...] = ("key", "sig", "code", "pwd", "pass", "client_secret", "x-amz-signature",
+                                     "x-amz-credential", "x-goog-signature", "x-goog-credential")
+#: a query parameter whose name contains one of these is sensitive
+SENSITIVE_PARAM_PARTS: tuple[str, ...] = (
+    "token", "secret", "password", "passwd", "api_key", "apikey", "api-key", "auth", "session", "signature",
+    "credential", "access_key", "private_key", "jwt", "assertion",
 )
 REDACTED = "[redacted]"
-_NAMES = "|".join(SENSITIVE_HEADERS)
-_DUMP_LINE = rf"(?im)^('(?:{_NAMES})', ').*$"
-_HEADER_LINE = rf"(?i)(completed header: key=(?:{_NAMES}) value=).*$"
+#: auth schemes whose next word is a credential
+AUTH_SCHEMES = ("bearer", "basic", "digest", "negotiate", "token", "apikey", "hoba", "mutual", "aws4-hmac-sha256")
+_JWT = r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"
+_LONG_TOKEN = r"^[A-Za-z0-9+/_=.~\-]{32,}$"
+_SHORTEST_TOKEN = 32
+
+
+def _glob(name: str) -> str:
+    """A name or ``*`` glob as a regex fragment (case-insensitive by the caller)."""
+    return ".*".join(re.escape(part) for part in name.lower().split("*"))
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """What is redacted: the built-in rules plus ``headers`` and ``params`` (names or ``*`` globs)."""
+
+    headers: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:  # a Redaction means "redact" wherever a bool ``redact`` is accepted
+        return True
+
+    @cached_property
+    def header_name(self) -> str:
+        """Regex matching a whole sensitive header name (no anchors, case-insensitive by the caller)."""
+        exact = [re.escape(n) for n in SENSITIVE_HEADERS] + [_glob(n) for n in self.headers]
+        parts = "|".join(re.escape(p) for p in SENSITIVE_NAME_PARTS)
+        return rf"(?:{'|'.join(exact)}|[^'\s]*(?:{parts})[^'\s]*)"
+
+    @cached_property
+    def param_name(self) -> str:
+        exact = [re.escape(n) for n in SENSITIVE_PARAMS] + [_glob(n) for n in self.params]
+        parts = "|".join(re.escape(p) for p in SENSITIVE_PARAM_PARTS)
+        return rf"(?:{'|'.join(exact)}|[^=&?#;'\s]*(?:{parts})[^=&?#;'\s]*)"
+
+    @cached_property
+    def words(self) -> list[str]:
+        """Substrings at least one of which a message must hold to need any redaction (a quick filter)."""
+        extra = [w for n in (*self.headers, *self.params) for w in n.lower().split("*") if w]
+        return sorted({*SENSITIVE_HEADERS, *SENSITIVE_NAME_PARTS, *SENSITIVE_PARAMS, *SENSITIVE_PARAM_PARTS,
+                       *AUTH_SCHEMES, "eyj", *extra})
+
+
+DEFAULT = Redaction()
+RedactOption = bool | Redaction
+
+
+def policy(option: RedactOption) -> Redaction | None:
+    """The rules to apply for a ``redact`` argument (None: redaction off)."""
+    if isinstance(option, Redaction):
+        return option
+    return DEFAULT if option else None
 
 
 def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | None = None) -> pl.Series:
@@ -24,36 +109,79 @@ def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | None = No
     return rows.filter(df.select(condition.meta.root_names())[rows].select(condition).to_series())
 
 
-def redact_message(message: pl.Expr) -> pl.Expr:
-    """Replace values of sensitive headers in dumps (``'cookie', '...'``) and codec header lines."""
-    return (message.str.replace_all(_DUMP_LINE, "${1}" + REDACTED + "'")
-            .str.replace(_HEADER_LINE, "${1}" + REDACTED))
+def _dump_lines(text: pl.Expr, rules: Redaction) -> pl.Expr:
+    """Header-dump lines (``'name', 'value'``) redacted by name and by value shape, line by line."""
+    pair = r"^(\s*'[^'\n]*'\s*,\s*')(.*)$"
+    name = text.str.extract(r"^\s*'([^'\n]*)'\s*,\s*'", 1)
+    value = text.str.extract(pair, 2).str.strip_suffix("'")
+    by_name = name.str.contains(rf"(?i)^{rules.header_name}$")
+    schemes = "|".join(re.escape(s) for s in AUTH_SCHEMES)
+    by_shape = (value.str.contains(rf"(?i)(?:^|[\s,]){_JWT}|^\s*(?:{schemes})\s+\S")
+                | (value.str.contains(_LONG_TOKEN) & value.str.contains(r"[0-9]")
+                   & value.str.contains(r"[g-zG-Z]")))
+    sensitive = (by_name | by_shape).fill_null(False)
+    return pl.when(sensitive).then(text.str.replace(pair, "${1}" + REDACTED + "'")).otherwise(text)
 
 
-def is_sensitive(name: str) -> bool:
-    return name.lower() in SENSITIVE_HEADERS
+def redact_text(text: pl.Expr, rules: Redaction) -> pl.Expr:
+    """Every rule on a message expression (any number of lines); rows with nothing to redact are unchanged."""
+    lines = text.str.split("\n")
+    dumped = lines.list.eval(_dump_lines(pl.element(), rules)).list.join("\n")
+    header = rf"(?i)(completed header: key={rules.header_name} value=)[^\n]*"
+    schemes = "|".join(re.escape(s) for s in AUTH_SCHEMES)
+    shaped = rf"(?i)(completed header: key=\S+ value=)(?:[^\n]*{_JWT}|\s*(?:{schemes})\s+\S)[^\n]*"
+    query = rf"(?i)([?&;]{rules.param_name}=)[^&#'\s\n]*"
+    return (dumped.str.replace_all(header, "${1}" + REDACTED)
+            .str.replace_all(shaped, "${1}" + REDACTED)
+            .str.replace_all(query, "${1}" + REDACTED))
 
 
-def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr | None = None) -> pl.DataFrame:
-    """Redact ``column`` on the rows that can hold a sensitive header value.
+def redact_message(message: pl.Expr, rules: Redaction = DEFAULT) -> pl.Expr:
+    """Redacted ``message`` (see the module's rules)."""
+    return redact_text(message, rules)
 
-    Candidates (``multiline`` narrows the rows that can hold a dump): multi-line dumps and codec
-    header lines that name a sensitive header (an
-    ASCII case-insensitive substring search; a row with any non-ASCII character is a candidate
-    too, since the regexes fold case the Unicode way).
-    """
+
+def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
+    return re.fullmatch(rules.header_name, name.lower()) is not None
+
+
+def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | None) -> pl.Series:
+    """Rows that may need redaction: dumps, codec header lines and URLs holding a sensitive word, a JWT,
+    an auth scheme or a long token (cheap substring tests first)."""
     text = pl.col(column)
     dumps = rows_where(df, text.str.contains("\n", literal=True), within=multiline)
-    lines = df.select(text.str.contains("completed header: key=", literal=True)).to_series().arg_true()
-    rows = pl.concat([dumps, lines]).unique().sort() if lines.len() and dumps.len() else (
-        dumps if dumps.len() else lines)
+    marked = df.select(text.str.contains_any(["completed header: key=", "?", "',", "' ,"])).to_series().arg_true()
+    rows = pl.concat([dumps, marked]).unique().sort() if dumps.len() and marked.len() else (
+        dumps if dumps.len() else marked)
+    if rows.len() == 0:
+        return rows
+    subset = df[column].gather(rows).to_frame()
+    keep = subset.select(text.str.contains_any(rules.words, ascii_case_insensitive=True)
+                         | text.str.contains(r"[A-Za-z0-9+/_=.~\-]{32,}")).to_series()
+    if subset.select(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
+        keep = keep | subset.select(text.str.contains(r"[^\x00-\x7f]")).to_series()
+    return rows.filter(keep)
+
+
+def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr | None = None,
+                 policy_option: RedactOption = True) -> pl.DataFrame:
+    """Redact ``column`` on the rows that can hold a secret (``multiline`` narrows the rows that can hold
+    a dump). A row with any non-ASCII character is a candidate too, since the regexes fold case the
+    Unicode way."""
+    rules = policy(policy_option)
+    if rules is None or df.height == 0:
+        return df
+    rows = _candidates(df, column, rules, multiline)
     if rows.len() == 0:
         return df
     subset = df[column].gather(rows).to_frame()
-    named = subset.select(text.str.contains_any(list(SENSITIVE_HEADERS), ascii_case_insensitive=True)).to_series()
-    if subset.select(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
-        named = named | subset.select(text.str.contains(r"[^\x00-\x7f]")).to_series()
-    rows, subset = rows.filter(named), subset.filter(named)
-    if rows.len() == 0:
-        return df
-    return df.with_columns(df[column].scatter(rows, subset.select(redact_message(text)).to_series()))
+    return df.with_columns(df[column].scatter(rows, subset.select(redact_text(pl.col(column), rules)).to_series()))
+
+
+def redact_strings(texts: Sequence[str], option: RedactOption = True) -> list[str]:
+    """The same rules on plain strings (diagnostics examples, error messages)."""
+    rules = policy(option)
+    if rules is None or not texts:
+        return list(texts)
+    frame = pl.DataFrame({"message": list(texts)}, schema={"message": pl.String})
+    return redact_frame(frame, policy_option=rules)["message"].to_list()

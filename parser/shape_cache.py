@@ -5,6 +5,10 @@ Python ANTLR runtime; a capture has a few hundred shapes). Those verdicts (``Sha
 only on the grammar and on the code that locates fields, so they are stored in a file named after
 a hash of both: a changed grammar or fast path starts from an empty table, never from stale rules.
 
+Only *value-free* rules are stored (``value_free``): a shape whose words are all Envoy's own
+(grammar literals, ``shape_words.txt``). A shape holding a word of the capture (an unlisted header
+value, a listener name, a secret with ``--no-redact``) is kept in memory for the run only.
+
 ``ENVOY_DISSECTOR_CACHE_DIR`` moves the directory (default ``$XDG_CACHE_HOME/envoy-dissector`` or
 ``~/.cache/envoy-dissector``); ``ENVOY_DISSECTOR_CACHE=0`` turns the cache off. A missing,
 unreadable or corrupt file is ignored (and rewritten).
@@ -14,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 from envoy_dissector.parser.classify import Boundary, ShapeRule
+from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
 
-_SOURCES = ("EnvoyLog.g4", "grammar.py", "classify.py", "shape_cache.py")
+_SOURCES = ("EnvoyLog.g4", "grammar.py", "classify.py", "shape_cache.py", "shape_words.txt")
+_WORD = re.compile(r"[A-Za-z_]+")
 MAX_SHAPES = 100_000
 
 
@@ -79,16 +86,50 @@ def load() -> dict[str, ShapeRule]:
         return {}
 
 
+@lru_cache(maxsize=1)
+def vocabulary() -> frozenset[str]:
+    """Words that are Envoy's or the grammar's, never a capture's: the grammar's literals and shape_words.txt."""
+    words = set()
+    for literal in EnvoyLogParser.literalNames:
+        words.update(_WORD.findall(literal))
+    text = resources.files("envoy_dissector.parser").joinpath("shape_words.txt").read_text()
+    words.update(w for line in text.splitlines() if not line.startswith("#") for w in _WORD.findall(line))
+    return frozenset(words)
+
+
+def value_free(shape: str, rule: ShapeRule) -> bool:
+    """Whether storing this rule writes nothing of the capture's values: every word of the shape, of the
+    placeholders' signatures and of the pinned values is in ``vocabulary()`` (digits, quoted strings and
+    hex are placeholders already)."""
+    words = vocabulary()
+    texts = (shape, *rule.signatures, *rule.exact_values)
+    return all(w in words for text in texts for w in _WORD.findall(text))
+
+
 def save(rules: dict[str, ShapeRule]) -> None:
-    """Write the rules (atomically; a failure to write is not an error: the cache is an optimisation)."""
+    """Write the value-free rules (atomically; a failure to write is not an error: the cache is an
+    optimisation). Files of other fingerprints (stale, possibly from versions that stored values) go."""
     if not enabled() or not rules or len(rules) > MAX_SHAPES:
         return
+    rules = {shape: rule for shape, rule in rules.items() if value_free(shape, rule)}
     path = cache_path()
+    _remove_stale(path)
+    if not rules:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = json.dumps({"fingerprint": fingerprint(), "rules": {s: _encode(r) for s, r in rules.items()}})
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".shapes-", delete=False) as fh:
             fh.write(payload)
         os.replace(fh.name, path)
+    except OSError:
+        return
+
+
+def _remove_stale(current: Path) -> None:
+    try:
+        for old in current.parent.glob("shapes-*.json"):
+            if old != current:
+                old.unlink()
     except OSError:
         return
