@@ -16,6 +16,7 @@ from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles, span
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
+from envoy_dissector.parser.redact import RedactOption
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, text_source
 
@@ -179,7 +180,7 @@ def _as_source(source: Any) -> Any:
     raise TypeError(f"cannot read a capture from {type(source).__name__}")
 
 
-def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: bool = True,
+def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: RedactOption = True,
             progress: Callable[[int], None] | None = None, name: str | None = None,
             stop_reading: Callable[[int, int], bool] | None = None) -> Capture:
     """Parse and analyse a capture.
@@ -188,7 +189,7 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
         source: a path, glob, ``.gz`` file, ``-`` (stdin), a list of those, or the log text itself.
         format: ``auto`` or a format id (``envoy``, ``istio``, ``istio-thread``, ``istio-json``).
         log_format: the Envoy ``--log-format`` string for custom formats.
-        redact: replace secret header values by ``[redacted]`` (default).
+        redact: replace secret values by ``[redacted]`` (default; a ``Redaction`` adds names, docs/security.md).
         stop_reading: ``(first_ts_us, latest_ts_us) -> bool``; true stops reading (see ``read_until``).
 
     >>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")

@@ -12,7 +12,7 @@ import json
 import sys
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.cli_parse import add_input_arguments
+from envoy_dissector.analysis.cli_parse import add_input_arguments, redaction_of
 from envoy_dissector.analysis.export import kind_of, write
 from envoy_dissector.analysis.progress import progress_for
 from envoy_dissector.analysis.report import render
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     sources = expand(args.captures)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
     with progress_for(sources, quiet=args.quiet) as advance:
-        capture = dissect(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
+        capture = dissect(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
                           progress=advance, name=name, stop_reading=read_until(args.until))
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)

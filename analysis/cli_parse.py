@@ -19,6 +19,7 @@ from envoy_dissector.analysis.output_file import output_path
 from envoy_dissector.analysis.progress import progress_for
 from envoy_dissector.parser.errors import InputError, OutputError, UsageError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
+from envoy_dissector.parser.redact import RedactOption, Redaction
 from envoy_dissector.parser.sources import expand
 
 EVENT_SUFFIXES = (".parquet", ".csv", ".jsonl")
@@ -35,7 +36,18 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Envoy --log-format the capture was written with (implies --format custom)")
     p.add_argument("--no-redact", action="store_true",
                    help="keep secret header values (authorization, cookie, ...) instead of [redacted]")
+    p.add_argument("--redact-header", action="append", default=[], metavar="NAME",
+                   help="also redact this header's values (a name or a * glob; repeatable; docs/security.md)")
+    p.add_argument("--redact-query-param", action="append", default=[], metavar="NAME",
+                   help="also redact this URL query parameter's values (a name or a * glob; repeatable)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def redaction_of(args: argparse.Namespace) -> RedactOption:
+    """``redact=`` for the parser: off with --no-redact, else the built-in rules plus the names given."""
+    if args.no_redact:
+        return False
+    return Redaction(headers=tuple(args.redact_header), params=tuple(args.redact_query_param))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_for(sources, quiet=args.quiet) as advance, ExitStack() as stack:
         sink = stack.enter_context(EventSink(args.output)) if args.output else None
         for chunk in iter_parse(sources, format=args.format, log_format=args.log_format,
-                                redact=not args.no_redact, diagnostics=diag, progress=advance):
+                                redact=redaction_of(args), diagnostics=diag, progress=advance):
             if sink is not None:  # without -o nothing is kept: memory stays bounded
                 sink.add(chunk.events)
         if diag.records == 0:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envoy_dissector.analysis.kube.errors import (KubeConfigError, KubeError, KubeNotFound,
-                                                  from_api_exception)
+                                                  from_api_exception, scrub)
 from envoy_dissector.parser.errors import UsageError
 
 #: Where a pod's service-account credentials are mounted.
@@ -100,6 +100,7 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
     Raises:
         KubeConfigError: nothing usable found, or the kubeconfig/context is invalid.
     """
+    import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
@@ -112,9 +113,10 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
             config.load_kube_config(config_file=config_file, context=context,
                                     client_configuration=configuration, persist_config=False)
             contexts, current = config.list_kube_config_contexts(config_file=config_file)
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
+        except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError) as exc:
             where = ", ".join(str(p) for p in existing)
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+            text = " ".join(str(exc).split()) if str(exc).strip() else exc.__class__.__name__
+            text = f"not a valid kubeconfig ({text[:200]})" if isinstance(exc, yaml.YAMLError) else text
             raise KubeConfigError(f"kubeconfig {where}: {text}") from exc
         chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else current
         if chosen:
@@ -141,7 +143,7 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
             "~/.kube/config does not exist, and this is not a pod ($KUBERNETES_SERVICE_HOST unset)")
     api_client = client.ApiClient(configuration)
     return Kube(api_client=api_client, namespace=namespace or ns_from_config or "default",
-                server=configuration.host, source=source, connect_timeout_s=connect_timeout_s,
+                server=scrub(configuration.host), source=source, connect_timeout_s=connect_timeout_s,
                 read_timeout_s=read_timeout_s)
 
 

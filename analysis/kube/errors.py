@@ -14,9 +14,27 @@ from envoy_dissector.parser.errors import DissectorError
 
 
 class KubeError(DissectorError):
-    """The cluster could not be used: no configuration, unreachable API server, unexpected API answer."""
+    """The cluster could not be used: no configuration, unreachable API server, unexpected API answer.
+
+    The message never carries credentials: user:password in a URL and token-like query values are
+    replaced by ``[redacted]`` (``scrub``).
+    """
 
     exit_code = 5
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(scrub(message))
+
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"]*@")
+_SECRET_WORDS = re.compile(r"(?i)\b((?:token|password|passwd|secret|bearer|authorization|api[-_]?key)"
+                           r"[\"']?\s*[:=]\s*[\"']?(?:bearer\s+|basic\s+)?|bearer\s+|basic\s+)[^\s,;&'\")]+")
+
+
+def scrub(text: str) -> str:
+    """``text`` without credentials: URL user info, ``token=...``/``password: ...``/``Bearer ...`` values."""
+    text = _URL_USERINFO.sub(r"\1[redacted]@", text)
+    return _SECRET_WORDS.sub(r"\1[redacted]", text)
 
 
 class KubeConfigError(KubeError):
