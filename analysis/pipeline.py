@@ -37,6 +37,11 @@ def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 def analyse(events: pl.DataFrame) -> Analysis:
     """Rebuild requests, attribute phases and model the event loop."""
     notes: list[str] = []
+    # records without a usable time (an impossible date; a format without one) cannot be placed on a
+    # timeline: they stay in the events frame (and in diagnostics) but take no part in the analysis
+    timeless = events.filter(pl.col("ts_us").is_null())
+    if timeless.height:
+        events = events.filter(pl.col("ts_us").is_not_null())
     events, restarts = split_restarts(events)
     if restarts:
         notes.append(f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
@@ -57,4 +62,6 @@ def analyse(events: pl.DataFrame) -> Analysis:
     if incomplete:
         notes.append(f"{incomplete} request(s) cut by the capture's start or end are marked complete=false "
                      "and left out of statistics")
+    if timeless.height:
+        events = pl.concat([events, timeless.select(events.columns).cast(events.schema)])  # type: ignore[arg-type]
     return Analysis(events, requests, phases, loop, tuple(notes))
