@@ -7,8 +7,22 @@
 """
 from __future__ import annotations
 
-from envoy_dissector.analysis.capture import Capture, dissect
-from envoy_dissector.analysis.findings import Finding
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, Milestone, Phase
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envoy_dissector.analysis.capture import Capture, dissect
+    from envoy_dissector.analysis.findings import Finding
+    from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, Milestone, Phase
 
 __all__ = ["CONTRACT_COLUMNS", "Capture", "Finding", "Milestone", "Phase", "dissect"]
+#: imported on first use, so ``envoy-dissect`` (analysis/cli.py) starts without polars and can handle
+#: Ctrl-C during its own imports
+_HOME = {"Capture": "capture", "dissect": "capture", "Finding": "findings", "CONTRACT_COLUMNS": "schema",
+         "Milestone": "schema", "Phase": "schema"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"envoy_dissector.analysis.{_HOME[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,8 +4,9 @@
     python bench/fuzz.py --cases 2000 --seed 7
 
 Inputs come from tests/security/hostile_inputs.py (mutated real captures, fixtures/). Most run in
-batches: each input becomes one pod (``kubectl logs --prefix``) of a batch capture, so one analysis
-covers many inputs and each input's lines are accounted for per origin. Every ``--alone``-th input
+batches: each input becomes one pod (``kubectl logs --prefix``) of a batch capture, parsed at once,
+and each input's lines are accounted for per origin; every ``--analyse-every``-th batch is also
+analysed whole (reconstruction, report, summary, trace). Every ``--alone``-th input
 also runs alone through parse, analysis, report, summary, trace and every ``-o`` writer. A traceback
 (any exception but a one-line DissectorError) or an accounting mismatch is counted, and the first
 few are saved under ``--failures``.
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -42,34 +45,41 @@ def batch_text(cases: list[str]) -> tuple[str, dict[str, int]]:
     return "\n".join(out) + "\n", expected
 
 
-def check_batch(cases: list[str], log_format: str | None) -> str:
+def check_batch(cases: list[str], log_format: str | None, analyse: bool) -> str:
+    """Sources, envelope, wrappers, grammar path and accounting per input; with ``analyse`` also the
+    reconstruction, report, summary and trace of the whole batch."""
     from envoy_dissector.analysis.capture import dissect
     from envoy_dissector.analysis.report import render
     from envoy_dissector.analysis.trace_export import trace_events
     from envoy_dissector.parser.errors import DissectorError
+    from envoy_dissector.parser.pipeline import parse_text
 
     text, expected = batch_text(cases)
     try:
-        capture = dissect(text, log_format=log_format)
+        d = parse_text(text, log_format=log_format).diagnostics
     except DissectorError:
         return "refused"
-    d = capture.diagnostics_info
     assert d.lines_read == physical_lines(text) == sum(expected.values())
     assert d.lines_read == d.lines_in_records + d.lines_malformed
     for origin, n in expected.items():
         got = d.by_origin.get(origin, {})
         assert got.get("lines_in_records", 0) + got.get("lines_malformed", 0) == n, (origin, got, n)
-    render(capture)
-    capture.summary()
-    trace_events(capture)
+    if analyse:
+        capture = dissect(text, log_format=log_format)
+        assert capture.diagnostics_info.lines_read == d.lines_read
+        render(capture)
+        capture.summary()
+        trace_events(capture)
     return "ok"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=100_000)
-    ap.add_argument("--batch", type=int, default=250)
-    ap.add_argument("--alone", type=int, default=100, help="every N-th case also runs alone with every output")
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--analyse-every", type=int, default=10, help="every N-th batch is also analysed whole")
+    ap.add_argument("--alone", type=int, default=500, help="every N-th case also runs alone with every output")
+    ap.add_argument("--mutation-rate", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--failures", default="/tmp/envoy-dissector-fuzz-failures")
     args = ap.parse_args()
@@ -81,17 +91,19 @@ def main() -> int:
     failures.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     done = 0
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _interruptible():
         while done < args.cases:
             base = BASES[(done // args.batch) % len(BASES)]
             log_format = LOG_FORMATS.get(base)
-            cases = [hostile_capture(rng, corpora[base]) for _ in range(min(args.batch, args.cases - done))]
+            cases = [hostile_capture(rng, corpora[base], max_lines=30, mutation_rate=args.mutation_rate)
+                     for _ in range(min(args.batch, args.cases - done))]
+            analyse = (done // args.batch) % args.analyse_every == 0
             counts["lines"] += sum(physical_lines(c) for c in cases)
             for n, case in enumerate(cases):
                 if (done + n) % args.alone == 0:
                     counts["alone"] += 1
                     _record(counts, kinds, failures, case, lambda: check_capture(case, Path(tmp), log_format))
-            _record(counts, kinds, failures, "".join(cases[:5]), lambda: check_batch(cases, log_format),
+            _record(counts, kinds, failures, "".join(cases[:5]), lambda: check_batch(cases, log_format, analyse),
                     prefix="batch-")
             done += len(cases)
             rate = done / (time.monotonic() - started)
@@ -106,6 +118,25 @@ def main() -> int:
     for kind, n in kinds.most_common():
         print(f"  {n:6d}  {kind}")
     return 1 if counts["traceback"] or counts["accounting"] else 0
+
+
+class _Stop(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _interruptible():  # type: ignore[no-untyped-def]
+    """Ctrl-C or SIGTERM ends the run early; the counts so far are still printed."""
+    def stop(*_):  # type: ignore[no-untyped-def]
+        raise _Stop
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except (_Stop, KeyboardInterrupt):
+        print("\nstopped early", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _record(counts, kinds, failures: Path, case: str, run, prefix: str = "") -> None:  # type: ignore[no-untyped-def]
