@@ -61,25 +61,29 @@ def expand(inputs: str | Path | Sequence[str | Path]) -> list[Source]:
     items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     sources: list[Source] = []
     for item in items:
-        name = str(item)
-        if name == "-":
-            sources.append(Source("<stdin>"))
-            continue
-        if any(ch in name for ch in "*?[") and not os.path.exists(name):
-            matches = sorted(glob.glob(name))
-            if not matches:
-                raise InputError("no file matches this pattern", path=name)
-            sources.extend(Source(m, path=Path(m)) for m in matches)
-            continue
-        path = Path(name)
-        if not path.exists():
-            raise InputError("no such file", path=name)
-        if path.is_dir():
-            raise InputError("is a directory; give the log files inside it (a glob works)", path=name)
-        sources.append(Source(name, path=path))
+        try:
+            sources.extend(_expand_one(str(item)))
+        except PermissionError as exc:
+            raise InputError(f"cannot open: {exc.strerror}", path=str(item)) from None
     if not sources:
         raise InputError("no input given")
     return sources
+
+
+def _expand_one(name: str) -> list[Source]:
+    if name == "-":
+        return [Source("<stdin>")]
+    if any(ch in name for ch in "*?[") and not os.path.exists(name):
+        matches = sorted(glob.glob(name))
+        if not matches:
+            raise InputError("no file matches this pattern", path=name)
+        return [Source(m, path=Path(m)) for m in matches]
+    path = Path(name)
+    if not path.exists():
+        raise InputError("no such file", path=name)
+    if path.is_dir():
+        raise InputError("is a directory; give the log files inside it (a glob works)", path=name)
+    return [Source(name, path=path)]
 
 
 def _stdin_fd() -> int | None:
