@@ -1,0 +1,133 @@
+"""A planted-secrets capture leaks into no output and no file under the cache directory (issue 11).
+
+Secrets sit in every place and spelling (tests/security/planted.py): header dumps (fixed names, names
+by pattern, values by shape, odd spacing), query strings in ``:path`` and ``match for URL``, codec
+header lines, header lines cut from their record, in Istio text and JSON, bare and with kubectl
+wrappers. Every command and every ``-o`` runs; nothing printed or written may hold ``MARK``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from envoy_dissector.analysis.cli import main
+from envoy_dissector.parser.redact import REDACTED, Redaction, redact_strings
+from planted import MARK, SECRETS_PLANTED, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
+
+VARIANTS = {
+    "istio-text": lambda f: planted_text(f),
+    "istio-json": lambda f: planted_json(f),
+    "text-kubectl-prefix": lambda f: kubectl_prefix(planted_text(f)),
+    "text-kubectl-timestamps": lambda f: kubectl_timestamps(planted_text(f)),
+    "json-kubectl-timestamps-prefix": lambda f: kubectl_prefix(kubectl_timestamps(planted_json(f))),
+}
+
+
+def _text_of(path: Path) -> str:
+    if path.suffix == ".parquet":
+        return pl.read_parquet(path).write_ndjson()
+    return path.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_no_secret_leaks_anywhere(variant, fixtures_dir, tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE", "1")
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE_DIR", str(cache))
+    capture = tmp_path / "planted.log"
+    text = VARIANTS[variant](fixtures_dir)
+    capture.write_text(text)
+    assert text.count(MARK) >= SECRETS_PLANTED
+    out = tmp_path / "out"
+    outputs = [out / f"requests{s}" for s in (".parquet", ".csv", ".jsonl", ".json", ".trace.json")]
+    commands = [["analyze", str(capture), *[a for o in outputs for a in ("-o", str(o))]],
+                ["analyze", str(capture), "--json"], ["analyze", str(capture), "--top", "100"],
+                ["parse", str(capture)], ["parse", str(capture), "--json"],
+                *[["parse", str(capture), "-o", str(out / f"events{s}")] for s in (".parquet", ".csv", ".jsonl")]]
+    printed = []
+    for command in commands:
+        assert main([command[0], "-q", *command[1:]]) == 0
+        printed.append("".join(capsys.readouterr()))
+    written = [p for p in out.iterdir()]
+    assert len(written) == 8
+    for text_out in printed + [_text_of(p) for p in written]:
+        assert MARK not in text_out
+    summary = json.loads((out / "requests.json").read_text())
+    assert summary["diagnostics"]["requests"] == 50  # redaction kept the capture analysable
+    paths = pl.read_parquet(out / "requests.parquet")["path"].drop_nulls()
+    assert paths.str.contains(f"access_token={REDACTED}", literal=True).all()
+    assert paths.str.contains("ok=1", literal=True).all()  # other parameters stay
+    assert summary["diagnostics"]["malformed_examples"]  # the cut header lines, redacted
+    cached = [p for p in cache.rglob("*") if p.is_file()]
+    assert cached and all(MARK not in p.read_text(errors="replace") for p in cached)
+
+
+def test_cache_holds_no_capture_value_even_without_redaction(fixtures_dir, tmp_path, capsys, monkeypatch):
+    """With --no-redact the secrets are in the outputs (asked for), but never in the shape cache;
+    nor is an unlisted value no rule redacts."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE", "1")
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE_DIR", str(cache))
+    text = planted_text(fixtures_dir).replace("':method', 'GET'", "':method', 'GET'\n'x-note', 'plainPLANTword'")
+    capture = tmp_path / "planted.log"
+    capture.write_text(text + "2026-11-22T01:09:59.000000Z\tdebug\tenvoy http x.cc:1\tunknown words PLANTunknown here\n")
+    for redact in ([], ["--no-redact"]):
+        assert main(["analyze", "-q", str(capture), "--json", *redact]) == 0
+        out = capsys.readouterr().out
+        assert (MARK in out) == bool(redact)
+    cached = [p for p in cache.rglob("*") if p.is_file()]
+    assert cached
+    for path in cached:
+        assert MARK not in path.read_text(errors="replace")
+
+
+def test_stale_cache_files_are_removed(tmp_path, fixtures_dir, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "shapes-0123456789abcdef.json").write_text('{"rules": {"authorization PLANTold": []}}')
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE", "1")
+    monkeypatch.setenv("ENVOY_DISSECTOR_CACHE_DIR", str(cache))
+    capture = tmp_path / "planted.log"
+    capture.write_text(planted_text(fixtures_dir))
+    assert main(["parse", "-q", str(capture)]) == 0
+    assert not (cache / "shapes-0123456789abcdef.json").exists()
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("'authorization', 'Bearer abc.def'", "abc.def"),
+    ("'Authorization' , 'Basic Zm9vOmJhcg=='", "Zm9vOmJhcg=="),
+    ("  'X-Vault-Token','hvs.s3cr3t'", "hvs.s3cr3t"),
+    ("'x-something', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdEFGH'", "eyJhbGciOiJIUzI1NiJ9"),
+    ("'x-something', 'Bearer tok123'", "tok123"),
+    ("'x-something', 'aB3dE5fG7hJ1kL3mN5pQ7rS9tU1vW3xY5'", "aB3dE5fG7hJ1kL3mN5pQ7rS9tU1vW3xY5"),
+    ("[C1] completed header: key=x-goog-api-key value=AIzaXYZ", "AIzaXYZ"),
+    ("[C1] completed header: key=x-other value=Bearer xyz987", "xyz987"),
+    ("[C1][S2] match for URL '/a?api_key=k1&token=t2&password=p3&x=1'", "k1&"),
+    ("':path', '/cb?code=c0de&client_secret=sh&state=ok'", "c0de"),
+])
+def test_rules(text, secret):
+    got = redact_strings([text])[0]
+    assert secret not in got and REDACTED in got
+
+
+@pytest.mark.parametrize("text", ["'x-request-id', '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0'",
+                                  "'x-b3-traceid', '80f198ee56343ba864fe8b2a57d3eff7'",
+                                  "'traceparent', '00-80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-01'",
+                                  "':path', '/api/v1/items?page=2&sort=name'", "'user-agent', 'curl/8.5.0'"])
+def test_ids_and_ordinary_values_stay(text):
+    assert redact_strings([text])[0] == text
+
+
+def test_extra_names_by_option(capsys, fixtures_dir, tmp_path):
+    rules = Redaction(headers=("x-tenant-*",), params=("page",))
+    got = redact_strings(["'X-Tenant-Id', 'acme'\n':path', '/a?page=2&q=ok'"], rules)[0]
+    assert "acme" not in got and "page=[redacted]" in got and "q=ok" in got
+    capture = tmp_path / "a.log"
+    capture.write_text(planted_text(fixtures_dir))
+    assert main(["analyze", "-q", str(capture), "--json", "--redact-header", "user-agent",
+                 "--redact-query-param", "ok"]) == 0
+    out = capsys.readouterr().out
+    assert "ok=[redacted]" in out
