@@ -24,9 +24,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.analysis.kube.client import DEFAULT_CONTAINER, Kube, PodTarget, load, resolve_pods
-from envoy_dissector.analysis.kube.errors import NoTraceLines
-from envoy_dissector.analysis.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
+from envoy_dissector.kube.client import DEFAULT_CONTAINER, Kube, PodTarget, load, resolve_pods
+from envoy_dissector.kube.errors import NoTraceLines
+from envoy_dissector.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 from envoy_dissector.parser.errors import UsageError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -150,7 +150,7 @@ def _write_manifest(path: Path, data: dict[str, Any]) -> None:
 
 def analysis_argv(files: Sequence[Path], extra: Sequence[str]) -> list[str]:
     """The ``envoy-dissect`` argv that analyses ``files``: ``analyze`` when registered, else ``parse``."""
-    from envoy_dissector.analysis import cli
+    from envoy_dissector.cli import main as cli
 
     parser = cli.build_parser()
     commands: set[str] = set()
@@ -165,7 +165,7 @@ def run_analysis(args: argparse.Namespace, files: Sequence[Path]) -> int:
     """Analyse the fetched files together (the one place coupling fetch/capture to the analysis)."""
     if args.no_analyze or not files:
         return 0
-    from envoy_dissector.analysis import cli
+    from envoy_dissector.cli import main as cli
 
     extra = [a for out in getattr(args, "report", []) for a in ("-o", out)]
     argv = analysis_argv(files, extra + shlex.split(args.analyze_args))
@@ -220,8 +220,8 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 # -- capture --------------------------------------------------------------------------------------------
 def run_capture(args: argparse.Namespace) -> int:
-    from envoy_dissector.analysis.kube.capture import check_running, fetch_windows, preflight
-    from envoy_dissector.analysis.kube.capture import run_capture as capture_window
+    from envoy_dissector.kube.capture import check_running, fetch_windows, preflight
+    from envoy_dissector.kube.capture import run_capture as capture_window
 
     duration = parse_duration(args.duration, option="--duration")
     if not 0 < duration <= 3600:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from envoy_dissector.analysis.lab.envoy import LabError
+from envoy_dissector.lab.envoy import LabError
 
 #: Absolute cap on requests per load run, whatever the settings say.
 MAX_TOTAL_REQUESTS: Final = 20_000

@@ -41,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from kube_standin import (ApiServerStandIn, Container, Pod, Rule, admin_levels,  # noqa: E402
                           admin_post, go_rfc3339nano, sidecar_envoy_class)
 
-from envoy_dissector.analysis import cli  # noqa: E402
-from envoy_dissector.analysis.kube import client as kube_client  # noqa: E402
-from envoy_dissector.analysis.kube.admin import parse_levels  # noqa: E402
-from envoy_dissector.analysis.kube.cli import analysis_argv, parse_duration, run_analysis  # noqa: E402
-from envoy_dissector.analysis.kube.client import PodTarget, load, resolve_pods  # noqa: E402
-from envoy_dissector.analysis.kube.logs import parse_rfc3339_ns, stream_log  # noqa: E402
+from envoy_dissector.cli import main as cli  # noqa: E402
+from envoy_dissector.kube import client as kube_client  # noqa: E402
+from envoy_dissector.kube.admin import parse_levels  # noqa: E402
+from envoy_dissector.cli.kube import analysis_argv, parse_duration, run_analysis  # noqa: E402
+from envoy_dissector.kube.client import PodTarget, load, resolve_pods  # noqa: E402
+from envoy_dissector.kube.logs import parse_rfc3339_ns, stream_log  # noqa: E402
 from envoy_dissector.parser.errors import UsageError  # noqa: E402
 
 needs_envoy = pytest.mark.skipif(shutil.which(os.environ.get("ENVOY_BIN", "envoy")) is None,
@@ -78,7 +78,7 @@ class Cluster:
 
 
 def _load(port: int, n: int, out: Path) -> list[str]:
-    from envoy_dissector.analysis.lab.load import LoadSettings, run_load
+    from envoy_dissector.lab.load import LoadSettings, run_load
 
     result = run_load(port, LoadSettings(connections=1, requests_per_connection=n, max_wall_s=20), out)
     assert result.errors == 0
@@ -86,8 +86,8 @@ def _load(port: int, n: int, out: Path) -> list[str]:
 
 
 def _start_envoy(root: Path, name: str, upstream_port: int, level: str, fmt: str = "istio-thread") -> Any:
-    from envoy_dissector.analysis.lab.envoy import EnvoyConfig, EnvoySettings, free_port
-    from envoy_dissector.analysis.lab.formats import LOG_FORMATS
+    from envoy_dissector.lab.envoy import EnvoyConfig, EnvoySettings, free_port
+    from envoy_dissector.lab.formats import LOG_FORMATS
 
     config = EnvoyConfig(settings=EnvoySettings(log_level=level), upstream_port=upstream_port,
                          listener_port=free_port(), log_format=LOG_FORMATS[fmt], work_dir=root / name)
@@ -96,7 +96,7 @@ def _start_envoy(root: Path, name: str, upstream_port: int, level: str, fmt: str
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from envoy_dissector.analysis.lab.upstream import UpstreamServer, UpstreamSettings
+    from envoy_dissector.lab.upstream import UpstreamServer, UpstreamSettings
 
     root = tmp_path_factory.mktemp("kube")
     upstream = UpstreamServer(UpstreamSettings(), root / "upstream.jsonl").start()
@@ -274,7 +274,7 @@ def test_fetch_init_container_sidecar_and_context_namespace(cluster: Cluster, tm
 
 def test_fetch_context_option_picks_the_cluster(cluster: Cluster, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from envoy_dissector.analysis.lab.envoy import free_port
+    from envoy_dissector.lab.envoy import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     kc = cluster.api.write_kubeconfig(tmp_path / "kc", "admin-token", namespace=NS,
@@ -505,7 +505,7 @@ def test_capture_warns_when_the_log_was_rotated_during_the_window(cluster: Clust
 def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, pod: str, sig: int) -> None:
     port = cluster.admin_port(pod)
     before = admin_levels(port)
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.analysis.cli", "capture", pod, "-n", NS,
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "capture", pod, "-n", NS,
                              "--kubeconfig", cluster.kc(), "--duration", "60s", "-o", str(tmp_path), "--no-analyze"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -584,8 +584,8 @@ def big_pod(cluster: Cluster) -> tuple[PodTarget, list[int], int]:
 _MEMORY_PROBE = """
 import json, sys, tracemalloc
 from pathlib import Path
-from envoy_dissector.analysis.kube.client import PodTarget, load
-from envoy_dissector.analysis.kube.logs import stream_log
+from envoy_dissector.kube.client import PodTarget, load
+from envoy_dissector.kube.logs import stream_log
 kube = load(kubeconfig=sys.argv[1], namespace="shop")
 out = Path(sys.argv[2])
 stream_log(kube, PodTarget(name="trace-1", namespace="shop", container="istio-proxy"), out / "warm.log")

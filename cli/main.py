@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from envoy_dissector.parser.errors import DissectorError
 
 SUBCOMMANDS: tuple[str, ...] = (
-    "envoy_dissector.analysis.cli_parse",
-    "envoy_dissector.analysis.cli_analyze",
-    "envoy_dissector.analysis.lab.cli",
-    "envoy_dissector.analysis.kube.cli",
-    "envoy_dissector.dashboard.cli",
+    "envoy_dissector.cli.parse",
+    "envoy_dissector.cli.analyze",
+    "envoy_dissector.cli.lab",
+    "envoy_dissector.cli.kube",
+    "envoy_dissector.cli.dashboard",
 )
 
 

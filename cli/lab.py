@@ -10,9 +10,9 @@ import json
 import sys
 from typing import Any
 
-from envoy_dissector.analysis.lab.formats import DEFAULT_LOG_FORMAT, LOG_FORMATS
-from envoy_dissector.analysis.lab.load import MAX_TOTAL_REQUESTS
-from envoy_dissector.analysis.lab.scenarios import SCENARIOS, get_scenario
+from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, LOG_FORMATS
+from envoy_dissector.lab.load import MAX_TOTAL_REQUESTS
+from envoy_dissector.lab.scenarios import SCENARIOS, get_scenario
 from envoy_dissector.parser.errors import UsageError
 
 
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"lab: --requests must be within 1..{MAX_TOTAL_REQUESTS}")
     if args.concurrency is not None and not 1 <= args.concurrency <= 64:
         raise UsageError("lab: --concurrency must be within 1..64")
-    from envoy_dissector.analysis.lab.run import run_scenario
+    from envoy_dissector.lab.run import run_scenario
 
     out = run_scenario(args.scenario, args.out, log_format=args.log_format, requests=args.requests,
                        concurrency=args.concurrency)

@@ -12,9 +12,9 @@ import json
 import sys
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.cli_parse import add_input_arguments
+from envoy_dissector.cli.parse import add_input_arguments
 from envoy_dissector.analysis.export import kind_of, write
-from envoy_dissector.analysis.progress import progress_for
+from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import select
 from envoy_dissector.parser.sources import expand

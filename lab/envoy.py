@@ -26,7 +26,7 @@ from types import MappingProxyType, TracebackType
 from typing import Final
 
 from envoy_dissector.parser.errors import DissectorError
-from envoy_dissector.analysis.lab.yaml_out import YamlValue, to_yaml
+from envoy_dissector.lab.yaml_out import YamlValue, to_yaml
 
 
 class LabError(DissectorError):
