@@ -12,6 +12,8 @@ The access log holds Envoy's own per-request timing (``%COMMON_DURATION%`` from
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import os
 import signal
@@ -406,10 +408,7 @@ class EnvoyProcess:
                 lost_race = self._lost_port_race()
                 self._terminate_quietly()
                 if attempt == 1 and lost_race:
-                    self.config = EnvoyConfig(settings=self.config.settings,
-                                              upstream_port=self.config.upstream_port,
-                                              listener_port=free_port(), log_format=self.config.log_format,
-                                              work_dir=self.config.work_dir)
+                    self.config = dataclasses.replace(self.config, listener_port=free_port())
                     continue
                 raise LabError(f"{exc}; see {self.config.stderr_path} and {self.config.log_path}") from exc
         raise AssertionError("unreachable")
