@@ -13,6 +13,7 @@ from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.analysis.stats import grouped, percentiles, span
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
@@ -96,6 +97,7 @@ class Capture:
             "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
                          "requests": n, "connections": c} for o, t, u, b, n, c in workers.iter_rows()],
             "findings": [f.as_dict() for f in self.findings()],
+            "tls_handshakes": tls_counts(self.events),
             "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
         }

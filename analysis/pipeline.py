@@ -8,6 +8,7 @@ import polars as pl
 from envoy_dissector.analysis.loop import infer_threads, loop_queue, slices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests
+from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 
 
@@ -50,6 +51,8 @@ def analyse(events: pl.DataFrame) -> Analysis:
         notes.append(note)
         requests = build_requests(events)
     requests, phases = attribute_phases(requests, events)
+    requests, handshake_rows = downstream_waits(requests, events)
+    phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     loop = slices(events)
     requests, queue_rows = loop_queue(requests, loop, events)
     phases = pl.concat([phases, queue_rows]).sort("request_uid", "start_us")
