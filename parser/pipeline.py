@@ -21,10 +21,12 @@ from envoy_dissector.parser.envelope import single_origin, split_envelope
 from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
+from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwrap
+from envoy_dissector.parser.detect import Found, detect
+from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 MALFORMED_EXAMPLES = 5
@@ -106,7 +108,7 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
 @dataclass
 class _SourceState:
     detection: Detection
-    wrappers: list[str]
+    wrappers: tuple[AnyWrapper, ...]
     carry: pl.DataFrame | None = None
 
 
@@ -121,38 +123,23 @@ def _choose_format(sample: list[str], source: Source, format: str, log_format: s
     return detect_format(sample, source=source.name)
 
 
-def _detect(sample: list[str], source: Source, format: str, log_format: str | None) -> tuple[Detection, list[str]]:
-    """Wrappers, then the envelope format under them.
+def _detect(sample: list[str], source: Source, format: str, log_format: str | None) -> Found:
+    """Wrappers and the envelope format under them, decided together (``parser/detect.py``).
 
     A log format may itself start with an RFC 3339 time and a space (``%Y-%m-%dT%T.%fZ %l ...``),
-    which looks like ``kubectl logs --timestamps``: the wrapper is kept only if the format
-    matches the lines at least as well with it stripped as without.
+    which looks like ``kubectl logs --timestamps``: the wrapper is kept only if the format then
+    matches more lines than without it.
     """
-    wrappers = detect_wrappers(sample)
-    try:
-        detection: Detection | None = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
-        error: FormatError | None = None
-    except FormatError as exc:
-        detection, error = None, exc
-    if "kubectl-timestamps" in wrappers:
-        inner = [w for w in wrappers if w != "kubectl-timestamps"]
-        try:
-            alt = _choose_format(strip_sample(sample, inner), source, format, log_format)
-        except FormatError:
-            alt = None
-        if alt is not None and (detection is None or alt.match_rate > detection.match_rate):
-            return alt, inner
-    if detection is None:
-        assert error is not None
-        raise error
-    return detection, wrappers
+    return detect(sample, lambda lines: _choose_format(lines, source, format, log_format), source=source.name)
 
 
-def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics) -> None:
+def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | None = None) -> None:
+    """Count malformed lines (``lines``: how many, when ``malformed`` holds one example for a whole file)."""
     if malformed.height == 0:
         return
-    diag.lines_malformed += malformed.height
-    for origin, n in malformed.group_by("origin").len().iter_rows():
+    diag.lines_malformed += malformed.height if lines is None else lines
+    counts = malformed.group_by("origin").len().iter_rows() if lines is None else [(malformed["origin"][0], lines)]
+    for origin, n in counts:
         diag.by_origin.setdefault(origin, {}).setdefault("lines_malformed", 0)
         diag.by_origin[origin]["lines_malformed"] += n
     room = MALFORMED_EXAMPLES - len(diag.malformed_examples)
@@ -214,7 +201,9 @@ def _last_start(lines: pl.DataFrame, fmt: TextFormat, window: int = 4096) -> int
     n = lines.height
     while True:
         lo = max(0, n - window)
-        found = lines["raw"].slice(lo).str.contains(fmt.start).arg_true()
+        tail = lines["raw"].slice(lo)
+        # a one-header-per-record dump (Envoy <= 1.8) stays in the chunk of the record it folds into
+        found = (tail.str.contains(fmt.start) & ~tail.str.contains(HEADER_RECORD_LINE)).arg_true()
         if found.len():
             return lo + int(found[-1])
         if lo == 0:
@@ -242,33 +231,52 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
             while len(pending) > max(1, workers):
                 yield from _finish_chunk(pending.popleft().result(), diag)
 
+        skipped: list[InputError] = []
         for source in sources:
             state: _SourceState | None = None
             last_bytes = 0
             next_line_no = 1
             kwargs = {"block_bytes": block_bytes} if block_bytes else {}
-            for block in read_blocks(source, **kwargs):
-                if progress is not None:
-                    progress(block.bytes_read - last_bytes)
-                    last_bytes = block.bytes_read
-                lines = _lines_frame(block, next_line_no)
-                next_line_no += lines.height
-                diag.lines_read += lines.height
-                if state is None:
-                    sample = lines.head(2000)["raw"].to_list()
-                    detection, wrappers = _detect(sample, source, format, log_format)
-                    state = _SourceState(detection, wrappers)
-                    _note_detection(diag, detection, wrappers)
-                    formats_seen[detection.format_id] += 1
-                lines = unwrap(lines, state.wrappers, source.name)
-                max_hold = max(lines.height, 10_000)
-                if state.carry is not None and state.carry.height:
-                    lines = pl.concat([state.carry, lines], how="vertical_relaxed")
-                lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
-                if lines.height:
-                    yield from submit(lines, state)
+            blocks = read_blocks(source, **kwargs)
+            try:
+                for block in blocks:
+                    if progress is not None:
+                        progress(block.bytes_read - last_bytes)
+                        last_bytes = block.bytes_read
+                    lines = _lines_frame(block, next_line_no)
+                    next_line_no += lines.height
+                    diag.lines_read += lines.height
+                    if state is None:
+                        if b"\r\n" in block.data[:1 << 20]:
+                            _note_wrapper(diag, "crlf")
+                        sample = lines.head(2000)["raw"].to_list()
+                        found = _detect(sample, source, format, log_format)
+                        state = _SourceState(found.detection, found.wrappers)
+                        _note_detection(diag, found.detection, found.wrapper_ids)
+                        formats_seen[found.detection.format_id] += 1
+                    lines = unwrap(lines, state.wrappers, source.name)
+                    max_hold = max(lines.height, 10_000)
+                    if state.carry is not None and state.carry.height:
+                        lines = pl.concat([state.carry, lines], how="vertical_relaxed")
+                    lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
+                    if lines.height:
+                        yield from submit(lines, state)
+            except InputError as exc:  # FormatError too
+                if len(sources) == 1:
+                    raise
+                skipped.append(exc)
+                if state is None:  # nothing of this file became records: its lines are malformed
+                    unread = next_line_no - 1 + _count_remaining_lines(blocks, diag)
+                    if unread:
+                        _count_malformed(pl.DataFrame({"line_no": [1], "origin": [source.name], "raw": [
+                            f"(file skipped: {exc})"]}), diag, lines=unread)
+                    diag.warn(f"skipped {source.name}: {exc}")
+                else:
+                    diag.warn(f"stopped reading {source.name} at line {next_line_no}: {exc}")
             if state is not None and state.carry is not None and state.carry.height:
                 yield from submit(state.carry, state)
+        if skipped and len(skipped) == len(sources):
+            raise skipped[0]
         while pending:
             yield from _finish_chunk(pending.popleft().result(), diag)
     if classifier.grammar_calls:
@@ -298,13 +306,29 @@ def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics) 
         yield Chunk(events["origin"][0], events)
 
 
+def _count_remaining_lines(blocks: Iterator[Block], diag: Diagnostics) -> int:
+    """Lines left in a skipped file (counted as read), without parsing them; 0 if it cannot be read."""
+    n = 0
+    try:
+        for block in blocks:
+            n += block.data.count(b"\n") + (0 if block.data.endswith(b"\n") else 1)
+    except InputError:
+        pass
+    diag.lines_read += n
+    return n
+
+
+def _note_wrapper(diag: Diagnostics, wrapper_id: str) -> None:
+    if wrapper_id not in diag.wrappers:
+        diag.wrappers.append(wrapper_id)
+
+
 def _note_detection(diag: Diagnostics, detection: Detection, wrappers: list[str]) -> None:
     diag.format = diag.format or detection.format_id
     diag.format_label = diag.format_label or detection.label
     diag.log_format = diag.log_format or detection.pattern
     for w in wrappers:
-        if w not in diag.wrappers:
-            diag.wrappers.append(w)
+        _note_wrapper(diag, w)
     if "%e" in detection.pattern and "%f" not in detection.pattern:
         diag.warn("timestamps have millisecond resolution (%e): microsecond attribution is coarse; "
                   "use %f in --log-format for µs")
