@@ -130,30 +130,47 @@ _ENVOY_MESSAGE = re.compile(r'\[C\d+\]|\[Tags: \\?"ConnectionId|\]\[(?:trace|deb
 _NO_TIMESTAMP = re.compile(r"^\[\d+\]\[(?:trace|debug|info|warning|error|critical)\]\[")
 
 
-def _hints(lines: list[str]) -> list[str]:
+def hints(lines: list[str]) -> list[str]:
+    """What ``lines`` look like, for a message about lines no format reads."""
     sample = [line for line in lines if line.strip()]
     n = max(1, len(sample))
 
     def share(pattern: re.Pattern[str], search: bool = False) -> float:
         return sum(1 for line in sample if (pattern.search(line) if search else pattern.match(line))) / n
 
-    hints = []
+    found = []
     if share(_NO_TIMESTAMP) > 0.3:
-        hints.append("the lines carry no timestamp ([thread][level][logger] only): nothing can be timed; "
+        found.append("the lines carry no timestamp ([thread][level][logger] only): nothing can be timed; "
                      "capture with Envoy's default --log-format or Istio's")
     if share(_TABS_AS_SPACES) > 0.3:
-        hints.append("tabs converted to spaces? (an Istio log pasted through a web page or chat)")
+        found.append("tabs converted to spaces? (an Istio log pasted through a web page or chat)")
     if share(_PIPE_PREFIX) > 0.3:
-        hints.append("a `svc  | ` prefix on every line? (docker compose output)")
+        found.append("a `svc  | ` prefix on every line? (docker compose output)")
     if share(_ACCESS_LOG, search=True) > 0.3:
-        hints.append("this looks like an access log (one line per request), not Envoy's trace/debug log; raise "
+        found.append("this looks like an access log (one line per request), not Envoy's trace/debug log; raise "
                      "the level with `istioctl proxy-config log POD --level trace` and read the proxy's own log")
-    if not hints and share(_ENVOY_MESSAGE, search=True) > 0.3:
-        hints.append("the lines hold Envoy messages in an unknown layout: pass the --log-format Envoy was "
+    if not found and share(_ENVOY_MESSAGE, search=True) > 0.3:
+        found.append("the lines hold Envoy messages in an unknown layout: pass the --log-format Envoy was "
                      "started with (--log-format STRING)")
     if sum(line.count("\ufffd") for line in sample) > n:
-        hints.append("not text: binary, or compressed with something other than gzip?")
-    return hints
+        found.append("not text: binary, or compressed with something other than gzip?")
+    return found
+
+
+def malformed_hints(lines: list[str]) -> list[str]:
+    """What the malformed lines of an accepted capture look like (``lines``: a sample of them)."""
+    sample = [line for line in lines if line.strip()]
+    if not sample:
+        return []
+    n = len(sample)
+    found = []
+    if sum(1 for line in sample if _ACCESS_LOG.search(line)) > 0.3 * n:
+        found.append("access-log lines (Envoy writes them to the same stream); they carry no trace records")
+    if sum(1 for line in sample if _TABS_AS_SPACES.match(line)) > 0.3 * n:
+        found.append("tabs converted to spaces? (part of the file was pasted through a web page or chat)")
+    if sum(1 for line in sample if _PIPE_PREFIX.match(line)) > 0.3 * n:
+        found.append("a `svc  | ` prefix? (docker compose output of another service)")
+    return found
 
 
 def _failure(sample: list[str], choose: Choose, best: Found | None, source: str) -> FormatError:
@@ -163,14 +180,13 @@ def _failure(sample: list[str], choose: Choose, best: Found | None, source: str)
     line_no, text = _first_failing(sample, stripped, fmt)
     try:
         choose(stripped)
-        message = "not an Envoy / istio-proxy log in any known format"
-    except FormatError as exc:  # lists the formats tried and their match rates
-        message = exc.message
+        tried = "not an Envoy / istio-proxy log in any known format"
+    except FormatError as exc:  # names the formats that matched some lines, and their rates
+        tried = exc.message
     if best is not None and best.wrappers:
-        message += " (after removing " + ", ".join(w.id for w in best.wrappers) + ")"
-    hints = _hints(sample)
-    if hints:
-        message += "; " + "; ".join(hints)
+        tried += " (after removing " + ", ".join(w.id for w in best.wrappers) + ")"
+    found_hints = hints(sample)
+    message = "; ".join(found_hints) + " — " + tried if found_hints else tried
     return FormatError(message, path=source, line=line_no, expected="an Envoy log line", found=text[:200])
 
 

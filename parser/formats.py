@@ -131,9 +131,11 @@ def detect_format(lines: list[str], *, source: str = "input", only: str | None =
             best = Detection(known.id, known.label, known.pattern, rate)
     assert best is not None
     if best.match_rate < 0.5:
+        matched = [r for r in rates if not r.endswith(" 0%")]
         raise FormatError(
-            "not an Envoy / istio-proxy log in any known format; tried " + ", ".join(rates)
-            + " — pass --format/--log-format if it uses a custom --log-format",
+            "not an Envoy / istio-proxy log in any known format ("
+            + ("best: " + ", ".join(matched) if matched else f"none of the {len(rates)} known layouts matches a line")
+            + "); if Envoy ran with its own --log-format, pass it with --log-format",
             path=source, line=1, expected="an Envoy log line", found=sample[0][:120],
         )
     return best

@@ -21,15 +21,17 @@ from envoy_dissector.parser.envelope import single_origin, split_envelope
 from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
+from envoy_dissector.parser.redact import redact_text
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.detect import Found, detect
+from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 MALFORMED_EXAMPLES = 5
+MALFORMED_SAMPLE = 200
 #: Chunks in flight. Two more than the cores: polars ops release the GIL, and the block reader and the
 #: Python between polars calls leave gaps the extra threads fill (2 cores: 3 -> 4 workers was +10 %).
 #: Each holds a block's frames (~180 MB at 16 MiB), so the cap keeps peak RSS near 1 GB on any machine.
@@ -57,6 +59,8 @@ class Diagnostics:
     grammar_calls: int = 0
     #: records the fast path handed to the grammar one by one (values unlike their shape's representative)
     fallback_lines: int = 0
+    #: raw text of the first malformed lines (for hints; not part of the summary)
+    malformed_sample: list[str] = field(default_factory=list, repr=False)
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -133,7 +137,8 @@ def _detect(sample: list[str], source: Source, format: str, log_format: str | No
     return detect(sample, lambda lines: _choose_format(lines, source, format, log_format), source=source.name)
 
 
-def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | None = None) -> None:
+def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | None = None,
+                     redact: bool = True) -> None:
     """Count malformed lines (``lines``: how many, when ``malformed`` holds one example for a whole file)."""
     if malformed.height == 0:
         return
@@ -144,7 +149,10 @@ def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | No
         diag.by_origin[origin]["lines_malformed"] += n
     room = MALFORMED_EXAMPLES - len(diag.malformed_examples)
     for line_no, origin, raw in malformed.head(max(room, 0)).iter_rows():
-        diag.malformed_examples.append(f"{origin}:{line_no}: {raw[:160]}")
+        diag.malformed_examples.append(f"{origin}:{line_no}: {(redact_text(raw) if redact else raw)[:160]}")
+    room = MALFORMED_SAMPLE - len(diag.malformed_sample)
+    if room > 0:
+        diag.malformed_sample.extend(malformed["raw"].head(room).to_list())
 
 
 def _account(events: pl.DataFrame, diag: Diagnostics) -> None:
@@ -229,7 +237,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast))
             while len(pending) > max(1, workers):
-                yield from _finish_chunk(pending.popleft().result(), diag)
+                yield from _finish_chunk(pending.popleft().result(), diag, redact)
 
         skipped: list[InputError] = []
         for source in sources:
@@ -268,9 +276,10 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                 if state is None:  # nothing of this file became records: its lines are malformed
                     unread = next_line_no - 1 + _count_remaining_lines(blocks, diag)
                     if unread:
-                        _count_malformed(pl.DataFrame({"line_no": [1], "origin": [source.name], "raw": [
-                            f"(file skipped: {exc})"]}), diag, lines=unread)
-                    diag.warn(f"skipped {source.name}: {exc}")
+                        example = pl.DataFrame({"line_no": [exc.line or 1], "origin": [source.name],
+                                                "raw": [exc.found if exc.found is not None else "(not read)"]})
+                        _count_malformed(example, diag, lines=unread, redact=redact)
+                    diag.warn(f"skipped a file: {exc}")
                 else:
                     diag.warn(f"stopped reading {source.name} at line {next_line_no}: {exc}")
             if state is not None and state.carry is not None and state.carry.height:
@@ -278,12 +287,14 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
         if skipped and len(skipped) == len(sources):
             raise skipped[0]
         while pending:
-            yield from _finish_chunk(pending.popleft().result(), diag)
+            yield from _finish_chunk(pending.popleft().result(), diag, redact)
     if classifier.grammar_calls:
         shape_cache.save(classifier.rules)
     diag.shapes = len(classifier.seen)
     diag.grammar_calls = classifier.grammar_calls
     diag.fallback_lines = classifier.fallback_lines
+    for hint in malformed_hints(diag.malformed_sample):
+        diag.warn(f"{diag.lines_malformed} malformed lines; they look like {hint}")
     if formats_seen:
         diag.format = formats_seen.most_common(1)[0][0]
 
@@ -298,9 +309,9 @@ def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: C
     return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA), env.malformed  # type: ignore[arg-type]
 
 
-def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics) -> Iterator[Chunk]:
+def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics, redact: bool) -> Iterator[Chunk]:
     events, malformed = result
-    _count_malformed(malformed, diag)
+    _count_malformed(malformed, diag, redact=redact)
     _account(events, diag)
     if events.height:
         yield Chunk(events["origin"][0], events)
