@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
-from envoy_dissector.parser.formats import KNOWN_FORMATS, Detection
+from envoy_dissector.parser.formats import KNOWN_FORMATS, Detection, LowMatchError
 from envoy_dissector.parser.logformat import TextFormat, plain
 from envoy_dissector.parser.wrappers import AnyWrapper, applicable, generic_prefix, strip_sample
 
@@ -175,18 +175,26 @@ def malformed_hints(lines: list[str]) -> list[str]:
 
 def _failure(sample: list[str], choose: Choose, best: Found | None, source: str) -> FormatError:
     """The error for a file no format reads: the first line the likeliest format fails on, and hints."""
-    fmt = best.detection.compiled if best is not None else None
     stripped = strip_sample(sample, best.wrappers) if best is not None else sample
-    line_no, text = _first_failing(sample, stripped, fmt)
+    fmt = best.detection.compiled if best is not None else None
+    rates: list[str] = []
     try:
         choose(stripped)
-        tried = "not an Envoy / istio-proxy log in any known format"
-    except FormatError as exc:  # names the formats that matched some lines, and their rates
-        tried = exc.message
-    if best is not None and best.wrappers:
-        tried += " (after removing " + ", ".join(w.id for w in best.wrappers) + ")"
+    except LowMatchError as exc:
+        rates = exc.rates
+        if exc.best.match_rate > 0:
+            fmt = exc.best.compiled  # the likeliest format: the first line it does not read is the culprit
+    except FormatError:
+        pass
+    line_no, text = _first_failing(sample, stripped, fmt)
     found_hints = hints(sample)
-    message = "; ".join(found_hints) + " — " + tried if found_hints else tried
+    message = "not an Envoy / istio-proxy log" + (": " + "; ".join(found_hints) if found_hints else "")
+    if rates:
+        message += " (tried " + ", ".join(rates) + ")"
+    if best is not None and best.wrappers:
+        message += " (after removing " + ", ".join(w.id for w in best.wrappers) + ")"
+    if not any("--log-format" in h for h in found_hints):
+        message += "; if Envoy ran with its own --log-format, pass it with --log-format"
     return FormatError(message, path=source, line=line_no, expected="an Envoy log line", found=text[:200])
 
 

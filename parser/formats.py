@@ -49,6 +49,14 @@ KNOWN_FORMATS: tuple[KnownFormat, ...] = (
 _CONTINUATION = re.compile(CONTINUATION)
 
 
+class LowMatchError(FormatError):
+    """No known format reads half of the record lines; ``best`` is the one that reads most."""
+
+    def __init__(self, best: Detection, rates: list[str], message: str, **where: object) -> None:
+        super().__init__(message, **where)  # type: ignore[arg-type]
+        self.best, self.rates = best, rates
+
+
 @dataclass(frozen=True)
 class Detection:
     format_id: FormatId
@@ -131,10 +139,8 @@ def detect_format(lines: list[str], *, source: str = "input", only: str | None =
             best = Detection(known.id, known.label, known.pattern, rate)
     assert best is not None
     if best.match_rate < 0.5:
-        matched = [r for r in rates if not r.endswith(" 0%")]
-        raise FormatError(
-            "not an Envoy / istio-proxy log in any known format ("
-            + ("best: " + ", ".join(matched) if matched else f"none of the {len(rates)} known layouts matches a line")
+        raise LowMatchError(
+            best, rates, "not an Envoy / istio-proxy log in any known format (tried " + ", ".join(rates)
             + "); if Envoy ran with its own --log-format, pass it with --log-format",
             path=source, line=1, expected="an Envoy log line", found=sample[0][:120],
         )
