@@ -213,6 +213,9 @@ WRAPPERS: tuple[AnyWrapper, ...] = (
     JsonWrapper("json-line", "line", origin=("labels.pod", "labels.container"), timestamp="timestamp"),
     JsonWrapper("json-MESSAGE", "MESSAGE"),  # journalctl -o json
     Wrapper("kubectl-prefix", KUBECTL_PREFIX, origin=("pod", "container")),
+    # Grafana's log export: epoch milliseconds, the entry's RFC 3339 time, the line (tab-separated)
+    Wrapper("grafana-export", r"[0-9]{10,19}\t(?P<gts>[0-9]{4}-[0-9]{2}-[0-9]{2}T" + _TIME
+            + r"(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))\t", timestamp="gts"),
     Wrapper("kubectl-timestamps", KUBECTL_TIMESTAMP, timestamp="kts"),
     Wrapper("docker-compose", r"(?P<service>[A-Za-z0-9][A-Za-z0-9_.-]*) *\|(?: |$)", origin=("service",)),
     Wrapper("kail", rf"(?:{_K8S_NAME})/(?P<pod>{_K8S_NAME})\[(?P<container>{_K8S_NAME})\]: ",

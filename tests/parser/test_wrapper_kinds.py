@@ -252,16 +252,16 @@ def test_real_shipper_json_message():
 
 
 # github.com/envoyproxy/gateway/issues/7741 (2025-12-10): a Grafana/Loki export, `epoch_ms<TAB>time<TAB>` before
-# each Envoy line: no known wrapper, found as a prefix before the envelope.
+# each Envoy line.
 GATEWAY_7741 = ("1765368129427\t2025-12-10T12:02:09.427Z\t[2025-12-10 12:02:09.426][1][info][main] "
                 "[source/server/server.cc:527]   response header map: 432 bytes: :status,age,date\n"
                 "1765368129427\t2025-12-10T12:02:09.427Z\t[2025-12-10 12:02:09.426][1][info][main] "
                 "[source/server/server.cc:527]   request trailer map: 120 bytes: \n")
 
 
-def test_real_loki_export_read_through_a_generic_prefix():
+def test_real_grafana_export():
     parsed = parse_text(GATEWAY_7741)
-    assert parsed.diagnostics.wrappers == ["prefix"] and parsed.diagnostics.format == "envoy"
+    assert parsed.diagnostics.wrappers == ["grafana-export"] and parsed.diagnostics.format == "envoy"
     assert parsed.events["source"].to_list() == ["source/server/server.cc:527"] * 2
     assert parsed.events["message"][0].startswith("  response header map")
 
@@ -283,3 +283,12 @@ def test_real_line_numbered_paste_with_a_policy_dump():
     assert parsed.events["n_lines"].to_list() == [1, 8, 1]
     assert parsed.events["message"][1].split("\n")[1] == "policy {"
     assert parsed.events["line_no"].to_list() == [1, 2, 10]
+
+
+def test_unknown_prefix_before_the_envelope_is_found_and_stripped(segments):
+    """No known wrapper reads `<host> | <level> |`: the envelope is found further in, the text before it
+    (by shape) is a `prefix` wrapper, on dump lines too."""
+    bare = segments["envoy"]
+    wrapped = [f"node-{i % 3}.example ~ INFO ~ {line}" for i, line in enumerate(bare)]
+    parsed = _same_events(bare, wrapped)
+    assert parsed.diagnostics.wrappers == ["prefix"]
