@@ -46,7 +46,11 @@ def detect(sample: list[str], choose: Choose, *, source: str = "input") -> Found
     head = [line for line in sample if line.strip()][:SEARCH_LINES]
     if not head:
         raise FormatError("no log lines to detect a format from", path=source)
-    best = _search(head, choose)
+    direct = _judge(head, (), choose)
+    if direct is not None and _explains(head, direct.detection):
+        best: Found | None = direct  # a bare capture (the common case): no wrapper search
+    else:
+        best = _search(head, choose)
     if best is not None and best.detection.format_id == "custom":
         return _judge(sample, best.wrappers, choose) or best  # the user named the format: no threshold
     if best is None or best.detection.match_rate < 0.5:
@@ -61,6 +65,18 @@ def detect(sample: list[str], choose: Choose, *, source: str = "input") -> Found
     if final is None or final.detection.match_rate < 0.5:
         raise _failure(sample, choose, best, source)
     return final
+
+
+def _explains(lines: list[str], detection: Detection, share: float = 0.98) -> bool:
+    """Whether the format alone reads (nearly) every line: record starts, dump lines, thread trailers."""
+    compiled = detection.compiled
+    if detection.match_rate < 0.99:
+        return False
+    if not isinstance(compiled, TextFormat):  # JSON: every line an object of the format (rate counts them)
+        return all(line.startswith("{") for line in lines)
+    start = re.compile(compiled.start)
+    read = sum(1 for line in lines if start.match(line) or _CONTINUATION.match(line))
+    return read >= share * len(lines)
 
 
 def _judge(lines: list[str], wrappers: Sequence[AnyWrapper], choose: Choose) -> Found | None:
