@@ -84,7 +84,7 @@ class Capture:
         if "findings" not in self._cache:
             self._cache["findings"] = at_resolution(all_findings(
                 self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
-                self.quality())
+                self.quality(), self.requests)
         return self._cache["findings"]
 
     def quality(self) -> CaptureQuality:

@@ -34,6 +34,10 @@ LEVEL_ORDER = ("trace", "debug", "info", "warning", "error", "critical")
 MIN_REQUESTS_FOR_RPS = 20
 #: Findings that rest on differences of a few µs: left out when the timestamps are coarser.
 SUB_MS_FINDINGS = ("observer-effect",)
+#: Findings that compare phases or event-loop waits within requests: left out at a coarse tick unless the
+#: median request spans at least this many ticks (else the figures they quote are rounding).
+SHARE_FINDINGS = ("proxy-time", "slow-upstream", "saturated-worker-", "wasm-share", "tracing-share")
+MIN_TICKS_FOR_SHARES = 10
 RAISE_LEVEL_HINT = ("raise Envoy's level while reproducing: `istioctl proxy-config log POD --level trace` "
                     "(Istio), Envoy's admin `curl -X POST 'localhost:15000/logging?level=trace'` (or start Envoy "
                     "with `-l trace`), or let `envoy-dissect capture POD` do it and put the levels back "
@@ -177,11 +181,21 @@ def capture_span(records: pl.DataFrame, requests: pl.DataFrame) -> dict[str, Any
             "internal_requests": requests.height - client.height, "rps": rps}
 
 
-def at_resolution(findings: list[Finding], quality: CaptureQuality) -> list[Finding]:
-    """Findings minus those resting on differences below the timestamp tick."""
-    if quality.timestamp_tick_us <= 1:
+def at_resolution(findings: list[Finding], quality: CaptureQuality, requests: pl.DataFrame) -> list[Finding]:
+    """Findings minus those resting on differences below the timestamp tick.
+
+    At a ms (or s) tick: never the per-record observer cost; phase shares, slow-upstream/proxy-time and
+    saturated workers (whose evidence is event-loop waits) only when the median complete request spans at
+    least ``MIN_TICKS_FOR_SHARES`` ticks.
+    """
+    tick = quality.timestamp_tick_us
+    if tick <= 1:
         return findings
-    return [f for f in findings if f.id not in SUB_MS_FINDINGS]
+    counted = requests.filter(pl.col("complete") & ~pl.col("internal")) if requests.height else requests
+    median = counted["total_us"].median() if counted.height else None
+    long_enough = median is not None and float(median) >= MIN_TICKS_FOR_SHARES * tick  # type: ignore[arg-type]
+    return [f for f in findings if f.id not in SUB_MS_FINDINGS
+            and (long_enough or not f.id.startswith(SHARE_FINDINGS))]
 
 
 def _missing(text: str | None) -> set[str]:
