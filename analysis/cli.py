@@ -3,7 +3,8 @@
 Each subcommand lives in its own module and registers itself through a
 ``register(subparsers)`` function listed in ``SUBCOMMANDS``.
 Exit codes (docs/output.md): 0 ok, 1 internal error, 2 unreadable input or nothing parseable,
-3 not an Envoy log in any known format, 5-9 Kubernetes failures (fetch/capture), 64 usage error,
+3 not an Envoy log in any known format, 5-9 Kubernetes failures (fetch/capture), 8 also when `analyze`
+finds no request line (info level), 64 usage error,
 130 interrupted.
 """
 from __future__ import annotations
