@@ -111,7 +111,7 @@ class Capture:
             "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
                          "requests": n, "connections": c} for o, t, u, b, n, c in workers.iter_rows()],
             "findings": [f.as_dict() for f in self.findings()],
-            "by": {by: grouped(self.requests, by).head(50).to_dicts()
+            "by": {by: grouped(self.requests, by).head(50).to_dicts() if by in self.requests.columns else []
                    for by in ("authority", "path", "cluster", "status")},
         }
         if not self.requests.filter(~pl.col("internal") & pl.col("complete")).height:

@@ -121,15 +121,20 @@ def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) 
     unmeasured: list[str] = []
     approximate: list[str] = []
     said: list[str] = []
-    if request_lines == 0:
-        said.append(f"{level} level: no request lines, nothing can be attributed; {RAISE_LEVEL_HINT}")
+    if request_lines == 0 and level == "info":
+        said.append(f"info level: no request lines, nothing can be attributed; {RAISE_LEVEL_HINT}")
+    elif request_lines == 0:
+        said.append(f"{level} level but no HTTP request in the capture (TCP traffic only, or no traffic while it "
+                    "was captured): no phases to attribute")
     else:
         client = requests.filter(~pl.col("internal")) if requests.height else requests
         if not socket_lines:
             unmeasured += ["downstream_read", "response_parse", "downstream_write"]
             approximate += ["header_parse", "upstream_send", "upstream_wait"]
-            why = "debug level" if level == "debug" else "trace level but the connection logger is below trace"
-            said.append(f"{why}: no socket lines, so downstream_read, response_parse, downstream_write and "
+            why = ("debug level: no socket lines" if level == "debug" else
+                   "trace level but no socket lines in the capture (connection logger below trace, or left out of "
+                   "the excerpt)")
+            said.append(f"{why}, so downstream_read, response_parse, downstream_write and "
                         "event-loop queueing cannot be measured (shown as 0); a request's life runs from "
                         "`new stream` to the response's end; header_parse starts at `new stream`, upstream_send "
                         "ends at the upstream `encode complete`/`writing`, upstream_wait includes response parsing"
@@ -154,15 +159,15 @@ def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) 
 
 
 def require_request_lines(quality: CaptureQuality, name: str) -> None:
-    """Raise ``NoRequestLines`` (exit 8) when the capture holds no request line at all."""
-    if quality.request_lines:
+    """Raise ``NoRequestLines`` (exit 8) when the capture cannot hold a request line: info level and above.
+
+    A debug/trace capture without HTTP requests (TCP proxying, no traffic) is analysed: its report says so.
+    """
+    if quality.request_lines or quality.level != "info":
         return
     counts = ", ".join(f"{k} {v}" for k, v in quality.levels.items()) or "no level field"
-    if quality.level == "info":
-        why = "the log is at info level, and Envoy logs requests only at debug and trace"
-    else:
-        why = f"the log is at {quality.level} level but holds no HTTP request (was traffic sent during the capture?)"
-    raise NoRequestLines(f"{name}: no request lines ({counts}): {why}; {RAISE_LEVEL_HINT}")
+    raise NoRequestLines(f"{name}: no request lines ({counts}): the log is at info level, and Envoy logs "
+                         f"requests only at debug and trace; {RAISE_LEVEL_HINT}")
 
 
 def capture_span(records: pl.DataFrame, requests: pl.DataFrame) -> dict[str, Any]:
@@ -204,7 +209,9 @@ def _missing(text: str | None) -> set[str]:
 
 def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, Any]]:
     """Client requests not complete: the phases whose two boundaries are both in the capture, and what is missing."""
-    client = requests.filter(~pl.col("internal") & ~pl.col("complete")) if requests.height else requests
+    if requests.height == 0 or "first_ts" not in requests.columns:
+        return []
+    client = requests.filter(~pl.col("internal") & ~pl.col("complete"))
     out = []
     for row in client.sort("first_ts", nulls_last=True).head(limit).iter_rows(named=True):
         missing = _missing(row.get("missing_boundaries"))
@@ -225,6 +232,12 @@ def _duration(us: int | float | None, tick: int) -> str:
     return f"{int(us)} µs"
 
 
+def _short_uid(uid: str, capture: Capture) -> str:
+    """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
+    one_origin = capture.requests["origin"].n_unique() <= 1
+    return ":".join(uid.rsplit(":", 2)[-2:]) if one_origin else uid
+
+
 def quality_lines(capture: Capture) -> list[str]:
     """The report's first block: capture quality, then (when no request is complete) the partial requests."""
     q = capture.quality()
@@ -240,7 +253,7 @@ def quality_lines(capture: Capture) -> list[str]:
         for p in partial:
             what = f"{p['method'] or '?'} {p['path'] or '?'} → {p['status'] or '?'}"
             known = ", ".join(f"{k} {_duration(v, q.timestamp_tick_us)}" for k, v in p["known_phases_us"].items())
-            lines.append(f"  {p['request_uid']}  {what}  ({p['outcome']})")
+            lines.append(f"  {_short_uid(p['request_uid'], capture)}  {what}  ({p['outcome']})")
             lines.append(f"      known: {known or 'none'}")
             lines.append(f"      missing: {', '.join(p['missing_boundaries']) or 'none'}")
     lines.append("")

@@ -303,7 +303,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
     hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
         "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts"))
-    internal = (~hcm | (pl.col("conn_id") == 0) & pl.col("route_ts").is_null()
+    internal = (~hcm
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))) | admin)
     return s.with_columns(
         request_uid=uid,

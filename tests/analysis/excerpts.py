@@ -27,7 +27,9 @@ def log_lines(log: Path) -> list[str]:
 def record_spans(t: Truth) -> pl.DataFrame:
     """``line_no``, ``n_lines``, ``level``, ``kind``, ``conn_id``, ``stream_id`` of every record of a capture."""
     cap = capture_of(t.log, t.log_format)
-    return cap.events.select("line_no", "n_lines", "level", "kind", "conn_id", "stream_id", "ts_us").sort("line_no")
+    rest = pl.col("message").str.replace(r"^\[(C\d+\]\[S\d+|C\d+|Tags: [^\]]*)\] ", "")
+    return cap.events.select("line_no", "n_lines", "level", "kind", "conn_id", "stream_id", "ts_us",
+                             rest.alias("rest")).sort("line_no")
 
 
 def _text(lines: list[str], keep: list[tuple[int, int]]) -> str:
@@ -37,10 +39,13 @@ def _text(lines: list[str], keep: list[tuple[int, int]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def at_levels(t: Truth, lowest: str) -> str:
-    """The capture's log as Envoy would have written it at ``-l lowest`` (records below it dropped)."""
+def at_levels(t: Truth, lowest: str, without: tuple[str, ...] = ()) -> str:
+    """The capture's log as Envoy would have written it at ``-l lowest`` (records below it dropped), also
+    without records whose message starts with one of ``without`` (lines older Envoys do not print)."""
     allowed = set(LEVELS[LEVELS.index(lowest):])
     spans = record_spans(t).filter(pl.col("level").is_in(list(allowed)))
+    if without:
+        spans = spans.filter(~pl.any_horizontal(pl.col("rest").str.starts_with(w) for w in without))
     return _text(log_lines(t.log), list(spans.select("line_no", "n_lines").iter_rows()))
 
 

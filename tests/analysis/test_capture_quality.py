@@ -144,13 +144,18 @@ def test_trace_capture_filtered_to_info_exits_8(tmp_path: Path) -> None:
     assert proc.returncode == 8 and "istioctl proxy-config log" in proc.stderr
 
 
-def test_debug_log_without_traffic_exits_8(tmp_path: Path) -> None:
-    t = Truth(DEBUG_DIR, DEBUG_DIR / "envoy.log.gz", json.loads((DEBUG_DIR / "meta.json").read_text()))
+def test_debug_log_without_traffic_is_analysed_and_says_so(tmp_path: Path) -> None:
+    """Debug level could show requests, there were none (TCP only, or idle): a report, not an error."""
+    t = Truth(DEBUG_DIR, next(DEBUG_DIR.glob("envoy.log*")), json.loads((DEBUG_DIR / "meta.json").read_text()))
     first_stream = record_spans(t).filter(pl.col("kind") == "new_connection")["line_no"].min()
     log = tmp_path / "startup.log"
     log.write_text(cut(t, 1, int(first_stream) - 1))  # type: ignore[arg-type]
-    proc = run_cli("analyze", str(log))
-    assert proc.returncode == 8 and "holds no HTTP request" in proc.stderr
+    summary = tmp_path / "s.json"
+    proc = run_cli("analyze", str(log), "-o", str(summary), "-o", str(tmp_path / "r.csv"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "debug level but no HTTP request in the capture" in proc.stdout
+    s = json.loads(summary.read_text())
+    assert s["capture"]["requests"] == 0 and s["capture_quality"]["level"] == "debug"
 
 
 # --- what the capture allows ---------------------------------------------------------------------------------

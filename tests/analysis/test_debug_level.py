@@ -125,3 +125,19 @@ def test_fallback_table_is_documented() -> None:
     for b, sources in BOUNDARY_SOURCES.items():
         for _, label in sources[1:]:
             assert label in doc, f"{b} fallback '{label}' missing from docs/phases.md"
+
+
+@pytest.mark.parametrize("rel", ["debug-level/istio-thread/keepalive", "debug-level/istio-thread/new-upstream-conn",
+                                 "debug-level/istio-thread/http2"])
+def test_debug_capture_without_encode_complete(rel: str, tmp_path: Path) -> None:
+    """Envoys that log no `encode complete` (real debug captures with that line removed): the request counts
+    as written upstream at `pool ready` (it is encoded in the same event), so the wait is upstream_wait, not
+    upstream_send."""
+    t = next(d for d in DEBUG if d.rel == rel)
+    ex = excerpt_truth(t, at_levels(t, "debug", without=("encode complete",)), tmp_path / "old")
+    r = ex.requests().filter(pl.col("complete"))
+    assert r.height == t.access().height
+    assert (r["upstream_send_us"] == 0).all()
+    assert r["boundary_fallbacks"].str.contains("b5=pool ready").all()
+    ok, n = agreement_by_span(ex)["upstream_wait"]
+    assert ok >= AGREE * n, f"upstream_wait agrees with Envoy for {ok}/{n}"
