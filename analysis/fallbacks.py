@@ -32,7 +32,8 @@ BOUNDARY_SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
     "b7": (("us_resp_router_ts", "upstream headers at the router"), ("us_rx_beg_us", "upstream headers parsed"),
            ("upstream_timeout_ts", "upstream timeout"), ("ds_tx_beg_us", "encoding headers via codec")),
     "b8": (("ds_tx_end_us", "response encoded (DS_TX_END)"), ("response_end_ts", "upstream response complete")),
-    "b9": (("life_end_ts", "downstream write returns"), ("response_end_ts", "response end (no socket lines)")),
+    "b9": (("life_end_ts", "downstream write returns"),
+           ("response_end_ts", "response end (no downstream write seen)")),
 }
 #: Short names of the boundaries (used in ``missing_boundaries``).
 BOUNDARY_NAMES = {
