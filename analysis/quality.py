@@ -135,7 +135,8 @@ def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) 
                    "trace level but no socket lines in the capture (connection logger below trace, or left out of "
                    "the excerpt)")
             said.append(f"{why}, so downstream_read, response_parse, downstream_write and "
-                        "event-loop queueing cannot be measured (shown as 0); a request's life runs from "
+                        "event-loop queueing cannot be measured (shown as 0), nor worker utilisation; a request's "
+                        "life runs from "
                         "`new stream` to the response's end; header_parse starts at `new stream`, upstream_send "
                         "ends at the upstream `encode complete`/`writing`, upstream_wait includes response parsing"
                         + ("; no per-filter breakdown (wasm_us, tracing_us are 0)" if not filter_lines else ""))
