@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 
 from excerpts import at_levels, cut, excerpt_truth, record_spans
 from truth import FIXTURES, Truth, matched, truth
@@ -25,7 +25,7 @@ DEBUG_DIR = FIXTURES / "debug-level/istio-thread/keepalive"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envoy_dissector.analysis.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "envoy_dissector.cli.main", *args], capture_output=True,
                           cwd=ROOT, timeout=120, text=True)
 
 

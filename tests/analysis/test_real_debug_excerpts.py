@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import Capture, dissect
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 
 REAL = Path(__file__).resolve().parent / "real"
 MANIFEST = json.loads((REAL / "manifest.json").read_text())
