@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from flask import Flask, Response, redirect, request
+from werkzeug.wrappers import Response as BaseResponse
 
 COOKIE = "dissector_access"
 QUERY_PARAM = "token"
@@ -117,7 +118,7 @@ def install(server: Flask, policy: AccessPolicy) -> None:
     """Check ``policy`` before every request of ``server`` and add the security headers to every answer."""
 
     @server.before_request
-    def check_access() -> Response | None:
+    def check_access() -> BaseResponse | None:
         if not policy.host_allowed(request.host):
             return _refuse(403, f"Host {hostname(request.host)!r} is not one this dashboard answers to "
                                 "(start it with --allowed-host NAME to add it)")

@@ -57,7 +57,7 @@ def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
     app = Dash(__name__, title="envoy-dissector", assets_folder=str(ASSETS), suppress_callback_exceptions=True,
                update_title=None)  # type: ignore[arg-type]  # None: keep the title while updating
     access.install(app.server, policy or access.AccessPolicy.for_bind("127.0.0.1"))
-    callback_input.install(app.server, lambda: app.callback_map.keys())
+    callback_input.install(app.server, lambda: [k for k, v in app.callback_map.items() if "callback" in v])
     max_bytes = int(max_upload_mb * 1024 * 1024)
     upload_dir = make_upload_dir()
     atexit.register(remove_upload_dir, upload_dir)

@@ -7,10 +7,10 @@ Three layers:
 2. :func:`checked` wraps each callback: every argument must have the runtime type its annotation
    allows (``str | None``, ``dict[str, Any] | None``, ``list[...]``, ``int | None`` ...), else
    :class:`BadCallbackInput`.
-3. :func:`install`'s error handler: an exception raised while Dash unpacks a request, before the
-   callback starts, is the request's fault (400, one log line); :class:`BadCallbackInput` is 400; an
-   exception inside a callback is a bug: 500 with a one-line JSON body (the traceback goes to the
-   server log only).
+3. :func:`install`'s error handler: an exception raised while Dash unpacks a request (before the
+   callback runs) or fits the callback's result to the request's outputs (after) is the request's
+   fault (400, one log line); :class:`BadCallbackInput` is 400; an exception inside a callback is a
+   bug: 500 with a one-line JSON body (the traceback goes to the server log only).
 
 >>> body_error({"output": "a.children", "outputs": {"id": "a", "property": "children"},
 ...             "inputs": [{"id": "b", "property": "value", "value": 1}], "changedPropIds": []}, {"a.children"})
@@ -66,47 +66,59 @@ def body_error(body: object, known_outputs: Collection[str]) -> str | None:
             return err
     if "outputs" not in body or not isinstance(body.get("inputs"), list):
         return '"outputs" and "inputs" are required'
+    outputs = body["outputs"]
+    multi = output.startswith("..")
+    if multi and not (isinstance(outputs, list) and len(outputs) == output.count("...") + 1):
+        return '"outputs" must list every output of the callback'
+    if not multi and not isinstance(outputs, dict):
+        return '"outputs" must be one {"id", "property"} object'
     changed = body.get("changedPropIds", [])
     if not isinstance(changed, list) or not all(isinstance(c, str) for c in changed):
         return '"changedPropIds" must be a list of strings'
     return None
 
 
-def _allowed_types(annotation: Any) -> tuple[type, ...] | None:
-    """Runtime types an annotation allows (``None``: anything)."""
+def conforms(value: object, annotation: Any) -> bool:
+    """Whether a JSON value fits an annotation: unions, ``Any``, ``list[T]`` and ``dict[str, T]`` (each
+    element checked), ``str``/``int``/``float``/``bool``/``None``.
+
+    >>> conforms([{"label": "a", "value": "b"}], list[dict[str, str]] | None), conforms([1], list[dict[str, str]])
+    (True, False)
+    """
     if annotation is Any:
-        return None
+        return True
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        out: list[type] = []
-        for arg in typing.get_args(annotation):
-            allowed = _allowed_types(arg)
-            if allowed is None:
-                return None
-            out.extend(allowed)
-        return tuple(out)
-    if annotation is type(None) or annotation is None:
-        return (type(None),)
-    if origin is not None:
-        return (origin,)
+        return any(conforms(value, a) for a in typing.get_args(annotation))
+    if annotation is None or annotation is type(None):
+        return value is None
+    if origin is list:
+        (inner,) = typing.get_args(annotation) or (Any,)
+        return isinstance(value, list) and all(conforms(v, inner) for v in value)
+    if origin is dict:
+        _, inner = typing.get_args(annotation) or (str, Any)
+        return isinstance(value, dict) and all(isinstance(k, str) and conforms(v, inner) for k, v in value.items())
     if annotation is float:
-        return (int, float)
-    return (annotation,) if isinstance(annotation, type) else None
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, annotation) if isinstance(annotation, type) else True
 
 
 def checked(func: F) -> F:
-    """Check each argument against the callback's annotations (shallow: the outer type) before it runs."""
+    """Check each argument against the callback's annotations before it runs (:func:`conforms`)."""
     hints = typing.get_type_hints(func)
-    names = [n for n in func.__code__.co_varnames[: func.__code__.co_argcount]]
-    allowed = [_allowed_types(hints.get(n, Any)) for n in names]
+    names = list(func.__code__.co_varnames[: func.__code__.co_argcount])
 
     @functools.wraps(func)
     def wrapper(*args: Any) -> Any:
-        g.dissector_callback_started = True
-        for name, types_, value in zip(names, allowed, args):
-            if types_ is not None and not isinstance(value, types_):
-                raise BadCallbackInput(f"{name}: got {type(value).__name__}")
-        return func(*args)
+        g.dissector_callback_running = True
+        for name, value in zip(names, args):
+            if not conforms(value, hints.get(name, Any)):
+                raise BadCallbackInput(f"{name}: a {type(value).__name__} that does not fit {hints.get(name)}")
+        out = func(*args)
+        g.dissector_callback_running = False  # what fails after this is Dash fitting ``out`` to the request
+        return out
 
     return typing.cast(F, wrapper)
 
@@ -137,11 +149,11 @@ def install(server: Flask, known_outputs: Callable[[], Collection[str]]) -> None
         if not is_dispatch():
             LOG.exception("request to %s failed", request.path)
             return jsonify(error="internal error (see the server log)"), 500
-        if isinstance(exc, BadCallbackInput) or not g.get("dissector_callback_started"):
+        if isinstance(exc, BadCallbackInput) or not g.get("dissector_callback_running"):
             LOG.warning("refused a malformed callback request (%s: %s)", type(exc).__name__, exc)
             return _bad(type(exc).__name__)
         LOG.exception("callback failed")
         return jsonify(error="the callback failed (see the server log)"), 500
 
 
-__all__ = ["BadCallbackInput", "MAX_CALLBACK_BYTES", "body_error", "checked", "install"]
+__all__ = ["MAX_CALLBACK_BYTES", "BadCallbackInput", "body_error", "checked", "install"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, no_update
-
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.dashboard import figures, views
 from envoy_dissector.dashboard.callback_input import checked
@@ -30,9 +29,9 @@ def _text(value: Any) -> str | None:
 
 def _int(value: Any) -> int | None:
     """An integer from the browser (a float is truncated), or None for anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) < 2**62:  # NaN too
         return None
-    return int(value) if abs(value) < 2**62 else None
+    return int(value)
 
 
 def _uid(selected: dict[str, Any] | None, ds: Dataset) -> str | None:
@@ -46,7 +45,8 @@ def session_view(registry: Registry, token: str | None, current: str | None,
                  seen: list[str] | None = None) -> dict[str, Any]:
     """What the header shows for a session: dataset options and choice, job progress and messages;
     ``seen`` are the finished jobs already reported to this browser."""
-    pending, finished = registry.poll(token, set(seen or ()))
+    seen = [j for j in seen or () if isinstance(j, str)]
+    pending, finished = registry.poll(token, set(seen))
     visible = registry.visible(token)
     ids = [d.id for d in visible]
     new = [j.dataset_id for j in finished if j.state == "done" and j.dataset_id in ids]
@@ -119,7 +119,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
     @callback(Output("compare-a", "value"), Output("compare-b", "value"),
                   Input("compare-a", "options"), State("compare-a", "value"), State("compare-b", "value"))
     def compare_defaults(options: list[dict[str, str]] | None, a: str | None, b: str | None) -> tuple[Any, Any]:
-        ids = [o["value"] for o in options or []]
+        ids = [o.get("value") for o in options or []]
         if len(ids) < 2:
             return no_update, no_update
         if ids[0] not in (a, b):  # a new upload (listed first) becomes B; the previous B becomes A

@@ -167,4 +167,4 @@ class ContentMeter:
                                  + (" (inside the gzip file)" if self.kind == "gzip" else ""))
 
 
-__all__ = ["ContentMeter", "ContentRefused", "MAX_LINE_BYTES", "too_large_message"]
+__all__ = ["MAX_LINE_BYTES", "ContentMeter", "ContentRefused", "too_large_message"]

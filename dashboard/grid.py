@@ -187,7 +187,7 @@ def to_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 def _row_index(value: Any, default: int) -> int:
     """A row index from the browser (garbage: ``default``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 2**53:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= 2**53:  # NaN too
         return default
     return int(value)
 
