@@ -13,9 +13,9 @@ from typing import Any
 
 from dash import Dash
 
-#: request bodies beyond the upload cap are refused by waitress itself; this much is allowed for the
-#: HTTP framing of an upload of exactly the cap
-BODY_SLACK_BYTES = 64 * 1024
+#: request bodies beyond the upload cap are refused by waitress itself; this much more is allowed (gzip
+#: framing of an incompressible file; the upload route's content meter applies the exact cap)
+BODY_SLACK_BYTES = 2 * 1024 * 1024
 THREADS = 8
 CONNECTION_LIMIT = 100
 CHANNEL_TIMEOUT_S = 120

@@ -35,6 +35,7 @@ from typing import IO
 
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from envoy_dissector.dashboard.content import ContentMeter, ContentRefused, too_large_message
 from envoy_dissector.dashboard.datasets import Registry, RegistryFull, valid_token
@@ -43,6 +44,8 @@ ROUTE = "/_dissector/upload"
 CHUNK_BYTES = 1024 * 1024
 SESSION_HEADER = "X-Dissector-Session"
 MAX_LOG_FORMAT = 2000
+#: raw body allowed beyond the cap on log text (gzip framing of an incompressible file)
+BODY_SLACK_BYTES = 1024 * 1024
 
 
 def safe_name(name: str | None) -> str:
@@ -102,11 +105,14 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
         length = request.content_length
         if length is not None and length > max_bytes:
             return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
-        request.max_content_length = None  # the meter caps the body (Flask's cap is for callbacks)
+        # Flask's MAX_CONTENT_LENGTH is sized for callbacks; here the meter caps the log text
+        request.max_content_length = max_bytes + BODY_SLACK_BYTES
         try:
             path, meter = save_stream(request.stream, directory, max_bytes)
         except ContentRefused as exc:
             return jsonify(error=f"{name}: {exc}"), exc.status
+        except RequestEntityTooLarge:
+            return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
         log_format = (request.args.get("log_format") or "").strip()[:MAX_LOG_FORMAT] or None
         try:
             job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
