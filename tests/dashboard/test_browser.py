@@ -200,7 +200,7 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
 
 
 def test_not_an_envoy_log_and_size_cap(dash_duo, make_app, tmp_path, artifacts):
-    app = make_app(max_upload_mb=0.05)  # 50 KiB
+    app = make_app(max_upload_mb=1)  # 1 MiB of log text
     dash_duo.start_server(app)
     dash_duo.wait_for_contains_text("#dataset", "demo", timeout=TIMEOUT)
     bad = tmp_path / "notes.txt"
@@ -217,9 +217,18 @@ def test_not_an_envoy_log_and_size_cap(dash_duo, make_app, tmp_path, artifacts):
     dash_duo.wait_for_contains_text("#job-message", "dropped.log", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#job-message", "not an Envoy / istio-proxy log", timeout=TIMEOUT)
     big = tmp_path / "big.log"
-    big.write_bytes(b"x" * 100_000)
+    big.write_bytes(b"x" * 1_200_000)
     dash_duo.find_element("#upload-file").send_keys(str(big))
     dash_duo.wait_for_contains_text("#upload-message", "upload limit", timeout=TIMEOUT)
+    # a small gzip holding more than the cap: refused by the server, which counts decompressed bytes
+    import gzip
+
+    packed = tmp_path / "packed.log.gz"
+    packed.write_bytes(gzip.compress(b"2026-11-22T01:09:40.050266Z\tinfo\tenvoy main x\thello\n" * 40_000))
+    assert packed.stat().st_size < 100_000
+    dash_duo.find_element("#upload-file").send_keys(str(packed))
+    dash_duo.wait_for_contains_text("#upload-message", "packed.log.gz: more than this server's upload limit of 1 MB "
+                                    "of log text (decompressed)", timeout=TIMEOUT)
     shot(dash_duo, artifacts, "6-errors")
     # a capture written with a custom --log-format: given in the header, it is sent with the upload
     dash_duo.find_element(".options summary").click()
