@@ -74,7 +74,7 @@ class DashboardProcess:
         env = {**os.environ, "TMPDIR": str(tmp)}
         env.pop("ENVOY_DISSECTOR_TOKEN", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envoy_dissector.analysis.cli", "dashboard", "--port", str(self.port), *args],
+            [sys.executable, "-m", "envoy_dissector.cli", "dashboard", "--port", str(self.port), *args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = self._wait_for_url()
