@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-
 from envoy_dissector.dashboard.access import (
     ANY_HOST,
     COOKIE,
