@@ -297,7 +297,8 @@ def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner:
     def add_phases(side: str, rows: pl.DataFrame, shift: int, indent: str) -> None:
         for phase, detail, start, dur in rows.filter(pl.col("part_of_total")).select(
                 "phase", "detail", "start_us", "dur_us").iter_rows():
-            add(f"{indent}{side} · {phase}" + (f" ({detail})" if detail else ""), int(start) - shift, int(dur or 0),
+            add(f"{indent}{side} · {phase}" + (f" ({plain(detail)})" if detail else ""), int(start) - shift,
+                int(dur or 0),
                 PHASE_COLORS.get(phase, "#999999"))
 
     def add_network(name: str, start: int | None, end: int | None) -> None:
@@ -316,6 +317,6 @@ def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner:
     fig.update_traces(cliponaxis=False)
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(title="µs since the outbound request's first read (inbound moved onto the outbound clock)")
-    title = (f"{outer.get('method') or ''} {outer.get('path') or ''} across two proxies · "
+    title = (f"{plain(outer.get('method') or '')} {plain(outer.get('path') or '')} across two proxies · "
              f"clock offset {offset_us:+d} µs")
     return _layout(fig, title, height=max(300, 24 * len(labels) + 120), showlegend=False, bargap=0.25)
