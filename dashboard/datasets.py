@@ -348,12 +348,12 @@ class Registry:
         browser keeps them, so a poll whose answer was lost is simply answered again)."""
         now = time.time()
         with self._lock:
+            for j in list(self._jobs.values()):  # forget jobs finished long ago (every session's)
+                if j.finished is not None and now - j.finished > JOB_TTL_S:
+                    del self._jobs[j.id]
             mine = [j for j in self._jobs.values() if j.owner == owner]
             if mine:
                 self._touch(owner)
-            for j in mine:  # forget jobs finished long ago
-                if j.finished is not None and now - j.finished > JOB_TTL_S:
-                    del self._jobs[j.id]
             pending = [j for j in mine if j.state in ("queued", "running")]
             finished = [j for j in mine if j.state in ("done", "error") and j.id not in seen
                         and now - (j.finished or now) <= JOB_TTL_S]
