@@ -31,6 +31,11 @@ MANIFEST: dict[str, Any] = json.loads((REAL / "manifest.json").read_text(encodin
 EXCERPTS: list[dict[str, Any]] = MANIFEST["excerpts"]
 OUTPUT_SUFFIXES = (".json", ".parquet", ".csv", ".jsonl", ".trace.json")
 
+
+def _number(excerpt: dict[str, Any]) -> str:
+    return str(excerpt["file"])[:3]
+
+
 _S1 = "issue 9 §1 (wrappers and pastes)"
 _S2 = "issue 9 §2 (older layouts and vocabularies)"
 _S3 = "issue 9 §3 (debug-level and cut-off excerpts)"
@@ -55,13 +60,15 @@ _REJECTED_TODAY = {
     "020": f"{_S1}: docker compose `svc  | ` prefixes with another service's lines interleaved",
     "023": f"{_S1}: kubectl --timestamps before Istio text whose tabs became spaces",
     "024": f"{_S1} + {_S2}: stern prefix on continuation lines, Envoy <=1.10 layout",
+    "027": f"{_S1}: docker compose `svc  | ` prefixes, bare `svc  |` lines inside header dumps",
 }
-for _n, _why in _REJECTED_TODAY.items():
-    KNOWN_GAPS.update({(_n, check): _why for check in _EVERY_CHECK})
+for _e in EXCERPTS:
+    _why = _REJECTED_TODAY.get(_number(_e))
+    if _why:
+        _hand = [f"{kind}:{column}" for h in _e["hand_phases"]
+                 for kind, key in (("phase", "phases"), ("milestone", "milestones")) for column in h.get(key, {})]
+        KNOWN_GAPS.update({(_number(_e), check): _why for check in (*_EVERY_CHECK, *_hand)})
 KNOWN_GAPS.update({
-    ("006", "milestone:ds_rx_end_us"): _REJECTED_TODAY["006"],
-    **{("020", f"phase:{c}"): _REJECTED_TODAY["020"] for c in (
-        "upstream_connect_us", "router_us", "upstream_send_us", "upstream_wait_us", "encode_us")},
     ("003", "unknown"): f"{_S2}: Envoy <=1.10 layout read as 'without source location', messages unknown",
     ("003", "client_requests"): f"{_S2}: Envoy <=1.10 layout read as 'without source location', messages unknown",
     ("002", "client_requests"): f"{_S3}: a stream with connection-manager lines cut at its start is a client request",
@@ -75,11 +82,7 @@ _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() ra
                      "'cluster' when the capture has no request")
 KNOWN_GAPS.update({(n, "cli"): _NO_REQUEST_CRASH for n in ("003", "004", "008", "010")})
 #: Capture.quality() (level, resolution, what can be attributed) is not on main yet.
-KNOWN_GAPS.update({(str(e["file"])[:3], "level"): f"{_S4}: Capture.quality().level" for e in EXCERPTS})
-
-
-def _number(excerpt: dict[str, Any]) -> str:
-    return str(excerpt["file"])[:3]
+KNOWN_GAPS.update({(_number(e), "level"): f"{_S4}: Capture.quality().level" for e in EXCERPTS})
 
 
 def _params(check: str, excerpts: list[dict[str, Any]] | None = None) -> list[Any]:
