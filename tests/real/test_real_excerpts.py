@@ -61,6 +61,7 @@ _REJECTED_TODAY = {
     "023": f"{_S1}: kubectl --timestamps before Istio text whose tabs became spaces",
     "024": f"{_S1} + {_S2}: stern prefix on continuation lines, Envoy <=1.10 layout",
     "027": f"{_S1}: docker compose `svc  | ` prefixes, bare `svc  |` lines inside header dumps",
+    "029": f"{_S1}: docker compose prefix whose service name lost its first letter in the paste",
 }
 for _e in EXCERPTS:
     _why = _REJECTED_TODAY.get(_number(_e))
@@ -76,11 +77,15 @@ KNOWN_GAPS.update({
     ("021", "client_requests"): f"{_S3}: a stream with `request headers complete` cut at its start is marked internal",
     ("019", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
                                       "downstream_read instead of header_parse",
+    ("033", "client_requests"): f"{_S3}: a stream with only its local reply in the excerpt is marked internal",
+    ("033", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
+                                      "downstream_read instead of header_parse",
     ("007", "accepted"): f"{_S5}: the message does not say the lines carry no timestamp",
 })
 _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() raises ColumnNotFoundError "
                      "'cluster' when the capture has no request")
 KNOWN_GAPS.update({(n, "cli"): _NO_REQUEST_CRASH for n in ("003", "004", "008", "010")})
+KNOWN_GAPS.update({(n, "cli"): f"{_NO_REQUEST_CRASH}; {_S4}: info level exits 8 with a hint" for n in ("031", "032")})
 #: Capture.quality() (level, resolution, what can be attributed) is not on main yet.
 KNOWN_GAPS.update({(_number(e), "level"): f"{_S4}: Capture.quality().level" for e in EXCERPTS})
 
