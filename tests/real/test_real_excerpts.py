@@ -80,6 +80,12 @@ KNOWN_GAPS.update({
     ("033", "client_requests"): f"{_S3}: a stream with only its local reply in the excerpt is marked internal",
     ("033", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
                                       "downstream_read instead of header_parse",
+    ("034", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
+                                      "downstream_read instead of header_parse",
+    ("034", "phase:upstream_send_us"): f"{_S3}: debug level, pool ready -> codec `encode complete` is sending "
+                                       "(today send runs to the response)",
+    ("034", "phase:upstream_wait_us"): f"{_S3}: debug level, `encode complete` -> upstream headers complete is "
+                                       "upstream wait (today 0)",
     ("007", "accepted"): f"{_S5}: the message does not say the lines carry no timestamp",
 })
 _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() raises ColumnNotFoundError "
