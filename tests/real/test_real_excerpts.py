@@ -86,6 +86,10 @@ KNOWN_GAPS.update({
                                        "(today send runs to the response)",
     ("034", "phase:upstream_wait_us"): f"{_S3}: debug level, `encode complete` -> upstream headers complete is "
                                        "upstream wait (today 0)",
+    ("035", "unknown"): f"{_S2}: Envoy 1.13 pool vocabulary (`queueing request due to no available connections`, "
+                        "`attaching to next request`, `saw upstream close connection`) unknown",
+    ("035", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.13 text, the new upstream connection's wait is not seen",
+    ("035", "phase:router_us"): f"{_S2}: Envoy 1.13 text, the upstream connect stays inside router",
     ("007", "accepted"): f"{_S5}: the message does not say the lines carry no timestamp",
 })
 _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() raises ColumnNotFoundError "
