@@ -90,6 +90,12 @@ KNOWN_GAPS.update({
                         "`attaching to next request`, `saw upstream close connection`) unknown",
     ("035", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.13 text, the new upstream connection's wait is not seen",
     ("035", "phase:router_us"): f"{_S2}: Envoy 1.13 text, the upstream connect stays inside router",
+    ("036", "client_requests"): f"{_S3}: a request with `new stream` and `request headers complete` on an ALTS "
+                                "downstream connection is marked internal",
+    ("036", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
+                                      "downstream_read instead of header_parse",
+    ("036", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.14 text, the new upstream connection's wait is not seen",
+    ("036", "phase:router_us"): f"{_S2}: Envoy 1.14 text, the upstream connect stays inside router",
     ("007", "accepted"): f"{_S5}: the message does not say the lines carry no timestamp",
 })
 _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() raises ColumnNotFoundError "
