@@ -62,6 +62,7 @@ _REJECTED_TODAY = {
     "024": f"{_S1} + {_S2}: stern prefix on continuation lines, Envoy <=1.10 layout",
     "027": f"{_S1}: docker compose `svc  | ` prefixes, bare `svc  |` lines inside header dumps",
     "029": f"{_S1}: docker compose prefix whose service name lost its first letter in the paste",
+    "038": f"{_S1}: stern `POD CONTAINER ` prefix on every line",
 }
 for _e in EXCERPTS:
     _why = _REJECTED_TODAY.get(_number(_e))
@@ -100,7 +101,7 @@ KNOWN_GAPS.update({
 })
 _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() raises ColumnNotFoundError "
                      "'cluster' when the capture has no request")
-KNOWN_GAPS.update({(n, "cli"): _NO_REQUEST_CRASH for n in ("003", "004", "008", "010")})
+KNOWN_GAPS.update({(n, "cli"): _NO_REQUEST_CRASH for n in ("003", "004", "008", "010", "037")})
 KNOWN_GAPS.update({(n, "cli"): f"{_NO_REQUEST_CRASH}; {_S4}: info level exits 8 with a hint" for n in ("031", "032")})
 #: Capture.quality() (level, resolution, what can be attributed) is not on main yet.
 KNOWN_GAPS.update({(_number(e), "level"): f"{_S4}: Capture.quality().level" for e in EXCERPTS})
