@@ -201,7 +201,7 @@ def test_hand_computed_phase(excerpt: dict[str, Any], ids: dict[str, int], colum
 @pytest.mark.parametrize("excerpt", _params("cli"))
 def test_cli_every_output_without_traceback(excerpt: dict[str, Any], tmp_path: Path) -> None:
     outputs = [tmp_path / f"out{suffix}" for suffix in OUTPUT_SUFFIXES]
-    args = [sys.executable, "-m", "envoy_dissector.analysis.cli", "analyze", str(REAL / excerpt["file"]), "-q"]
+    args = [sys.executable, "-m", "envoy_dissector.cli", "analyze", str(REAL / excerpt["file"]), "-q"]
     for out in outputs:
         args += ["-o", str(out)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
