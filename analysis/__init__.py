@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envoy_dissector.analysis.capture import Capture, dissect
+    from envoy_dissector.analysis.compare import compare
     from envoy_dissector.analysis.findings import Finding
     from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, Milestone, Phase
 
-__all__ = ["CONTRACT_COLUMNS", "Capture", "Finding", "Milestone", "Phase", "dissect"]
-#: imported on first use, so ``envoy-dissect`` (analysis/cli.py) starts without polars and can handle
+__all__ = ["CONTRACT_COLUMNS", "Capture", "Finding", "Milestone", "Phase", "compare", "dissect"]
+#: imported on first use, so ``envoy-dissect`` (cli/) starts without polars and can handle
 #: Ctrl-C during its own imports
-_HOME = {"Capture": "capture", "dissect": "capture", "Finding": "findings", "CONTRACT_COLUMNS": "schema",
+_HOME = {"Capture": "capture", "dissect": "capture", "compare": "compare", "Finding": "findings", "CONTRACT_COLUMNS": "schema",
          "Milestone": "schema", "Phase": "schema"}
 
 

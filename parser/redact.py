@@ -123,7 +123,7 @@ def _dump_lines(text: pl.Expr, rules: Redaction) -> pl.Expr:
     return pl.when(sensitive).then(text.str.replace(pair, "${1}" + REDACTED + "'")).otherwise(text)
 
 
-def redact_text(text: pl.Expr, rules: Redaction) -> pl.Expr:
+def redact_expr(text: pl.Expr, rules: Redaction) -> pl.Expr:
     """Every rule on a message expression (any number of lines); rows with nothing to redact are unchanged."""
     lines = text.str.split("\n")
     dumped = lines.list.eval(_dump_lines(pl.element(), rules)).list.join("\n")
@@ -138,7 +138,7 @@ def redact_text(text: pl.Expr, rules: Redaction) -> pl.Expr:
 
 def redact_message(message: pl.Expr, rules: Redaction = DEFAULT) -> pl.Expr:
     """Redacted ``message`` (see the module's rules)."""
-    return redact_text(message, rules)
+    return redact_expr(message, rules)
 
 
 def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
@@ -175,7 +175,7 @@ def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr |
     if rows.len() == 0:
         return df
     subset = df[column].gather(rows).to_frame()
-    return df.with_columns(df[column].scatter(rows, subset.select(redact_text(pl.col(column), rules)).to_series()))
+    return df.with_columns(df[column].scatter(rows, subset.select(redact_expr(pl.col(column), rules)).to_series()))
 
 
 def redact_strings(texts: Sequence[str], option: RedactOption = True) -> list[str]:
@@ -185,3 +185,15 @@ def redact_strings(texts: Sequence[str], option: RedactOption = True) -> list[st
         return list(texts)
     frame = pl.DataFrame({"message": list(texts)}, schema={"message": pl.String})
     return redact_frame(frame, policy_option=rules)["message"].to_list()
+
+
+_ANY_TEXT = rf"""(?i)((?:{'|'.join(re.escape(n) for n in SENSITIVE_HEADERS)})["']?\s*[:=,]\s*["']?(?:Bearer |Basic )?)[^"',;\s]+"""
+_ANY_TEXT_RE = re.compile(_ANY_TEXT)
+
+
+def redact_text(text: str, option: RedactOption = True) -> str:
+    """One string (a quoted malformed line, an error message): every rule above, and a sensitive header's
+    value wherever it appears in free text (``authorization: Bearer ...``, ``cookie=...``)."""
+    if policy(option) is None:
+        return text
+    return _ANY_TEXT_RE.sub(lambda m: m.group(1) + REDACTED, redact_strings([text], option)[0])

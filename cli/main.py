@@ -1,0 +1,88 @@
+"""`envoy-dissect` command line: thin front end over the parser and analysis stages.
+
+Each subcommand lives in its own module of this package and registers itself through a
+``register(subparsers)`` function; ``SUBCOMMANDS`` lists them. They are imported inside ``main()``
+(they import polars): Ctrl-C during those imports is an interruption like any other, not a traceback.
+Exit codes (docs/output.md): 0 ok, 1 internal error, 2 unreadable input or nothing parseable,
+3 not an Envoy log in any known format, 4 an optional extra is not installed, 5-9 Kubernetes
+failures (fetch/capture; 8 also when `analyze` finds no request line: info level), 64 usage error,
+73 an output cannot be written, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn, TextIO
+
+from envoy_dissector.analysis.terminal import SafeStdout, StdoutError, terminal_safe
+from envoy_dissector.parser.errors import DissectorError, OutputError, UsageError
+
+SUBCOMMANDS = ("parse", "analyze", "compare", "fleet", "lab", "kube", "dashboard")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog="envoy-dissect",
+        description="Where did the time go inside an Envoy / istio-proxy sidecar? Reads trace logs.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"envoy_dissector.cli.{name}").register(sub)
+    return parser
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """Usage errors exit 64 (docs/output.md), not argparse's 2 (which means unreadable input here)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(UsageError.exit_code, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure is one line on stderr and an exit code (docs/output.md).
+
+    Everything printed on stdout goes through ``terminal_safe`` (log content may hold escape sequences).
+    """
+    stdout = sys.stdout
+    sys.stdout = SafeStdout(stdout)  # type: ignore[assignment]
+    try:
+        code = _run(argv)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        print("envoy-dissect: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`| head`): not an error
+        _silence(stdout)
+        return 0
+    except DissectorError as exc:
+        print(f"envoy-dissect: error: {terminal_safe(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except StdoutError as exc:
+        _silence(stdout)  # /dev/full, a closed stdout: print raised
+        print(f"envoy-dissect: error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
+        return OutputError.exit_code
+    finally:
+        sys.stdout = stdout
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)  # imports the subcommands: Ctrl-C here is an interruption too
+    return int(args.run(args) or 0)
+
+
+def _silence(stream: TextIO | None) -> None:
+    """Point the stream's descriptor at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
