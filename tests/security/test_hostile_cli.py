@@ -23,12 +23,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 from envoy_dissector.parser import limits, pipeline
 from envoy_dissector.parser.pipeline import parse
 
 FIXTURE = "istio-thread/keepalive/envoy.log.gz"
-CLI = [sys.executable, "-m", "envoy_dissector.analysis.cli"]
+CLI = [sys.executable, "-m", "envoy_dissector.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -344,7 +344,7 @@ def test_parse_without_output_keeps_no_chunk(fixtures_dir, capsys, monkeypatch):
             alive.append(weakref.ref(chunk.events))
             yield chunk
 
-    import envoy_dissector.analysis.cli_parse as cli_parse
+    import envoy_dissector.cli.parse as cli_parse
     monkeypatch.setattr(cli_parse, "iter_parse", tracking)
     code, _, _ = run(capsys, "parse", str(fixtures_dir / FIXTURE))
     gc.collect()

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 from envoy_dissector.parser.redact import REDACTED, Redaction, redact_strings
 from planted import MARK, SECRETS_PLANTED, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
