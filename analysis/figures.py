@@ -41,8 +41,8 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
     widths: list[int] = []
     colors: list[str] = []
     texts: list[str] = []
-    for phase, detail, start, end, dur, top in rows.select(
-            "phase", "detail", "start_us", "end_us", "dur_us", "part_of_total").iter_rows():
+    for phase, detail, start, dur, top in rows.select(
+            "phase", "detail", "start_us", "dur_us", "part_of_total").iter_rows():
         if top:
             label = phase if not detail else f"{phase} ({detail})"
         elif phase == "loop_queue":

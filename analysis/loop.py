@@ -59,7 +59,7 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
                 parent[a] = b
     conn_lines = events.select("origin", "conn_id", "ts_us", "line_no", "kind").filter(pl.col("conn_id").is_not_null())
     conns = conn_lines.select("origin", "conn_id").unique().rows()
-    group_of = pl.DataFrame([(o, c, "%s|%d" % find((o, c))) for o, c in conns],
+    group_of = pl.DataFrame([(o, c, "{}|{}".format(*find((o, c)))) for o, c in conns],
                             schema={"origin": pl.String, "conn_id": pl.Int64, "group": pl.String}, orient="row")
     lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("group", "ts_us", "line_no")
     lines = lines.with_columns(slice=(pl.col("kind") == "socket_event").cast(pl.Int64).cum_sum().over("group"))
@@ -73,7 +73,7 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
         order = np.lexsort((mine_e, mine_s))
         mine_s, mine_e = mine_s[order], mine_e[order]
         origin_lanes = lanes.setdefault(origin, [])
-        for i, lane in enumerate(origin_lanes):
+        for i, lane in enumerate(origin_lanes):  # noqa: B007 (i names the lane found, read after the loop)
             if not lane.overlaps(mine_s, mine_e):
                 lane.add(mine_s, mine_e)
                 break
@@ -86,9 +86,9 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
                                                             "lane": pl.Int64}, orient="row"),
                             on=["origin", "group"]).select("origin", "conn_id", "lane")
     # Only the lane column is looked up (joining the whole events frame would copy every column).
-    lane = events.select("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
-                                                   maintain_order="left")["lane"]
-    events = events.with_columns(thread=lane)
+    lanes_of_lines = events.select("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
+                                                             maintain_order="left")["lane"]
+    events = events.with_columns(thread=lanes_of_lines)
     # Lines without a connection id: the lane whose latest slice started before them.
     lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select("origin", "group", "lane")
                             .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane")

@@ -146,7 +146,8 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     Only real thread ids count: inferred worker lanes (negative, see ``loop.infer_threads``) may hold
     a shutdown line that fell inside a worker's slice, which must not turn that worker into "main".
     """
-    startup = _pick(events, ("origin", "thread"), (pl.col("kind") == "server_lifecycle_noise") & (pl.col("thread") >= 0))
+    startup = _pick(events, ("origin", "thread"),
+                    (pl.col("kind") == "server_lifecycle_noise") & (pl.col("thread") >= 0))
     if startup.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
     return (startup.group_by("origin", "thread").len().sort("len", descending=True)

@@ -16,7 +16,8 @@ class Milestone(StrEnum):
     DS_RX_END = "ds_rx_end"  # `request end stream [timestamp recorded]`
     US_CX_BEG = "us_cx_beg"  # first line of a new upstream connection (`connecting to ...`), new connections only
     US_CX_END = "us_cx_end"  # `connected` on that upstream connection
-    US_TX_BEG = "us_tx_beg"  # upstream codec's encodeHeaders returned (next upstream_codec line), else `proxying headers`
+    #: upstream codec's encodeHeaders returned (next upstream_codec line), else `proxying headers`
+    US_TX_BEG = "us_tx_beg"
     US_TX_END = "us_tx_end"  # last `proxying headers|N bytes|trailers` of the stream
     US_RX_BEG = "us_rx_beg"  # `Client: onHeadersComplete` upstream, else `[end_stream: X, ]upstream response headers:`
     US_RX_END = "us_rx_end"  # codec client `response complete` on the upstream connection

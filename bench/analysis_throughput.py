@@ -138,7 +138,8 @@ def measure(events: pl.DataFrame, repeat: int, profile: bool) -> int:
     complete = int(result.requests["complete"].sum())
     print(f"load average while running: {os.getloadavg()[0]:.1f} (other work on the machine inflates wall time)")
     print(f"analyse (best of {repeat}): {best:.2f} s → {events.height / best / 1e6:.2f} M events/s, "
-          f"{n_req / best:,.0f} requests/s ({n_req:,} requests, {complete:,} complete, {result.phases.height:,} phase rows, "
+          f"{n_req / best:,.0f} requests/s ({n_req:,} requests, {complete:,} complete, "
+          f"{result.phases.height:,} phase rows, "
           f"{result.loop.height:,} loop slices)")
     print(f"peak RSS: {peak_rss_mb():.0f} MiB")
 

@@ -14,16 +14,16 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.cli.parse import add_input_arguments
 from envoy_dissector.analysis.export import kind_of, write
-from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import select
+from envoy_dissector.cli.parse import add_input_arguments
+from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", aliases=["analyse"], help="where each request's time went (report + exports)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)

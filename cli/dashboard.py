@@ -8,7 +8,7 @@ import signal
 from envoy_dissector.parser.errors import UsageError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dashboard", help="web UI: upload logs, browse requests, waterfalls, event loop, compare",
                        description=__doc__)
     p.add_argument("captures", nargs="*", metavar="CAPTURE",

@@ -33,7 +33,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parse", help="parse captures into records/events; print line accounting",
                        description=__doc__)
     add_input_arguments(p)

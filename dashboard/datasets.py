@@ -229,7 +229,7 @@ class Registry:
             job.dataset_id, job.state = ds.id, "done"
         except DissectorError as exc:
             job.error, job.state = str(exc), "error"
-        except Exception as exc:  # noqa: BLE001 - a bug must reach the user, not kill the worker thread
+        except Exception as exc:
             job.error, job.state = f"analysis failed ({type(exc).__name__}: {exc})", "error"
         finally:
             job.finished = time.time()

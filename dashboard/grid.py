@@ -228,8 +228,8 @@ class Pager:
         with self._lock:
             for key in [k for k in self._cache if k[0] not in keep]:
                 del self._cache[key]
-            for key in [k for k in self._frames if k not in keep]:
-                del self._frames[key]
+            for frame_key in [k for k in self._frames if k not in keep]:
+                del self._frames[frame_key]
 
     def count(self, dataset_id: str, requests: pl.DataFrame, search: str | None,
               filter_model: dict[str, Any] | None = None) -> int:

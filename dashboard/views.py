@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis import figures
+from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000

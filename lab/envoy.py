@@ -25,8 +25,8 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Final
 
-from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.lab.yaml_out import YamlValue, to_yaml
+from envoy_dissector.parser.errors import DissectorError
 
 
 class LabError(DissectorError):

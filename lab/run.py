@@ -19,11 +19,10 @@ import platform
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from envoy_dissector.lab.envoy import (EnvoyConfig, EnvoyProcess, LabError, envoy_version,
-                                                free_port)
+from envoy_dissector.lab.envoy import EnvoyConfig, EnvoyProcess, LabError, envoy_version, free_port
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
 from envoy_dissector.lab.load import run_load
 from envoy_dissector.lab.scenarios import Scenario, get_scenario
@@ -35,7 +34,7 @@ _SETTLE_S = 0.3
 
 
 def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _count_lines(path: Path) -> int:

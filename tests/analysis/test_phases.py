@@ -9,10 +9,9 @@ import json
 
 import polars as pl
 import pytest
+from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
-
-from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
 ALL = discover()
 SEED_DIR = FIXTURES / "old-format" / "seed000"

@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.cli.main import main
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "fixtures/istio-thread/lua-cpu/envoy.log.gz"

@@ -221,7 +221,8 @@ def test_lines_frame_on_random_text(text):
         assert _lines_frame(Block("o", text.encode(), len(text)))["raw"].to_list() == _reference_lines(text)
 
 
-@pytest.mark.parametrize("data", [b"a\xffb\n", b"\xe2\x82\nx\xe2\x82x", b"\xf0\x9f\x98\r\n\xed\xa0\x80", b"\xc0\xaf\n\n"])
+@pytest.mark.parametrize("data", [b"a\xffb\n", b"\xe2\x82\nx\xe2\x82x", b"\xf0\x9f\x98\r\n\xed\xa0\x80",
+                                  b"\xc0\xaf\n\n"])
 def test_lines_frame_replaces_invalid_utf8_like_python(data):
     from envoy_dissector.parser.pipeline import _lines_frame
     from envoy_dissector.parser.sources import Block
