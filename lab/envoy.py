@@ -12,6 +12,8 @@ The access log holds Envoy's own per-request timing (``%COMMON_DURATION%`` from
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import os
 import signal
@@ -88,6 +90,11 @@ class EnvoySettings:
     """``num_retries`` of the retry policy when :attr:`retries_to_closed_port` is set."""
     log_level: str = "trace"
     """Envoy ``-l`` level."""
+    wasm_stats_us: tuple[int, int] | None = None
+    """If set, a proxy-wasm filter shaped like Istio's stats filter (root id ``stats_inbound``, V8) runs first
+    and burns this much CPU (µs) in ``proxy_on_request_headers`` and in ``proxy_on_log`` per request."""
+    zipkin_tracing: bool = False
+    """Trace every request (100% sampling) with ``envoy.tracers.zipkin`` to the lab's local collector."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +108,10 @@ class EnvoyConfig:
     """The ``--log-format`` pattern (literal TABs)."""
     work_dir: Path
     """Where ``envoy.yaml``, ``envoy.log``, ``access.jsonl`` and ``envoy.stderr`` go."""
+    wasm_module: Path | None = None
+    """The built ``.wasm`` for :attr:`EnvoySettings.wasm_stats_us`."""
+    collector_port: int | None = None
+    """The Zipkin collector's port for :attr:`EnvoySettings.zipkin_tracing`."""
 
     @property
     def bootstrap_path(self) -> Path:
@@ -140,6 +151,8 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
     """The Envoy v3 bootstrap (static resources) for ``config`` as plain data."""
     settings = config.settings
     http_filters: list[YamlValue] = []
+    if settings.wasm_stats_us is not None:
+        http_filters.append(_wasm_stats_filter(config, settings.wasm_stats_us))
     if settings.lua_cpu_ms > 0:
         http_filters.append({
             "name": "envoy.filters.http.lua",
@@ -179,7 +192,7 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
                 "path": str(config.access_log_path),
-                "log_format": {"json_format": dict(ACCESS_LOG_FIELDS)},
+                "log_format": {"json_format": _access_log_fields(settings)},
             },
         }],
         "route_config": {
@@ -189,6 +202,10 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
         },
         "http_filters": http_filters,
     }
+    clusters: list[YamlValue] = []
+    if settings.zipkin_tracing:
+        hcm["tracing"] = _zipkin_tracing()
+        clusters.append(_zipkin_cluster(config))
     cluster: dict[str, YamlValue] = {
         "name": "upstream",
         "type": "STATIC",
@@ -218,7 +235,66 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
                     "typed_config": hcm,
                 }]}],
             }],
-            "clusters": [cluster],
+            "clusters": [cluster, *clusters],
+        },
+    }
+
+
+def _access_log_fields(settings: EnvoySettings) -> dict[str, YamlValue]:
+    fields: dict[str, YamlValue] = dict(ACCESS_LOG_FIELDS)
+    if settings.wasm_stats_us is not None:
+        # What the wasm module measured itself in proxy_on_request_headers (ns), for this request.
+        fields["wasm_request_headers_ns"] = "%FILTER_STATE(wasm.burn_req_ns:PLAIN)%"
+    return fields
+
+
+def _wasm_stats_filter(config: EnvoyConfig, burn_us: tuple[int, int]) -> dict[str, YamlValue]:
+    if config.wasm_module is None:
+        raise LabError("wasm_stats_us is set but no wasm module was built")
+    return {
+        "name": "istio.stats",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+            "config": {
+                "name": "stats_inbound",
+                "root_id": "stats_inbound",
+                "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                                  "value": f"{burn_us[0]} {burn_us[1]}"},
+                "vm_config": {
+                    "vm_id": "stats_inbound",
+                    "runtime": "envoy.wasm.runtime.v8",
+                    "code": {"local": {"filename": str(config.wasm_module)}},
+                },
+            },
+        },
+    }
+
+
+def _zipkin_tracing() -> dict[str, YamlValue]:
+    return {
+        "random_sampling": {"value": 100},
+        "provider": {
+            "name": "envoy.tracers.zipkin",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig",
+                "collector_cluster": "zipkin",
+                "collector_endpoint": "/api/v2/spans",
+                "collector_endpoint_version": "HTTP_JSON",
+            },
+        },
+    }
+
+
+def _zipkin_cluster(config: EnvoyConfig) -> dict[str, YamlValue]:
+    if config.collector_port is None:
+        raise LabError("zipkin_tracing is set but no collector port was given")
+    return {
+        "name": "zipkin",
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": "zipkin",
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket_address(config.collector_port)}}]}],
         },
     }
 
@@ -332,10 +408,7 @@ class EnvoyProcess:
                 lost_race = self._lost_port_race()
                 self._terminate_quietly()
                 if attempt == 1 and lost_race:
-                    self.config = EnvoyConfig(settings=self.config.settings,
-                                              upstream_port=self.config.upstream_port,
-                                              listener_port=free_port(), log_format=self.config.log_format,
-                                              work_dir=self.config.work_dir)
+                    self.config = dataclasses.replace(self.config, listener_port=free_port())
                     continue
                 raise LabError(f"{exc}; see {self.config.stderr_path} and {self.config.log_path}") from exc
         raise AssertionError("unreachable")
@@ -368,6 +441,27 @@ class EnvoyProcess:
                     pass
             time.sleep(0.05)
         raise LabError(f"Envoy not ready after {self.startup_timeout_s:.0f} s")
+
+    def counters(self, *prefixes: str) -> dict[str, int]:
+        """Envoy's own counters (admin ``/stats``) whose names start with one of ``prefixes``.
+
+        Raises:
+            LabError: Envoy is not running or its admin endpoint does not answer.
+        """
+        if self.admin_port is None:
+            raise LabError("Envoy's admin port is unknown: start Envoy first")
+        self.admin_requests += 1
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats", timeout=5) as resp:
+                text = resp.read().decode("utf-8", "replace")
+        except (urllib.error.URLError, OSError) as exc:
+            raise LabError(f"Envoy's admin /stats did not answer: {exc}") from None
+        out: dict[str, int] = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(": ")
+            if name.startswith(prefixes) and value.strip().isdigit():
+                out[name] = int(value)
+        return out
 
     def stop(self) -> int:
         """SIGTERM, wait (SIGKILL after :attr:`stop_timeout_s`); returns Envoy's exit code."""

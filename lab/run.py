@@ -27,10 +27,17 @@ from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
 from envoy_dissector.lab.load import run_load
 from envoy_dissector.lab.scenarios import Scenario, get_scenario
 from envoy_dissector.lab.upstream import UpstreamServer
+from envoy_dissector.lab.collector import ZipkinCollector
+from envoy_dissector.lab.wasm_module import build_module
+
+#: Envoy counters recorded in meta.json ``envoy_counters`` (Envoy's own view of wasm, tracing and TLS work).
+_COUNTER_PREFIXES = ("wasmcustom.", "tracing.zipkin.", "cluster.zipkin.upstream_rq_total",
+                     "cluster.upstream.ssl.handshake", "listener.", "http.lab.downstream_rq_total")
 
 #: Files every capture directory has.
 CAPTURE_FILES = ("envoy.log", "access.jsonl", "client.jsonl", "upstream.jsonl", "meta.json")
 _SETTLE_S = 0.3
+_ZIPKIN_FLUSH_S = 5.5
 
 
 def _utc(ts: float) -> str:
@@ -85,16 +92,27 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
     else:
         upstream.start()
         upstream_port = upstream.port
+    wasm_module = build_module(out / "stats_burn.wasm") if envoy_settings.wasm_stats_us is not None else None
+    collector = ZipkinCollector(out / "collector.jsonl") if envoy_settings.zipkin_tracing else None
+    if collector is not None:
+        collector.start()
     config = EnvoyConfig(settings=envoy_settings, upstream_port=upstream_port, listener_port=free_port(),
-                         log_format=pattern, work_dir=out)
+                         log_format=pattern, work_dir=out, wasm_module=wasm_module,
+                         collector_port=collector.port if collector is not None else None)
     envoy = EnvoyProcess(config, startup_timeout_s=startup_timeout_s)
+    counters: dict[str, int] = {}
     try:
         envoy.start()
         ready = time.time()
         load = run_load(envoy.listener_port, scenario.load, out / "client.jsonl", total_requests=requests)
         time.sleep(_SETTLE_S)  # let Envoy log the client closes before it stops
+        if envoy_settings.zipkin_tracing:
+            time.sleep(_ZIPKIN_FLUSH_S)  # the tracer flushes a partial batch on its timer
+        counters = envoy.counters(*_COUNTER_PREFIXES)
     finally:
         exit_code = envoy.stop()
+        if collector is not None:
+            collector.stop()
         if envoy_settings.retries_to_closed_port:
             upstream_log.touch()
         else:
@@ -159,6 +177,9 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
             "load_wall_s": round(load.wall_s, 4),
             "client_rps": round(load.rps, 1),
         },
+        "envoy_counters": {k: v for k, v in sorted(counters.items()) if not k.startswith("listener.")
+                           or "ssl.handshake" in k},
+        "collector": ({"flushes": collector.flushes, "spans": collector.spans} if collector is not None else None),
         "warnings": warnings,
         "host": {"python": sys.version.split()[0], "platform": platform.platform()},
     }
