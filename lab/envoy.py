@@ -13,7 +13,6 @@ The access log holds Envoy's own per-request timing (``%COMMON_DURATION%`` from
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import os
 import signal

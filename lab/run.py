@@ -22,12 +22,12 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+from envoy_dissector.lab.collector import ZipkinCollector
 from envoy_dissector.lab.envoy import EnvoyConfig, EnvoyProcess, LabError, envoy_version, free_port
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
 from envoy_dissector.lab.load import run_load
 from envoy_dissector.lab.scenarios import Scenario, get_scenario
 from envoy_dissector.lab.upstream import UpstreamServer
-from envoy_dissector.lab.collector import ZipkinCollector
 from envoy_dissector.lab.wasm_module import build_module
 
 #: Envoy counters recorded in meta.json ``envoy_counters`` (Envoy's own view of wasm, tracing and TLS work).
