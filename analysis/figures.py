@@ -17,7 +17,7 @@ PHASE_COLORS: dict[str, str] = {
     Phase.DOWNSTREAM_READ: "#8dd3c7", Phase.HEADER_PARSE: "#80b1d3", Phase.FILTER_CHAIN: "#bebada",
     Phase.ROUTER: "#fb8072", Phase.UPSTREAM_CONNECT: "#fdb462", Phase.UPSTREAM_SEND: "#b3de69",
     Phase.UPSTREAM_WAIT: "#d9d9d9", Phase.RESPONSE_PARSE: "#fccde5", Phase.ENCODE: "#bc80bd",
-    Phase.DOWNSTREAM_WRITE: "#ccebc5", "loop_queue": "#e41a1c",
+    Phase.DOWNSTREAM_WRITE: "#ccebc5", Phase.LOOP_QUEUE: "#e41a1c",
 }
 MAX_POINTS = 20_000
 MAX_SLICES = 5_000
@@ -45,7 +45,7 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
             "phase", "detail", "start_us", "dur_us", "part_of_total").iter_rows():
         if top:
             label = phase if not detail else f"{phase} ({detail})"
-        elif phase == "loop_queue":
+        elif phase == Phase.LOOP_QUEUE:
             label = f"  ↳ loop queue — {detail}"
         else:
             label = f"  ↳ {phase}: {detail}"

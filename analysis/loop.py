@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA
+from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, Phase
 
 IDLE_GAP_US = 100
 MIN_SAMPLES = 5
@@ -311,7 +311,7 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     rows = windows.join(names, on="win", how="left", maintain_order="left").with_columns(
         detail=pl.col("where") + pl.lit(": ") + pl.col("conns").list.eval(
             pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ").fill_null("(no other connection logged)"))
-    return rows.select("request_uid", phase=pl.lit("loop_queue"), detail="detail", start_us="start_us",
+    return rows.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value), detail="detail", start_us="start_us",
                        end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
                        part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
 

@@ -26,7 +26,8 @@ class Milestone(StrEnum):
 
 
 class Phase(StrEnum):
-    """Phases partition a request's life (they sum to ``total_us``); see docs/phases.md."""
+    """Phases partition a request's life (they sum to ``total_us``), and the event-loop queueing estimate
+    beside them; see docs/phases.md."""
 
     DOWNSTREAM_READ = "downstream_read"
     HEADER_PARSE = "header_parse"
@@ -38,10 +39,15 @@ class Phase(StrEnum):
     RESPONSE_PARSE = "response_parse"
     ENCODE = "encode"
     DOWNSTREAM_WRITE = "downstream_write"
+    #: not part of the partition: time an event of the request was ready while the worker served other
+    #: connections (a share of the phases above, like ``wasm_us``); a row of the phases frame, ``loop_queue_us``
+    LOOP_QUEUE = "loop_queue"
 
 
+#: the phases that partition a request's life (they sum to ``total_us``)
+PARTITION_PHASES: tuple[Phase, ...] = tuple(p for p in Phase if p is not Phase.LOOP_QUEUE)
 MILESTONE_COLUMNS: tuple[str, ...] = tuple(f"{m.value}_us" for m in Milestone)
-PHASE_COLUMNS: tuple[str, ...] = tuple(f"{p.value}_us" for p in Phase)
+PHASE_COLUMNS: tuple[str, ...] = tuple(f"{p.value}_us" for p in PARTITION_PHASES)
 
 REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "origin": pl.String(), "thread": pl.Int64(), "downstream_conn_id": pl.Int64(),

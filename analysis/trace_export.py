@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.schema import Phase
 
 MAX_REQUESTS = 20_000  # beyond this only the slowest requests get async tracks (the loop stays whole)
 
@@ -49,7 +50,7 @@ def trace_events(capture: Capture) -> dict[str, Any]:
         out.append({**base, "ph": "e", "name": f"{method or ''} {path or ''} {status or ''}".strip(),
                     "ts": end - t0})
     for uid, phase, detail, start, end, _dur, top, origin, thread in phases.filter(
-            pl.col("part_of_total") | (pl.col("phase") == "loop_queue")).iter_rows():
+            pl.col("part_of_total") | (pl.col("phase") == Phase.LOOP_QUEUE)).iter_rows():
         base = {"cat": "request", "id": uid, "pid": pid[origin], "tid": int(thread or 0)}
         name = phase if top else f"{phase}: {detail}"
         out.append({**base, "ph": "b", "name": name, "ts": start - t0, "args": {"detail": detail}})

@@ -6,6 +6,7 @@ import os
 import signal
 
 from envoy_dissector.parser.errors import UsageError
+from envoy_dissector.parser.formats import FORMAT_IDS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="uploaded datasets kept in memory, least recently used dropped first (default 8)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "envoy", "istio", "istio-thread", "istio-json", "custom"],
+                   choices=["auto", *FORMAT_IDS],
                    help="envelope format of CAPTURE (default: detected)")
     p.add_argument("--log-format", metavar="STRING", help="the Envoy --log-format CAPTURE was written with")
     p.add_argument("--no-redact", action="store_true",

@@ -13,6 +13,7 @@ import polars as pl
 
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser.errors import InputError, UsageError
+from envoy_dissector.parser.formats import FORMAT_IDS
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.sources import expand
 
@@ -24,7 +25,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
                    help="log files, globs, .gz files, or - for stdin")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "envoy", "istio", "istio-thread", "istio-json", "custom"],
+                   choices=["auto", *FORMAT_IDS],
                    help="envelope format (default: detected from the first lines)")
     p.add_argument("--log-format", metavar="STRING",
                    help="the Envoy --log-format the capture was written with (implies --format custom)")

@@ -6,13 +6,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
 
 FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "custom"]
+#: every format id, in FormatId's order (command-line choices are derived from it)
+FORMAT_IDS: tuple[FormatId, ...] = get_args(FormatId)
 
 
 @dataclass(frozen=True)
