@@ -35,7 +35,7 @@ from pathlib import Path
 import polars as pl
 
 from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
+from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def parse_events(source: str, limit_bytes: int | None = None) -> pl.DataFrame:
         tmp = Path("/tmp/analysis-bench-corpus-head.log")
         tmp.write_bytes(data[: cut + 1] if cut > 0 else data)
         source = str(tmp)
-    chunks = [c.events for c in iter_parse(source, diagnostics=Diagnostics())]
+    chunks = [c.events for c in iter_parse(source)]
     return pl.concat(chunks).cast(EVENT_SCHEMA)  # type: ignore[arg-type]
 
 

@@ -19,6 +19,7 @@ from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import select
 from envoy_dissector.cli.parse import add_input_arguments
 from envoy_dissector.cli.progress import progress_for
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
     with progress_for(sources, quiet=args.quiet) as advance:
         capture = dissect(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
-                          progress=advance, name=name)
+                          progress=advance, name=name, shapes=shape_cache)
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)
     for out in args.output:

@@ -12,6 +12,7 @@ import sys
 import polars as pl
 
 from envoy_dissector.cli.progress import progress_for
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, UsageError
 from envoy_dissector.parser.formats import FORMAT_IDS
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
@@ -48,12 +49,13 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.output.endswith(EVENT_SUFFIXES):
         raise UsageError(f"-o {args.output}: use one of {', '.join(EVENT_SUFFIXES)}")
     sources = expand(args.captures)
-    diag = Diagnostics()
     chunks = []
     with progress_for(sources, quiet=args.quiet) as advance:
-        for chunk in iter_parse(sources, format=args.format, log_format=args.log_format,
-                                redact=not args.no_redact, diagnostics=diag, progress=advance):
+        run = iter_parse(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
+                         shapes=shape_cache, progress=advance)
+        for chunk in run:
             chunks.append(chunk.events)
+    diag = run.diagnostics
     if diag.records == 0:
         raise InputError("nothing parseable: no log record found", path=", ".join(s.name for s in sources))
     if args.output:

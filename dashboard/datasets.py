@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envoy_dissector.analysis.capture import Capture, dissect
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.sources import Source
 
@@ -283,7 +284,7 @@ def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path,
     """Analyse captures now and register them as shared read-only datasets (demo, CLI arguments)."""
     out = []
     for src, label in sources:
-        capture = dissect(src if isinstance(src, Source) else str(src), name=label, **dissect_kw)
+        capture = dissect(src if isinstance(src, Source) else str(src), name=label, shapes=shape_cache, **dissect_kw)
         out.append(registry.add(capture, name=label, owner=None))
     return out
 
