@@ -17,6 +17,7 @@ from envoy_dissector.analysis.stats import grouped, percentiles, span
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, text_source
@@ -135,8 +136,9 @@ class Capture:
         if row["thread"] is not None:
             own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
                          & pl.col("stream_id").is_null()
-                         & pl.col("kind").cast(pl.String).is_in(["wasm_log", "lua_log", "attached_upstream_connection",
-                                                                "pool_creating_connection", "cel_error"]))
+                         & pl.col("kind").is_in([EventKind.WASM_LOG, EventKind.LUA_LOG,
+                                                 EventKind.ATTACHED_UPSTREAM_CONNECTION,
+                                                 EventKind.POOL_CREATING_CONNECTION, EventKind.CEL_ERROR]))
         return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
 
     # Figures: the same code the dashboard uses (analysis/figures.py).

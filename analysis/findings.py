@@ -7,6 +7,7 @@ from typing import Literal
 import polars as pl
 
 from envoy_dissector.analysis.stats import counted
+from envoy_dissector.parser.kinds import EventKind
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -173,8 +174,8 @@ def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]
     pairs = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no").with_columns(
         nxt=pl.col("kind").shift(-1).over("origin", "thread"),
         gap=pl.col("ts_us").shift(-1).over("origin", "thread") - pl.col("ts_us"))
-    gaps = pairs.filter((pl.col("kind") == "socket_event")
-                        & pl.col("nxt").cast(pl.String).is_in(["write_ready", "read_ready"]))["gap"]
+    gaps = pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
+                        & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
     r = counted(requests)
     if gaps.len() < 5 or r.height == 0:
         return []

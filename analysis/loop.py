@@ -24,12 +24,13 @@ import polars as pl
 
 from envoy_dissector.analysis.asof import asof
 from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, Phase
+from envoy_dissector.parser.kinds import EventKind
 
 IDLE_GAP_US = 100
 MIN_SAMPLES = 5
 #: Lines a timer callback starts with (fault delay expired, retry back-off over): after an idle gap on the
 #: thread they open a new slice, because no ``socket event`` line marks a timer event.
-TIMER_RESUME_KINDS = ("continuing_filter_chain", "performing_retry")
+TIMER_RESUME_KINDS = (EventKind.CONTINUING_FILTER_CHAIN, EventKind.PERFORMING_RETRY)
 _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+closed", 6: "write+closed",
                7: "read+write+closed"}
 
@@ -62,7 +63,7 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
     group_of = pl.DataFrame([(o, c, "{}|{}".format(*find((o, c)))) for o, c in conns],
                             schema={"origin": pl.String, "conn_id": pl.Int64, "group": pl.String}, orient="row")
     lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("group", "ts_us", "line_no")
-    lines = lines.with_columns(slice=(pl.col("kind") == "socket_event").cast(pl.Int64).cum_sum().over("group"))
+    lines = lines.with_columns(slice=(pl.col("kind") == EventKind.SOCKET_EVENT).cast(pl.Int64).cum_sum().over("group"))
     spans = lines.group_by("origin", "group", "slice").agg(s=pl.col("ts_us").min(), e=pl.col("ts_us").max())
     by_group = spans.group_by("origin", "group").agg(pl.col("s"), pl.col("e"), first=pl.col("s").min()).sort(
         "first")
@@ -157,7 +158,7 @@ def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
     # A slice opens at each `socket event`. Silent CPU inside an event (a Lua script) stays in its slice.
     # On a thread that has not dispatched a socket event yet (start-up, the main thread), idle gaps cut slices.
     gap = pl.col("ts_us") - pl.col("ts_us").shift(1)
-    is_event = pl.col("kind") == "socket_event"
+    is_event = pl.col("kind") == EventKind.SOCKET_EVENT
     before_first = is_event.cast(pl.Int64).cum_sum() == 0
     # A timer callback (fault delay, retry back-off) logs no `socket event`: the idle wait before it must not
     # be counted as busy, so its first line opens a slice when it follows an idle gap.
@@ -318,7 +319,7 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
 
 def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
     """(origin, thread) of workers: threads that logged `worker entering dispatch loop` or served requests."""
-    started = events.filter((pl.col("kind") == "worker_noise")
+    started = events.filter((pl.col("kind") == EventKind.WORKER_NOISE)
                             & pl.col("message").str.starts_with("worker entering dispatch loop")
                             & pl.col("thread").is_not_null()).select("origin", "thread")
     served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select("origin", "thread")

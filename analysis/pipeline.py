@@ -11,6 +11,7 @@ from envoy_dissector.analysis.requests import build_requests
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits
+from envoy_dissector.parser.kinds import EventKind
 
 
 @dataclass(frozen=True)
@@ -25,12 +26,13 @@ class Analysis:
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Connection ids restart at 0 when Envoy restarts; give each run inside one origin its own origin."""
-    lifecycle = events.filter(pl.col("kind") == "server_lifecycle_noise")
+    lifecycle = events.filter(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE)
     boots = lifecycle.filter(pl.col("message").str.starts_with("initializing epoch")).group_by("origin").len()
     if boots.height == 0 or int(boots["len"].max() or 0) <= 1:  # type: ignore[arg-type]
         return events, 0
     restarts = int(boots.select((pl.col("len") - 1).clip(lower_bound=0).sum()).item())
-    starts = (pl.col("kind") == "server_lifecycle_noise") & pl.col("message").str.starts_with("initializing epoch")
+    starts = ((pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE)
+              & pl.col("message").str.starts_with("initializing epoch"))
     marked = events.with_columns(run__=starts.cast(pl.Int64).cum_sum().over("origin"))
     out = marked.with_columns(origin=pl.when(pl.col("run__") > 1).then(
         pl.col("origin") + pl.lit("#") + pl.col("run__").cast(pl.String)).otherwise(pl.col("origin"))).drop("run__")
