@@ -35,16 +35,22 @@ _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+clo
                7: "read+write+closed"}
 
 
-def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+def has_thread_ids(events: pl.DataFrame) -> bool:
+    """Whether the format logged thread ids (else ``infer_threads`` places connections on lanes)."""
+    return events["thread"].null_count() < events.height
+
+
+def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     """Without thread ids, place connections on inferred worker lanes.
 
-    Connections linked by a request (downstream + upstream) share a worker. Each linked group's
+    Connections linked by a request (``links``: origin, downstream_conn_id, upstream_conn_id; see
+    ``requests.connection_links``) share a worker. Each linked group's
     busy slices (cut at its ``socket event`` lines) are packed first-fit into lanes whose slices
     never overlap: a lane is a worker that certainly existed; the true worker count may be larger.
     Lines without a connection id go to the lane whose slice covers them. Lane numbers are
     negative to mark them inferred.
     """
-    if events["thread"].null_count() < events.height:
+    if has_thread_ids(events):
         return events, None
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
@@ -53,7 +59,7 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
             x = parent[x]
         return x
 
-    for origin, down, up in requests.select("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
+    for origin, down, up in links.select("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
         if down is not None and up is not None:
             a, b = find((origin, down)), find((origin, up))
             if a != b:

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import infer_threads, loop_queue, slices
+from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, slices
 from envoy_dissector.analysis.phases import attribute_phases
-from envoy_dissector.analysis.requests import build_requests
+from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits
@@ -46,14 +46,16 @@ def analyse(events: pl.DataFrame) -> Analysis:
     if restarts:
         notes.append(f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
                      "run is analysed as its own origin (ORIGIN#2, ...)")
-    requests = build_requests(events)
+    if not has_thread_ids(events):
+        links = connection_links(events)
+        if links.height:
+            events, note = infer_threads(events, links)
+            if note:
+                notes.append(note)
+    requests = build_requests(events)  # once: thread inference needs only the links
     if requests.height == 0:
         empty = pl.DataFrame(schema=REQUEST_SCHEMA)
         return Analysis(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
-    events, note = infer_threads(events, requests)
-    if note:
-        notes.append(note)
-        requests = build_requests(events)
     requests, phases = attribute_phases(requests, events)
     requests, handshake_rows = downstream_waits(requests, events)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]

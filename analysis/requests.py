@@ -185,6 +185,21 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     ).drop("up_attached", "up_pool")
 
 
+#: what ``connection_links`` returns: per stream, its downstream and (last attempt's) upstream connection
+LINK_SCHEMA: dict[str, pl.DataType] = {"origin": pl.String(), "downstream_conn_id": pl.Int64(),
+                                       "upstream_conn_id": pl.Int64()}
+
+
+def connection_links(events: pl.DataFrame) -> pl.DataFrame:
+    """Which connections each stream links (the cheap part of ``build_requests`` that thread inference needs)."""
+    streams = stream_aggregates(events)
+    if streams.height == 0:
+        return pl.DataFrame(schema=LINK_SCHEMA)
+    linked = link_upstream(streams, events.select(*(c for c in _USED if c in events.columns)))
+    return linked.select("origin", downstream_conn_id="conn_id", upstream_conn_id="upstream_conn_id").cast(
+        LINK_SCHEMA)  # type: ignore[arg-type]
+
+
 def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     """One row per HTTP stream with milestones (``*_us``), phase boundaries (``b*``) and attributes."""
     streams = stream_aggregates(events)
