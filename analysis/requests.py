@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.schema import LINK_SCHEMA
 from envoy_dissector.parser.kinds import EventKind
 
 CONN = ["origin", "conn_id"]
@@ -183,11 +184,6 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                                                             else "pool-line-inferred"))
         .otherwise(None),
     ).drop("up_attached", "up_pool")
-
-
-#: what ``connection_links`` returns: per stream, its downstream and (last attempt's) upstream connection
-LINK_SCHEMA: dict[str, pl.DataType] = {"origin": pl.String(), "downstream_conn_id": pl.Int64(),
-                                       "upstream_conn_id": pl.Int64()}
 
 
 def connection_links(events: pl.DataFrame) -> pl.DataFrame:

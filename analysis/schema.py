@@ -69,6 +69,10 @@ PHASES_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "phase": pl.String(), "detail": pl.String(), "start_us": pl.Int64(),
     "end_us": pl.Int64(), "dur_us": pl.Int64(), "part_of_total": pl.Boolean(),
 }
+#: connection links (requests.connection_links, fed to loop.infer_threads): per stream, its downstream and
+#: (last attempt's) upstream connection
+LINK_SCHEMA: dict[str, pl.DataType] = {"origin": pl.String(), "downstream_conn_id": pl.Int64(),
+                                       "upstream_conn_id": pl.Int64()}
 LOOP_SCHEMA: dict[str, pl.DataType] = {
     "origin": pl.String(), "thread": pl.Int64(), "start_us": pl.Int64(), "end_us": pl.Int64(),
     "conn_id": pl.Int64(), "kind": pl.String(), "lines": pl.Int64(),
