@@ -8,9 +8,10 @@ out) and is cross-checked against ``meta.json`` where one exists.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
