@@ -15,15 +15,17 @@ if TYPE_CHECKING:
     from envoy_dissector.analysis.compare import compare
     from envoy_dissector.analysis.findings import Finding
     from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, Milestone, Phase
+    from envoy_dissector.parser.kinds import EventKind
 
-__all__ = ["CONTRACT_COLUMNS", "Capture", "Finding", "Milestone", "Phase", "compare", "dissect"]
+__all__ = ["CONTRACT_COLUMNS", "Capture", "EventKind", "Finding", "Milestone", "Phase", "compare", "dissect"]
 #: imported on first use, so ``envoy-dissect`` (cli/) starts without polars and can handle
 #: Ctrl-C during its own imports
-_HOME = {"Capture": "capture", "dissect": "capture", "compare": "compare", "Finding": "findings", "CONTRACT_COLUMNS": "schema",
-         "Milestone": "schema", "Phase": "schema"}
+_HOME = {"Capture": "analysis.capture", "dissect": "analysis.capture", "compare": "analysis.compare",
+         "Finding": "analysis.findings", "CONTRACT_COLUMNS": "analysis.schema", "Milestone": "analysis.schema",
+         "Phase": "analysis.schema", "EventKind": "parser.kinds"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _HOME:
-        return getattr(importlib.import_module(f"envoy_dissector.analysis.{_HOME[name]}"), name)
+        return getattr(importlib.import_module(f"envoy_dissector.{_HOME[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,9 @@ import polars as pl
 from envoy_dissector.analysis.csv_safe import neutralise_formulas
 from envoy_dissector.analysis.output_file import output_path
 from envoy_dissector.cli.progress import progress_for
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, OutputError, UsageError
+from envoy_dissector.parser.formats import FORMAT_IDS
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.redact import RedactOption, Redaction
 from envoy_dissector.parser.sources import expand
@@ -30,7 +32,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
                    help="log files, globs, .gz files, or - for stdin")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "envoy", "istio", "istio-thread", "istio-json", "custom"],
+                   choices=["auto", *FORMAT_IDS],
                    help="envelope format (default: detected from the first lines)")
     p.add_argument("--log-format", metavar="STRING",
                    help="the Envoy --log-format the capture was written with (implies --format custom)")
@@ -50,7 +52,7 @@ def redaction_of(args: argparse.Namespace) -> RedactOption:
     return Redaction(headers=tuple(args.redact_header), params=tuple(args.redact_query_param))
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parse", help="parse captures into records/events; print line accounting",
                        description=__doc__)
     add_input_arguments(p)
@@ -64,13 +66,14 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.output.endswith(EVENT_SUFFIXES):
         raise UsageError(f"-o {args.output}: use one of {', '.join(EVENT_SUFFIXES)}")
     sources = expand(args.captures)
-    diag = Diagnostics()
     with progress_for(sources, quiet=args.quiet) as advance, ExitStack() as stack:
         sink = stack.enter_context(EventSink(args.output)) if args.output else None
-        for chunk in iter_parse(sources, format=args.format, log_format=args.log_format,
-                                redact=redaction_of(args), diagnostics=diag, progress=advance):
+        parsing = iter_parse(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
+                             shapes=shape_cache, progress=advance)
+        for chunk in parsing:
             if sink is not None:  # without -o nothing is kept: memory stays bounded
                 sink.add(chunk.events)
+        diag = parsing.diagnostics
         if diag.records == 0:
             raise InputError("nothing parseable: no log record found", path=", ".join(s.name for s in sources))
     if args.json:

@@ -103,7 +103,7 @@ def _open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
         if stdin_fd is not None and is_stream(stdin_fd):
             fh = StreamReader(stdin_fd)  # type: ignore[assignment]  # Ctrl-C works (streams.py)
         elif not hasattr(fh, "peek"):
-            fh = io.BufferedReader(fh)  # type: ignore[arg-type,type-var]
+            fh = io.BufferedReader(fh)  # type: ignore[type-var]
     else:
         try:
             fh = open(source.path, "rb")  # noqa: SIM115 (closed by the caller)
