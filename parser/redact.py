@@ -34,15 +34,16 @@ SENSITIVE_HEADERS: tuple[str, ...] = (
 )
 #: a header name containing one of these is sensitive
 SENSITIVE_NAME_PARTS: tuple[str, ...] = (
-    "token", "secret", "password", "passwd", "api-key", "api_key", "apikey", "auth", "session", "cookie",
-    "credential", "subscription-key", "jwt", "signature", "private-key", "access-key",
-)
-SENSITIVE_PARAMS: tuple[str, ...] = ("key", "sig", "code", "pwd", "pass", "client_secret", "x-amz-signature",
+    "token", "secret", "password", "passwd", "api-key", "api_key", "apikey", "authoriz", "authentic", "oauth",
+    "x-auth", "auth-", "session", "cookie", "credential", "subscription-key", "jwt", "signature", "private-key",
+    "access-key",
+)  # not "auth" alone: ":authority" is the request's host
+SENSITIVE_PARAMS: tuple[str, ...] = ("key", "sig", "code", "pwd", "pass", "auth", "client_secret", "x-amz-signature",
                                      "x-amz-credential", "x-goog-signature", "x-goog-credential")
 #: a query parameter whose name contains one of these is sensitive
 SENSITIVE_PARAM_PARTS: tuple[str, ...] = (
-    "token", "secret", "password", "passwd", "api_key", "apikey", "api-key", "auth", "session", "signature",
-    "credential", "access_key", "private_key", "jwt", "assertion",
+    "token", "secret", "password", "passwd", "api_key", "apikey", "api-key", "authoriz", "authentic", "oauth",
+    "auth_", "_auth", "session", "signature", "credential", "access_key", "private_key", "jwt", "assertion",
 )
 REDACTED = "[redacted]"
 #: auth schemes whose next word is a credential

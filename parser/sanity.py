@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-#: a step back in time larger than this (µs), or small steps back on more than 1 % of the records, is not
-#: the interleaving of worker threads
+#: within one worker thread (or one origin without thread ids), a step back in time larger than this (µs),
+#: or small steps back on more than 1 % of the records, is not how Envoy writes its log
 BACKWARD_STEP_US = 1_000
+#: the same where lines carry no thread id (workers' lines interleave, a few ms apart)
+UNTHREADED_STEP_US = 1_000_000
 #: the id prefix with an id of 19+ digits: beyond Int64/UInt64, read as null
 _HUGE_ID = r'^(?:\[C[0-9]{19,}\]|\[C[0-9]+\]\[S[0-9]{20,}\]|\[Tags: \\?"ConnectionId\\?":\\?"[0-9]{19,}' \
            r'|\[Tags: \\?"ConnectionId\\?":\\?"[0-9]+\\?",\\?"StreamId\\?":\\?"[0-9]{20,})'
@@ -36,19 +38,23 @@ class Sanity:
         if suspects.height:
             self.huge_ids += int(suspects.select(pl.col("message").str.contains(_HUGE_ID).sum()).item())
         self.no_time += int(events["ts_us"].null_count())
-        timed = events.select("origin", "ts_us").filter(pl.col("ts_us").is_not_null())
-        for (origin,), part in timed.group_by("origin", maintain_order=True):
+        # per worker thread: lines of different workers interleave with small steps back (~1 ms)
+        timed = events.select("origin", "thread", "ts_us").filter(pl.col("ts_us").is_not_null())
+        for (origin, thread), part in timed.group_by("origin", "thread", maintain_order=True):
+            key = f"{origin}\0{thread}"
             ts = part["ts_us"]
-            prev = self._last_ts.get(str(origin))
+            prev = self._last_ts.get(key)
             if prev is not None:
                 ts = pl.concat([pl.Series([prev], dtype=ts.dtype), ts])
             steps = ts.diff().drop_nulls()
             back = steps.filter(steps < 0)
             if back.len():
-                self.backward_steps += back.len()
-                self.big_backward_steps += int((back < -BACKWARD_STEP_US).sum())
+                if thread is not None:  # without thread ids, workers interleave: only big steps count
+                    self.backward_steps += back.len()
+                limit = BACKWARD_STEP_US if thread is not None else UNTHREADED_STEP_US
+                self.big_backward_steps += int((back < -limit).sum())
                 self.largest_backward_us = max(self.largest_backward_us, -int(back.min()))  # type: ignore[arg-type]
-            self._last_ts[str(origin)] = int(ts[-1])
+            self._last_ts[key] = int(ts[-1])
 
     def warnings(self) -> list[str]:
         out = []
@@ -56,7 +62,8 @@ class Sanity:
             out.append(f"{self.huge_ids} record(s) carry a connection or stream id too large for 64 bits: "
                        "they are kept without ids and cannot be tied to a request")
         if self.big_backward_steps or self.backward_steps > max(10, self.records // 100):
-            out.append(f"time goes backwards {self.backward_steps} time(s) in the capture (by up to "
+            steps = max(self.backward_steps, self.big_backward_steps)
+            out.append(f"time goes backwards {steps} time(s) in the capture (by up to "
                        f"{self.largest_backward_us / 1000:.3f} ms): the lines are not in time order (files merged "
                        "or sorted?); durations across those steps are wrong")
         if self.no_time:

@@ -60,6 +60,8 @@ def test_no_secret_leaks_anywhere(variant, fixtures_dir, tmp_path, capsys, monke
     paths = pl.read_parquet(out / "requests.parquet")["path"].drop_nulls()
     assert paths.str.contains(f"access_token={REDACTED}", literal=True).all()
     assert paths.str.contains("ok=1", literal=True).all()  # other parameters stay
+    authorities = pl.read_parquet(out / "requests.parquet")["authority"].drop_nulls()
+    assert authorities.len() and not authorities.str.contains(REDACTED, literal=True).any()  # ':authority' is no secret
     assert summary["diagnostics"]["malformed_examples"]  # the cut header lines, redacted
     cached = [p for p in cache.rglob("*") if p.is_file()]
     assert cached and all(MARK not in p.read_text(errors="replace") for p in cached)
@@ -114,6 +116,7 @@ def test_rules(text, secret):
 
 
 @pytest.mark.parametrize("text", ["'x-request-id', '0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0'",
+                                  "':authority', '127.0.0.1:46289'", "'x-forwarded-host', 'auth.example.com'",
                                   "'x-b3-traceid', '80f198ee56343ba864fe8b2a57d3eff7'",
                                   "'traceparent', '00-80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-01'",
                                   "':path', '/api/v1/items?page=2&sort=name'", "'user-agent', 'curl/8.5.0'"])
