@@ -249,8 +249,17 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         (pl.col("kind") == "continuing_filter_chain") | pl.col("filter").fill_null("").str.contains("upstream_codec"))
     streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
                    strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
-    streams = streams.with_columns(us_tx_beg_us=pl.coalesce(
+    # Envoy <= 1.23 has no upstream filter chain (no `proxying headers`, no `upstream_codec` line): there the
+    # codec's encodeHeaders shows only as the `writing N bytes` it queues on the upstream connection right after
+    # `pool ready` (every version logs it; `write returns` comes an event later, after the stamp).
+    queued = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == "writing_bytes")
+                   & pl.col("conn_id").is_not_null()).rename({"conn_id": "upstream_conn_id"})
+    streams = asof(streams, queued, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN,
+                   strategy="forward", take={"ts_us": "us_queued_ts"}, tolerance=1_000_000)
+    streams = streams.with_columns(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
         pl.min_horizontal("us_encoded_ts", pl.coalesce("us_written_ts", "us_encoded_ts")), "us_tx_start_ts"))
+        .otherwise(pl.coalesce(pl.min_horizontal("us_queued_ts", pl.coalesce("us_written_ts", "us_queued_ts")),
+                               "us_tx_start_ts")))
     # The router sees the response headers (`upstream response headers`, else `upstream headers complete`).
     streams = streams.with_columns(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
     up_reads = reads.select("origin", "ts_us", upstream_conn_id="conn_id")
