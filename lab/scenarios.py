@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from envoy_dissector.analysis.lab.envoy import EnvoySettings
-from envoy_dissector.analysis.lab.load import LoadSettings
-from envoy_dissector.analysis.lab.upstream import UpstreamSettings
+from envoy_dissector.lab.envoy import EnvoySettings
+from envoy_dissector.lab.load import LoadSettings
+from envoy_dissector.lab.upstream import UpstreamSettings
 from envoy_dissector.parser.errors import UsageError
 
 

@@ -1,27 +1,21 @@
 """`envoy-dissect` command line: thin front end over the parser and analysis stages.
 
-Each subcommand lives in its own module and registers itself through a
-``register(subparsers)`` function listed in ``SUBCOMMANDS``.
+Each subcommand lives in its own module of this package and registers itself through a
+``register(subparsers)`` function; ``SUBCOMMANDS`` lists them, imported explicitly.
 Exit codes (docs/output.md): 0 ok, 1 internal error, 2 unreadable input or nothing parseable,
-3 not an Envoy log in any known format, 5-9 Kubernetes failures (fetch/capture), 64 usage error,
-130 interrupted.
+3 not an Envoy log in any known format, 4 an optional extra is not installed, 5-9 Kubernetes
+failures (fetch/capture), 64 usage error, 130 interrupted.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from envoy_dissector.cli import analyze, dashboard, kube, lab, parse
 from envoy_dissector.parser.errors import DissectorError
 
-SUBCOMMANDS: tuple[str, ...] = (
-    "envoy_dissector.analysis.cli_parse",
-    "envoy_dissector.analysis.cli_analyze",
-    "envoy_dissector.analysis.lab.cli",
-    "envoy_dissector.analysis.kube.cli",
-    "envoy_dissector.dashboard.cli",
-)
+SUBCOMMANDS = (parse, analyze, lab, kube, dashboard)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,13 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Where did the time go inside an Envoy / istio-proxy sidecar? Reads trace logs.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a subcommand still being built must not break the others
-            if exc.name != module_name:
-                raise
-            continue
+    for module in SUBCOMMANDS:
         module.register(sub)
     return parser
 

@@ -22,12 +22,12 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from envoy_dissector.analysis.lab.envoy import (EnvoyConfig, EnvoyProcess, LabError, envoy_version,
+from envoy_dissector.lab.envoy import (EnvoyConfig, EnvoyProcess, LabError, envoy_version,
                                                 free_port)
-from envoy_dissector.analysis.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
-from envoy_dissector.analysis.lab.load import run_load
-from envoy_dissector.analysis.lab.scenarios import Scenario, get_scenario
-from envoy_dissector.analysis.lab.upstream import UpstreamServer
+from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
+from envoy_dissector.lab.load import run_load
+from envoy_dissector.lab.scenarios import Scenario, get_scenario
+from envoy_dissector.lab.upstream import UpstreamServer
 
 #: Files every capture directory has.
 CAPTURE_FILES = ("envoy.log", "access.jsonl", "client.jsonl", "upstream.jsonl", "meta.json")
@@ -51,10 +51,10 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
     """Run scenario ``name`` against a fresh Envoy and write a capture into ``out_dir``.
 
     Args:
-        name: a scenario name from :data:`~envoy_dissector.analysis.lab.scenarios.SCENARIOS`
+        name: a scenario name from :data:`~envoy_dissector.lab.scenarios.SCENARIOS`
             (or a :class:`Scenario`).
         out_dir: directory to create/overwrite the capture files in.
-        log_format: a format name from :data:`~envoy_dissector.analysis.lab.formats.LOG_FORMATS`
+        log_format: a format name from :data:`~envoy_dissector.lab.formats.LOG_FORMATS`
             or a raw Envoy ``--log-format`` pattern.
         requests: total request count (spread over the scenario's connections); default: the scenario's.
         concurrency: override Envoy's ``--concurrency``.

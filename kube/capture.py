@@ -26,11 +26,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.analysis.kube.admin import (EnvoyAdmin, PodProxy, PortForward, Transport, connect,
+from envoy_dissector.kube.admin import (EnvoyAdmin, PodProxy, PortForward, Transport, connect,
                                                  manual_restore_hint, summarize_levels)
-from envoy_dissector.analysis.kube.client import Kube, PodTarget
-from envoy_dissector.analysis.kube.errors import KubeError, LevelRestoreError
-from envoy_dissector.analysis.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
+from envoy_dissector.kube.client import Kube, PodTarget
+from envoy_dissector.kube.errors import KubeError, LevelRestoreError
+from envoy_dissector.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 
 
 @dataclass

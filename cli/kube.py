@@ -24,9 +24,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.analysis.kube.client import DEFAULT_CONTAINER, Kube, PodTarget, load, resolve_pods
-from envoy_dissector.analysis.kube.errors import NoTraceLines
-from envoy_dissector.analysis.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
+from envoy_dissector.cli import analyze
+from envoy_dissector.cli.extras import require_extra
+from envoy_dissector.kube.client import DEFAULT_CONTAINER, Kube, PodTarget, load, resolve_pods
+from envoy_dissector.kube.errors import NoTraceLines
+from envoy_dissector.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 from envoy_dissector.parser.errors import UsageError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -117,6 +119,7 @@ def _warn(text: str) -> None:
 
 
 def _connect(args: argparse.Namespace) -> tuple[Kube, list[PodTarget]]:
+    require_extra("kube", f"envoy-dissect {args.command}")
     if args.max_log_requests < 1:
         raise UsageError("--max-log-requests must be at least 1")
     read_timeout = parse_duration(args.request_timeout, option="--request-timeout")
@@ -149,28 +152,18 @@ def _write_manifest(path: Path, data: dict[str, Any]) -> None:
 
 
 def analysis_argv(files: Sequence[Path], extra: Sequence[str]) -> list[str]:
-    """The ``envoy-dissect`` argv that analyses ``files``: ``analyze`` when registered, else ``parse``."""
-    from envoy_dissector.analysis import cli
-
-    parser = cli.build_parser()
-    commands: set[str] = set()
-    for action in parser._actions:  # noqa: SLF001 - argparse offers no public accessor
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
-            commands = set(action.choices)
-    command = "analyze" if "analyze" in commands else "parse"
-    return [command, *(str(f) for f in files), *extra]
+    """The ``envoy-dissect`` argv equivalent to analysing ``files`` (printed so the user can re-run it)."""
+    return ["analyze", *(str(f) for f in files), *extra]
 
 
 def run_analysis(args: argparse.Namespace, files: Sequence[Path]) -> int:
     """Analyse the fetched files together (the one place coupling fetch/capture to the analysis)."""
     if args.no_analyze or not files:
         return 0
-    from envoy_dissector.analysis import cli
-
     extra = [a for out in getattr(args, "report", []) for a in ("-o", out)]
     argv = analysis_argv(files, extra + shlex.split(args.analyze_args))
     _say(args, "$ envoy-dissect " + " ".join(shlex.quote(a) for a in argv))
-    return cli.main(argv)
+    return analyze.run(analyze.parse_args(argv[1:], prog="--analyze-args"))
 
 
 def _report(args: argparse.Namespace, stats: list[LogStats]) -> None:
@@ -220,8 +213,8 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 # -- capture --------------------------------------------------------------------------------------------
 def run_capture(args: argparse.Namespace) -> int:
-    from envoy_dissector.analysis.kube.capture import check_running, fetch_windows, preflight
-    from envoy_dissector.analysis.kube.capture import run_capture as capture_window
+    from envoy_dissector.kube.capture import check_running, fetch_windows, preflight
+    from envoy_dissector.kube.capture import run_capture as capture_window
 
     duration = parse_duration(args.duration, option="--duration")
     if not 0 < duration <= 3600:

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.dashboard import figures
+from envoy_dissector.analysis import figures
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 from urllib.parse import urlencode
 
-from envoy_dissector.analysis.kube.client import Kube, PodTarget
-from envoy_dissector.analysis.kube.errors import (KubeError, KubeForbidden, KubeNotFound, LevelRestoreError,
+from envoy_dissector.kube.client import Kube, PodTarget
+from envoy_dissector.kube.errors import (KubeError, KubeForbidden, KubeNotFound, LevelRestoreError,
                                                   status_message, unreachable)
 
 ADMIN_PORT: Final = 15000
@@ -92,7 +92,7 @@ class PodProxy:
                 if status == 401:
                     raise KubeForbidden("unauthorized: the API server rejected your credentials")
                 if status == 403:
-                    from envoy_dissector.analysis.kube.errors import forbidden
+                    from envoy_dissector.kube.errors import forbidden
 
                     err = forbidden(verb, "pods/proxy", self.target.namespace,
                                     "to change Envoy's log level", message)
@@ -142,7 +142,7 @@ class PortForward:
         if status == 401:
             return KubeForbidden("unauthorized: the API server rejected your credentials")
         if status == 403:
-            from envoy_dissector.analysis.kube.errors import forbidden
+            from envoy_dissector.kube.errors import forbidden
 
             err = forbidden("create", "pods/portforward", self.target.namespace,
                             "to port-forward to Envoy's admin port", message)

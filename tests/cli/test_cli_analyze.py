@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ MULTI = ROOT / "fixtures/kubectl/multi-pod"
 
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envoy_dissector.analysis.cli", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "envoy_dissector.cli.main", *args], input=stdin,
                           capture_output=True, cwd=ROOT, timeout=120,
                           text=stdin is None)  # type: ignore[call-overload]
 
@@ -36,7 +36,7 @@ def test_report_names_the_saturated_worker_and_the_lua_filter(capsys: pytest.Cap
 
 def test_stdin_gives_the_same_requests_as_the_file(tmp_path: Path) -> None:
     raw = gzip.decompress(LUA.read_bytes())
-    proc = subprocess.run([sys.executable, "-m", "envoy_dissector.analysis.cli", "analyze", "-", "-o",
+    proc = subprocess.run([sys.executable, "-m", "envoy_dissector.cli.main", "analyze", "-", "-o",
                            str(tmp_path / "stdin.parquet"), "--quiet"], input=raw, capture_output=True, cwd=ROOT,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()

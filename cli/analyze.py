@@ -10,19 +10,41 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.cli_parse import add_input_arguments
+from envoy_dissector.cli.parse import add_input_arguments
 from envoy_dissector.analysis.export import kind_of, write
-from envoy_dissector.analysis.progress import progress_for
+from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import select
+from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("analyze", aliases=["analyse"], help="where each request's time went (report + exports)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser raising :class:`UsageError` instead of exiting (for callers inside a command)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_args(argv: Sequence[str], *, prog: str = "analyze") -> argparse.Namespace:
+    """``analyze``'s arguments from ``argv``, for other commands that analyse what they fetched."""
+    p = _Parser(prog=prog, add_help=False)
+    add_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("-o", "--output", action="append", default=[], metavar="OUT",
                    help="write OUT; suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics), "
@@ -34,7 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--status", help="only requests with this status: 503, 5xx, >=400")
     p.add_argument("--top", type=int, default=5, metavar="N", help="slowest requests to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import sys
 
 import polars as pl
 
-from envoy_dissector.analysis.progress import progress_for
+from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser.errors import InputError, UsageError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.sources import expand

@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
 
-from envoy_dissector.analysis.kube.client import Kube, PodTarget
-from envoy_dissector.analysis.kube.errors import KubeError
+from envoy_dissector.kube.client import Kube, PodTarget
+from envoy_dissector.kube.errors import KubeError
 
 CHUNK_BYTES: Final = 64 * 1024
 #: Byte patterns of a trace-level record in the envelope formats we know (Istio text, Istio JSON, Envoy).

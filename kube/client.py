@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.analysis.kube.errors import (KubeConfigError, KubeError, KubeNotFound,
+from envoy_dissector.kube.errors import (KubeConfigError, KubeError, KubeNotFound,
                                                   from_api_exception)
 from envoy_dissector.parser.errors import UsageError
 

@@ -1,12 +1,12 @@
-"""`envoy-dissect dashboard` (dashboard/cli.py): arguments, defaults (127.0.0.1), the app it builds.
+"""`envoy-dissect dashboard` (cli/dashboard.py): arguments, defaults (127.0.0.1), the app it builds.
 
-Named test_dashboard_cli.py so it cannot clash with a tests/analysis/test_cli.py.
+Named test_dashboard_cli.py so it cannot clash with a test_cli.py elsewhere.
 """
 from __future__ import annotations
 
 import pytest
 
-from envoy_dissector.analysis.cli import build_parser, main
+from envoy_dissector.cli.main import build_parser, main
 
 
 def test_dashboard_subcommand_defaults():
@@ -56,7 +56,7 @@ def test_sigterm_removes_the_upload_directory():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.analysis.cli", "dashboard", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "dashboard", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
