@@ -168,7 +168,8 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                      pl.col("kind") == "attached_upstream_connection")
     streams = asof(streams, attached, left_on="pool_ready_ts", right_on="ts_us", by=CONN, strategy="forward",
                    take={"upstream_conn_id": "up_attached"}, tolerance=2_000)
-    pool_kinds = ["pool_creating_stream", "pool_attaching_to_next_stream"]
+    # (`using existing connection` alone marks a pool hit on Envoys that log no `creating stream`, <= 1.14)
+    pool_kinds = ["pool_creating_stream", "pool_attaching_to_next_stream", "pool_using_existing"]
     pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), pl.col("kind").is_in(pool_kinds)
                        & pl.col("conn_id").is_not_null())
     # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
