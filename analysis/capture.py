@@ -129,7 +129,8 @@ class Capture:
         if row["thread"] is not None:
             own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
                          & pl.col("stream_id").is_null()
-                         & pl.col("kind").cast(pl.String).is_in(["wasm_log", "lua_log", "attached_upstream_connection",
+                         & pl.col("kind").cast(pl.String).is_in(["wasm_log", "wasm_vm_call", "lua_log",
+                                                                "attached_upstream_connection",
                                                                 "pool_creating_connection", "cel_error"]))
         return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
 

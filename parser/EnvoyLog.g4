@@ -84,7 +84,7 @@ lifecycle
     // dispatcher (logger `main`)
     | deferredDeleteAdded | deferredDeleteCleared
     // cluster manager, wasm, lua
-    | noHealthyHost | wasmLog | celError | luaLog
+    | noHealthyHost | wasmLog | wasmVmCall | celError | luaLog
     ;
 
 // ---- connection ----
@@ -140,7 +140,7 @@ directDispatchedBytes : 'direct-dispatched ' bytes=INT ' bytes' ;
 // ---- HTTP/2 codec ----
 h2DispatchingBytes : 'dispatching ' bytes=INT ' bytes' ;
 h2DispatchedBytes : 'dispatched ' bytes=INT ' bytes' ;
-h2AboutToRecvFrame : 'about to recv frame type=' frame_type=INT ', flags=' flags=INT ', stream_id=' h2_stream_id=INT ;
+h2AboutToRecvFrame : 'about to recv frame type=' frame_type=INT ', flags=' flags=INT (', stream_id=' h2_stream_id=INT)? ;  // no id: <= 1.15
 h2TrackInboundFrame : 'track inbound frame type=' frame_type=INT ' flags=' flags=INT ' length=' bytes=INT ' padding_length=' INT ;
 h2RecvFrame : 'recv frame type=' (frame_type=INT | frame_name=WORD) (' stream_id=' h2_stream_id=INT)? ;
 h2VisitorFrameHeader : 'Http2Visitor::OnFrameHeader(' h2_stream_id=INT ', ' bytes=INT ', ' frame_type=INT ', ' flags=INT ')' ;
@@ -219,7 +219,7 @@ poolQueueingStream : ('queueing stream due to no available connections' | 'queue
                      (' (ready=' INT ' busy=' INT ' connecting=' count=INT ')')? ;
 poolAttachingToNextStream : 'attaching to next stream' | 'attaching to next request' ;
 poolDestroyingStream : 'destroying stream: ' count=INT (' remaining' | ' active remaining, readyForStream ' WORD ', currentUnusedCapacity ' INT) ;
-poolClientDisconnected : 'client disconnected, failure reason: ' reason=rest ;
+poolClientDisconnected : 'client disconnected, failure reason: ' reason=rest | 'client disconnected, failure reason:' ;
 poolConnectTimeout : 'connect timeout' ;
 poolOverflow : 'max pending streams overflow' | 'max streams overflow' | 'max pending requests overflow' | 'max requests overflow' ;
 poolCancellingStream : 'cancelling pending stream' | 'cancelling pending request' ;
@@ -236,6 +236,8 @@ deferredDeleteCleared : 'clearing deferred deletion list (size=' count=INT ')' ;
 // ---- cluster manager, wasm, lua ----
 noHealthyHost : 'no healthy host for HTTP connection pool' | 'no healthy host' ;
 wasmLog : 'wasm log' text=rest ;
+// the Wasm runtime's ABI trace (Istio 1.x, logger `wasm`, no ids): `[host->vm] proxy_on_request_headers(13, 28, 1)`
+wasmVmCall : ('[host->vm] ' | '[host<-vm] ' | '[vm->host] ' | '[vm<-host] ') text=rest ;
 celError : ('expr_evaluate error: ' | 'expr_evaluate value error: ' | 'expr evaluate value error: ' | 'expr_create parse error: ' | 'expr_create compile error: ') reason=rest ;
 luaLog : 'script log: ' text=rest ;
 
@@ -268,7 +270,7 @@ connectionCloseNoise : 'Not closing conn, socket is not open' | 'closeSocket: so
                      | 'both sides are half closed or it is final close after flush state'
                      | 'connection closing type=AbortReset, setting LocalReset to the detected close type.'
                      | 'close during connected callback' | 'connected on local interface ' anything
-                     | 'raising bind error' | 'raising immediate error' ;
+                     | 'raising bind error' | 'raising immediate error' | 'setting delayed close timer with timeout ' anything ;
 routerCleanupNoise : 'Executing cleanup(): ' anything ;
 dispatcherNoise : 'running ' anything | 'destroying dispatcher ' anything | 'shutdown destroyed ' anything
                 | 'clearing deferred deletion list' anything | 'item added to deferred deletion list' anything ;

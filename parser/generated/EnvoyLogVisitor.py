@@ -669,6 +669,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#wasmVmCall.
+    def visitWasmVmCall(self, ctx:EnvoyLogParser.WasmVmCallContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#celError.
     def visitCelError(self, ctx:EnvoyLogParser.CelErrorContext):
         return self.visitChildren(ctx)
