@@ -9,10 +9,16 @@ value; plain and `--source-prefix` layouts, 1 and 2 workers, no thread ids.
 """
 from __future__ import annotations
 
+import gzip
+import re
+
 import polars as pl
 import pytest
 
-from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.pipeline import analyse
+
+from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
 from test_loop import independent_queue
 
@@ -96,4 +102,56 @@ def test_filters_by_address_are_attributed_by_position(layout: str) -> None:
     router = cap.phases.filter((pl.col("phase") == "router") & ~pl.col("part_of_total"))
     assert (router["detail"] == "router (decodeHeaders)").sum() >= t.access().height
     assert not cap.phases["detail"].drop_nulls().str.contains("0x").any()
+    assert "slow-filter-filter#1" in {f["id"] for f in cap.summary()["findings"]}
+
+
+# --- the same checks where thread ids exist: 1.40 captures with the lines <= 1.23 lacks taken out ---------------
+
+THREADED = ["istio-thread/workers", "istio-thread/keepalive", "istio-thread/new-upstream-conn"]
+
+
+@pytest.mark.parametrize("rel", THREADED)
+def test_threaded_capture_without_newer_lines_agrees_with_envoy(rel: str) -> None:
+    """Drop `Attached upstream connection`, the upstream filter chain (`proxying headers`, `...upstream_codec`
+    lines) and `upstream response headers:` from a real capture with thread ids: links come from the pool lines
+    on the same worker and US_TX_BEG from the upstream `writing N bytes`, within tolerance like the full text."""
+    t = truth(rel)
+    events = t.capture().events
+    newer = pl.col("kind").cast(pl.String).is_in(["attached_upstream_connection", "proxying_headers",
+                                                  "upstream_response_headers"]) | (
+        pl.col("filter").fill_null("").str.contains("upstream_codec"))
+    kept = events.filter(~newer)
+    assert kept.height < events.height
+    requests = analyse(kept).requests.filter(~pl.col("internal"))
+    j = t.access().join(requests, on="x_request_id", how="left", suffix="_ours")
+    assert j["request_uid"].null_count() == 0
+    connected = j.filter(pl.col("upstream_local_address").is_not_null())
+    assert (connected["upstream_conn_id"] == connected["upstream_connection_id"]).all()
+    assert set(connected["link"].unique()) == {"pool-line-same-thread"}
+    for milestone in CHECKED_MILESTONES:
+        key = f"ds_rx_beg_to_{milestone}_us"
+        c = j.filter(pl.col(key).is_not_null() & pl.col("complete"))
+        ok = c.filter(within(pl.col(f"{milestone}_us") - pl.col("ds_rx_beg_us"), pl.col(key)).fill_null(False))
+        assert ok.height >= 0.95 * c.height, f"{milestone}: {ok.height}/{c.height}"
+
+
+def test_filter_addresses_that_change_per_stream_still_add_up_per_filter() -> None:
+    """A real 1.19 log shows a new wrapper address per filter per stream (the rewrite keeps one per filter):
+    give every stream its own addresses and the Lua burn is still one filter, `filter#1`."""
+    t = truth("legacy-1.19/plain/lua-cpu")
+    text = gzip.decompress(t.log.read_bytes()).decode()
+
+    def per_stream(m: re.Match[str]) -> str:
+        return f"{m['ids']}{m['head']}0x{(int(m['addr'], 16) + 0x1000 * int(m['stream']) % 0xffff_0000):x}"
+
+    text = re.sub(r"(?P<ids>\[C\d+\]\[S(?P<stream>\d+)\] )(?P<head>(?:decode|encode) \w+ called: filter=)"
+                  r"0x(?P<addr>[0-9a-f]+)", per_stream, text)
+    cap = dissect(text)
+    addresses = cap.events.filter((pl.col("kind") == "decode_headers_called") & (pl.col("filter") != ""))["filter"]
+    assert addresses.n_unique() >= t.access().height  # the addresses differ per stream now
+    burn_us = t.meta["settings"]["envoy"]["lua_cpu_ms"] * 1000
+    rows = cap.phases.filter(~pl.col("part_of_total") & (pl.col("detail") == "filter#1")
+                             & (pl.col("phase") == "filter_chain"))
+    assert rows.height >= t.access().height
+    assert burn_us * 0.9 <= rows["dur_us"].median() <= burn_us * 1.5  # type: ignore[operator]
     assert "slow-filter-filter#1" in {f["id"] for f in cap.summary()["findings"]}
