@@ -32,7 +32,7 @@ NEWER_KINDS = ("attached_upstream_connection", "proxying_headers", "upstream_res
 def test_fixtures_are_there_in_both_layouts_with_one_and_two_workers() -> None:
     rels = {t.rel for t in LEGACY}
     for layout in LAYOUTS:
-        assert {f"legacy-1.19/{layout}/{s}" for s in ("keepalive", "workers", "lua-cpu")} <= rels
+        assert {f"legacy-1.19/{layout}/{s}" for s in ("keepalive", "workers", "lua-cpu", "retries-503")} <= rels
     assert {t.meta["settings"]["envoy"]["concurrency"] for t in LEGACY} == {1, 2}
     assert not any(t.has_thread_ids for t in LEGACY)
     assert all(t.meta["derived"]["envoy_text"] == "1.19" for t in LEGACY)
@@ -63,16 +63,18 @@ def test_requests_matched(t: Truth) -> None:
 @pytest.mark.parametrize("milestone", CHECKED_MILESTONES)
 def test_milestones_agree_with_envoy(t: Truth, milestone: str) -> None:
     ok, n, bad = agreement(t, milestone)
-    assert n >= 0.99 * t.access().height
+    reported = t.access()[f"ds_rx_beg_to_{milestone}_us"].drop_nulls().len()  # (none upstream when it never connected)
+    assert n >= 0.99 * reported
     assert ok >= 0.95 * n, f"{milestone}: {ok}/{n} within tolerance; worst:\n{bad}"
 
 
 @pytest.mark.parametrize("t", LEGACY, ids=fixture_ids(LEGACY))
 def test_upstream_linked_without_attached_line(t: Truth) -> None:
     """No `Attached upstream connection` in 1.19: the pool line / upstream write around `pool ready` link."""
-    j = matched(t).filter(pl.col("request_uid").is_not_null())
+    j = matched(t).filter(pl.col("request_uid").is_not_null() & pl.col("upstream_local_address").is_not_null())
+    assert j.height > 0 or t.meta["scenario"] == "retries-503"  # (that one never connects)
     assert (j["upstream_conn_id"] == j["upstream_connection_id"]).all()
-    assert set(j["link"].unique()) == {"pool-line-inferred"}
+    assert set(j["link"].unique()) <= {"pool-line-inferred"}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
