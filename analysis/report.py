@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.stitch import render_stitching
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles, span
 
 SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "  "}
@@ -50,6 +51,9 @@ def render(capture: Capture, *, top: int = 5, width: int = 100) -> str:
         lines.append("workers: " + " · ".join(
             f"{t}: {u or 0:.0%} busy, {n} req, {c} conn" for _, t, u, _, n, c in workers.iter_rows()))
         lines.append("")
+    stitched = render_stitching(capture.stitching, capture.requests)
+    if stitched:
+        lines.extend([*stitched, ""])
     findings = capture.findings()
     if findings:
         lines.append("findings")

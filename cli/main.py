@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from envoy_dissector.cli import analyze, dashboard, kube, lab, parse
+from envoy_dissector.cli import analyze, compare, dashboard, kube, lab, parse
 from envoy_dissector.parser.errors import DissectorError
 
-SUBCOMMANDS = (parse, analyze, lab, kube, dashboard)
+SUBCOMMANDS = (parse, analyze, compare, lab, kube, dashboard)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,8 @@ The access log holds Envoy's own per-request timing (``%COMMON_DURATION%`` from
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import os
 import signal
@@ -88,6 +90,28 @@ class EnvoySettings:
     """``num_retries`` of the retry policy when :attr:`retries_to_closed_port` is set."""
     log_level: str = "trace"
     """Envoy ``-l`` level."""
+    wasm_stats_us: tuple[int, int] | None = None
+    """If set, a proxy-wasm filter shaped like Istio's stats filter (root id ``stats_inbound``, V8) runs first
+    and burns this much CPU (µs) in ``proxy_on_request_headers`` and in ``proxy_on_log`` per request."""
+    zipkin_tracing: bool = False
+    """Trace every request (100% sampling) with ``envoy.tracers.zipkin`` to the lab's local collector."""
+    cluster_name: str = "upstream"
+    """The upstream cluster's name (Istio names them ``outbound|80||app.shop.svc.cluster.local``, ``inbound|80||``)."""
+    upstream_tls_sni: str | None = None
+    """If set, the cluster speaks mutual TLS (client certificate, this SNI) like a client sidecar's outbound."""
+    downstream_tls: bool = False
+    """The listener speaks mutual TLS and requires a client certificate, like a server sidecar's inbound."""
+    use_remote_address: bool | None = None
+    """The connection manager's ``use_remote_address`` (a server sidecar sets false and keeps x-request-id)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsFiles:
+    """PEM files of a throwaway CA and the certificate (with key) this Envoy presents."""
+
+    ca: Path
+    cert: Path
+    key: Path
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +125,12 @@ class EnvoyConfig:
     """The ``--log-format`` pattern (literal TABs)."""
     work_dir: Path
     """Where ``envoy.yaml``, ``envoy.log``, ``access.jsonl`` and ``envoy.stderr`` go."""
+    wasm_module: Path | None = None
+    """The built ``.wasm`` for :attr:`EnvoySettings.wasm_stats_us`."""
+    collector_port: int | None = None
+    """The Zipkin collector's port for :attr:`EnvoySettings.zipkin_tracing`."""
+    tls: TlsFiles | None = None
+    """Certificates for :attr:`EnvoySettings.upstream_tls_sni` / :attr:`EnvoySettings.downstream_tls`."""
 
     @property
     def bootstrap_path(self) -> Path:
@@ -140,6 +170,8 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
     """The Envoy v3 bootstrap (static resources) for ``config`` as plain data."""
     settings = config.settings
     http_filters: list[YamlValue] = []
+    if settings.wasm_stats_us is not None:
+        http_filters.append(_wasm_stats_filter(config, settings.wasm_stats_us))
     if settings.lua_cpu_ms > 0:
         http_filters.append({
             "name": "envoy.filters.http.lua",
@@ -161,7 +193,7 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
         "name": "envoy.filters.http.router",
         "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
     })
-    route: dict[str, YamlValue] = {"cluster": "upstream", "timeout": "30s"}
+    route: dict[str, YamlValue] = {"cluster": settings.cluster_name, "timeout": "30s"}
     if settings.retries_to_closed_port:
         route["retry_policy"] = {"retry_on": "connect-failure,reset", "num_retries": settings.num_retries}
     hcm: dict[str, YamlValue] = {
@@ -179,7 +211,7 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
                 "path": str(config.access_log_path),
-                "log_format": {"json_format": dict(ACCESS_LOG_FIELDS)},
+                "log_format": {"json_format": _access_log_fields(settings)},
             },
         }],
         "route_config": {
@@ -189,12 +221,18 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
         },
         "http_filters": http_filters,
     }
+    if settings.use_remote_address is not None:
+        hcm["use_remote_address"] = settings.use_remote_address
+    clusters: list[YamlValue] = []
+    if settings.zipkin_tracing:
+        hcm["tracing"] = _zipkin_tracing()
+        clusters.append(_zipkin_cluster(config))
     cluster: dict[str, YamlValue] = {
-        "name": "upstream",
+        "name": settings.cluster_name,
         "type": "STATIC",
         "connect_timeout": "1s",
         "load_assignment": {
-            "cluster_name": "upstream",
+            "cluster_name": settings.cluster_name,
             "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket_address(config.upstream_port)}}]}],
         },
     }
@@ -207,18 +245,111 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
             "max_requests_per_connection": settings.max_requests_per_connection}
     cluster["typed_extension_protocol_options"] = {
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": protocol_options}
+    if settings.upstream_tls_sni is not None:
+        cluster["transport_socket"] = _tls_socket(config, upstream_sni=settings.upstream_tls_sni)
+    filter_chain: dict[str, YamlValue] = {"filters": [{
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": hcm,
+    }]}
+    listener: dict[str, YamlValue] = {
+        "name": "lab_listener",
+        "address": _socket_address(config.listener_port),
+        "filter_chains": [filter_chain],
+    }
+    if settings.downstream_tls:
+        filter_chain["transport_socket"] = _tls_socket(config, upstream_sni=None)
+        listener["listener_filters"] = [{
+            "name": "envoy.filters.listener.tls_inspector",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3"
+                                      ".TlsInspector"}}]
     return {
         "admin": {"address": _socket_address(0)},
         "static_resources": {
-            "listeners": [{
-                "name": "lab_listener",
-                "address": _socket_address(config.listener_port),
-                "filter_chains": [{"filters": [{
-                    "name": "envoy.filters.network.http_connection_manager",
-                    "typed_config": hcm,
-                }]}],
-            }],
-            "clusters": [cluster],
+            "listeners": [listener],
+            "clusters": [cluster, *clusters],
+        },
+    }
+
+
+def _tls_socket(config: EnvoyConfig, *, upstream_sni: str | None) -> dict[str, YamlValue]:
+    """A mutual-TLS transport socket: upstream (client certificate, SNI) or downstream (client cert required)."""
+    if config.tls is None:
+        raise LabError("TLS is configured but no certificates were made")
+    common: dict[str, YamlValue] = {
+        "tls_certificates": [{"certificate_chain": {"filename": str(config.tls.cert)},
+                              "private_key": {"filename": str(config.tls.key)}}],
+        "validation_context": {"trusted_ca": {"filename": str(config.tls.ca)}},
+    }
+    if upstream_sni is not None:
+        return {"name": "envoy.transport_sockets.tls", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "sni": upstream_sni, "common_tls_context": common}}
+    return {"name": "envoy.transport_sockets.tls", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+        "require_client_certificate": True, "common_tls_context": common}}
+
+
+def _access_log_fields(settings: EnvoySettings) -> dict[str, YamlValue]:
+    fields: dict[str, YamlValue] = dict(ACCESS_LOG_FIELDS)
+    if settings.upstream_tls_sni is not None:
+        # Envoy's own end of the upstream TLS handshake (for a new connection; repeats for reused ones).
+        fields["ds_rx_beg_to_us_hs_end_us"] = "%COMMON_DURATION(DS_RX_BEG:US_HS_END:us)%"
+        fields["upstream_tls_version"] = "%UPSTREAM_TLS_VERSION%"
+    if settings.downstream_tls:
+        fields["downstream_tls_version"] = "%DOWNSTREAM_TLS_VERSION%"
+    if settings.wasm_stats_us is not None:
+        # What the wasm module measured itself in proxy_on_request_headers (ns), for this request.
+        fields["wasm_request_headers_ns"] = "%FILTER_STATE(wasm.burn_req_ns:PLAIN)%"
+    return fields
+
+
+def _wasm_stats_filter(config: EnvoyConfig, burn_us: tuple[int, int]) -> dict[str, YamlValue]:
+    if config.wasm_module is None:
+        raise LabError("wasm_stats_us is set but no wasm module was built")
+    return {
+        "name": "istio.stats",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+            "config": {
+                "name": "stats_inbound",
+                "root_id": "stats_inbound",
+                "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                                  "value": f"{burn_us[0]} {burn_us[1]}"},
+                "vm_config": {
+                    "vm_id": "stats_inbound",
+                    "runtime": "envoy.wasm.runtime.v8",
+                    "code": {"local": {"filename": str(config.wasm_module)}},
+                },
+            },
+        },
+    }
+
+
+def _zipkin_tracing() -> dict[str, YamlValue]:
+    return {
+        "random_sampling": {"value": 100},
+        "provider": {
+            "name": "envoy.tracers.zipkin",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig",
+                "collector_cluster": "zipkin",
+                "collector_endpoint": "/api/v2/spans",
+                "collector_endpoint_version": "HTTP_JSON",
+            },
+        },
+    }
+
+
+def _zipkin_cluster(config: EnvoyConfig) -> dict[str, YamlValue]:
+    if config.collector_port is None:
+        raise LabError("zipkin_tracing is set but no collector port was given")
+    return {
+        "name": "zipkin",
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": "zipkin",
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket_address(config.collector_port)}}]}],
         },
     }
 
@@ -332,10 +463,7 @@ class EnvoyProcess:
                 lost_race = self._lost_port_race()
                 self._terminate_quietly()
                 if attempt == 1 and lost_race:
-                    self.config = EnvoyConfig(settings=self.config.settings,
-                                              upstream_port=self.config.upstream_port,
-                                              listener_port=free_port(), log_format=self.config.log_format,
-                                              work_dir=self.config.work_dir)
+                    self.config = dataclasses.replace(self.config, listener_port=free_port())
                     continue
                 raise LabError(f"{exc}; see {self.config.stderr_path} and {self.config.log_path}") from exc
         raise AssertionError("unreachable")
@@ -368,6 +496,27 @@ class EnvoyProcess:
                     pass
             time.sleep(0.05)
         raise LabError(f"Envoy not ready after {self.startup_timeout_s:.0f} s")
+
+    def counters(self, *prefixes: str) -> dict[str, int]:
+        """Envoy's own counters (admin ``/stats``) whose names start with one of ``prefixes``.
+
+        Raises:
+            LabError: Envoy is not running or its admin endpoint does not answer.
+        """
+        if self.admin_port is None:
+            raise LabError("Envoy's admin port is unknown: start Envoy first")
+        self.admin_requests += 1
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/stats", timeout=5) as resp:
+                text = resp.read().decode("utf-8", "replace")
+        except (urllib.error.URLError, OSError) as exc:
+            raise LabError(f"Envoy's admin /stats did not answer: {exc}") from None
+        out: dict[str, int] = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(": ")
+            if name.startswith(prefixes) and value.strip().isdigit():
+                out[name] = int(value)
+        return out
 
     def stop(self) -> int:
         """SIGTERM, wait (SIGKILL after :attr:`stop_timeout_s`); returns Envoy's exit code."""

@@ -35,6 +35,7 @@ class Scenario:
 
 
 _LUA_CPU_MS: Final = 1.0
+_WASM_BURN_US: Final = (300, 200)
 
 _ALL: Final = (
     Scenario(
@@ -101,6 +102,28 @@ _ALL: Final = (
         description="Fault filter delays every request 2 ms (Envoy's timer: not exact); 1 connection × 20.",
         envoy=EnvoySettings(fault_delay_ms=2.0),
         load=LoadSettings(connections=1, requests_per_connection=20),
+    ),
+    Scenario(
+        name="wasm-stats",
+        description=f"A proxy-wasm filter shaped like Istio's stats filter (root id stats_inbound, V8 runtime) burns "
+                    f"{_WASM_BURN_US[0]} µs in proxy_on_request_headers and {_WASM_BURN_US[1]} µs in proxy_on_log "
+                    "per request and measures itself; 1 worker, 2 connections × 20.",
+        envoy=EnvoySettings(wasm_stats_us=_WASM_BURN_US),
+        load=LoadSettings(connections=2, requests_per_connection=20),
+    ),
+    Scenario(
+        name="tracing-zipkin",
+        description="Zipkin tracing at 100% sampling to a local collector (POST /api/v2/spans, 202): the tracer "
+                    "flushes span batches as internal requests; 1 worker, 2 connections × 25. "
+                    "Compare with tracing-off.",
+        envoy=EnvoySettings(zipkin_tracing=True),
+        load=LoadSettings(connections=2, requests_per_connection=25),
+        baseline="tracing-off",
+    ),
+    Scenario(
+        name="tracing-off",
+        description="The tracing-zipkin load without tracing (its baseline); 1 worker, 2 connections × 25.",
+        load=LoadSettings(connections=2, requests_per_connection=25),
     ),
 )
 

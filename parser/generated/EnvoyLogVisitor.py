@@ -669,11 +669,6 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
-    # Visit a parse tree produced by EnvoyLogParser#wasmVmCall.
-    def visitWasmVmCall(self, ctx:EnvoyLogParser.WasmVmCallContext):
-        return self.visitChildren(ctx)
-
-
     # Visit a parse tree produced by EnvoyLogParser#celError.
     def visitCelError(self, ctx:EnvoyLogParser.CelErrorContext):
         return self.visitChildren(ctx)
@@ -681,6 +676,16 @@ class EnvoyLogVisitor(ParseTreeVisitor):
 
     # Visit a parse tree produced by EnvoyLogParser#luaLog.
     def visitLuaLog(self, ctx:EnvoyLogParser.LuaLogContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#wasmVmEnter.
+    def visitWasmVmEnter(self, ctx:EnvoyLogParser.WasmVmEnterContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#wasmVmExit.
+    def visitWasmVmExit(self, ctx:EnvoyLogParser.WasmVmExitContext):
         return self.visitChildren(ctx)
 
 
@@ -756,6 +761,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
 
     # Visit a parse tree produced by EnvoyLogParser#flowControlNoise.
     def visitFlowControlNoise(self, ctx:EnvoyLogParser.FlowControlNoiseContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#wasmHostCallNoise.
+    def visitWasmHostCallNoise(self, ctx:EnvoyLogParser.WasmHostCallNoiseContext):
         return self.visitChildren(ctx)
 
 

@@ -45,9 +45,9 @@ CASES = [  # (logger, message, kind, fields that must be read)
     ("main", "[C2] new connection", "new_connection", {"conn_id": "2"}),
     ("http2", "[C0] about to recv frame type=8, flags=0", "h2_about_to_recv_frame", {"frame_type": "8", "flags": "0"}),
     ("pool", "[C1] client disconnected, failure reason:", "pool_client_disconnected", {"conn_id": "1"}),
-    ("wasm", "[host->vm] proxy_on_request_headers(13, 28, 1)", "wasm_vm_call",
-     {"text": "proxy_on_request_headers(13, 28, 1)"}),
-    ("wasm", "[vm<-host] env.proxy_log return: 0", "wasm_vm_call", {"text": "env.proxy_log return: 0"}),
+    ("wasm", "[host->vm] proxy_on_request_headers(13, 28, 1)", "wasm_vm_enter",
+     {"wasm_call": "proxy_on_request_headers", "wasm_context": "13"}),
+    ("wasm", "[vm<-host] env.proxy_log return: 0", "wasm_host_call_noise", {}),
     ("connection", "[C1175] setting delayed close timer with timeout 1000 ms", "connection_close_noise", {}),
 ]
 
