@@ -101,6 +101,12 @@ KNOWN_GAPS.update({
     ("041", "client_requests"): f"{_S3}: a stream with connection-manager lines cut at its start is a client request",
     ("041", "column:upstream_attempts"): "issue 9 done-when (hand attributions reproduced): upstream_attempts is 5, "
                                          "docs/output.md says 1 + `performing retry` lines = 6",
+    ("042", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
+                                      "downstream_read instead of header_parse",
+    ("042", "phase:upstream_send_us"): f"{_S3}: debug level, pool ready -> codec `encode complete` is sending "
+                                       "(today send runs to the response)",
+    ("042", "phase:upstream_wait_us"): f"{_S3}: debug level, `encode complete` -> upstream headers complete is "
+                                       "upstream wait (today 0)",
     ("007", "accepted"): f"{_S5}: the message does not say the lines carry no timestamp",
 })
 _NO_REQUEST_CRASH = ("issue 9 done-when (no traceback with any -o): summary() raises ColumnNotFoundError "
