@@ -19,17 +19,17 @@ import polars as pl
 
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
+from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import single_origin, split_envelope
-from envoy_dissector.parser.errors import FormatError, InputError
+from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
-from envoy_dissector.parser.redact import RedactOption, redact_text
-from envoy_dissector.parser.sanity import Sanity
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.redact import RedactOption, redact_text
+from envoy_dissector.parser.sanity import Sanity
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
