@@ -120,7 +120,7 @@ def main() -> int:
     return 1 if counts["traceback"] or counts["accounting"] else 0
 
 
-class _Stop(Exception):
+class _Stop(BaseException):  # not caught as a failure by _record
     pass
 
 
