@@ -22,7 +22,8 @@ __all__ = ["CONTRACT_COLUMNS", "PHASE_COLUMNS", "Capture", "EventKind", "Finding
 #: imported on first use, so ``envoy-dissect`` (cli/) starts without polars and can handle
 #: Ctrl-C during its own imports
 _HOME = {"Capture": "analysis.capture", "dissect": "analysis.capture", "compare": "analysis.compare",
-         "Finding": "analysis.findings", "CONTRACT_COLUMNS": "analysis.schema", "PHASE_COLUMNS": "analysis.schema", "Milestone": "analysis.schema",
+         "Finding": "analysis.findings", "CONTRACT_COLUMNS": "analysis.schema", "PHASE_COLUMNS": "analysis.schema",
+         "Milestone": "analysis.schema",
          "Phase": "analysis.schema", "EventKind": "parser.kinds"}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import random
 import signal
 import sys
@@ -102,9 +103,10 @@ def main() -> int:
             for n, case in enumerate(cases):
                 if (done + n) % args.alone == 0:
                     counts["alone"] += 1
-                    _record(counts, kinds, failures, case, lambda: check_capture(case, Path(tmp), log_format))
-            _record(counts, kinds, failures, "".join(cases[:5]), lambda: check_batch(cases, log_format, analyse),
-                    prefix="batch-")
+                    _record(counts, kinds, failures, case,
+                            functools.partial(check_capture, case, Path(tmp), log_format))
+            _record(counts, kinds, failures, "".join(cases[:5]),
+                    functools.partial(check_batch, cases, log_format, analyse), prefix="batch-")
             done += len(cases)
             rate = done / (time.monotonic() - started)
             print(f"\r{done} cases, {rate:.0f}/s, tracebacks {counts['traceback']}, "
@@ -146,7 +148,7 @@ def _record(counts, kinds, failures: Path, case: str, run, prefix: str = "") -> 
         counts["accounting"] += 1
         kinds[f"accounting: {str(exc)[:120]}"] += 1
         _save(failures, case, traceback.format_exc(), counts["accounting"] + counts["traceback"])
-    except Exception as exc:  # noqa: BLE001 - counted: the point of the run
+    except Exception as exc:
         counts["traceback"] += 1
         where = traceback.extract_tb(exc.__traceback__)[-1]
         kinds[f"{type(exc).__name__} at {Path(where.filename).name}:{where.lineno}"] += 1

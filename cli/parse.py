@@ -21,7 +21,7 @@ from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, OutputError, UsageError
 from envoy_dissector.parser.formats import FORMAT_IDS
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
-from envoy_dissector.parser.redact import RedactOption, Redaction
+from envoy_dissector.parser.redact import Redaction, RedactOption
 from envoy_dissector.parser.sources import expand
 
 EVENT_SUFFIXES = (".parquet", ".csv", ".jsonl")

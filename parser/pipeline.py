@@ -81,7 +81,8 @@ class Diagnostics:
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
-            "lines_oversize": self.lines_oversize, "shapes": self.shapes, "grammar_calls": self.grammar_calls, "fallback_lines": self.fallback_lines,
+            "lines_oversize": self.lines_oversize, "shapes": self.shapes, "grammar_calls": self.grammar_calls,
+            "fallback_lines": self.fallback_lines,
         }
 
 

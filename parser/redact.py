@@ -188,7 +188,8 @@ def redact_strings(texts: Sequence[str], option: RedactOption = True) -> list[st
     return redact_frame(frame, policy_option=rules)["message"].to_list()
 
 
-_ANY_TEXT = rf"""(?i)((?:{'|'.join(re.escape(n) for n in SENSITIVE_HEADERS)})["']?\s*[:=,]\s*["']?(?:Bearer |Basic )?)[^"',;\s]+"""
+_HEADER_NAMES = "|".join(re.escape(n) for n in SENSITIVE_HEADERS)
+_ANY_TEXT = rf"""(?i)((?:{_HEADER_NAMES})["']?\s*[:=,]\s*["']?(?:Bearer |Basic )?)[^"',;\s]+"""
 _ANY_TEXT_RE = re.compile(_ANY_TEXT)
 
 

@@ -33,7 +33,7 @@ def test_second_run_needs_no_grammar_call_and_gives_the_same_events(cache, fixtu
     # only value-free shapes are stored (words of Envoy's templates; docs/security.md): the others are
     # parsed again
     stored = len(json.loads(shape_cache.cache_path().read_text())["rules"])
-    assert 0 < stored and second.diagnostics.grammar_calls == first.diagnostics.grammar_calls - stored
+    assert stored > 0 and second.diagnostics.grammar_calls == first.diagnostics.grammar_calls - stored
     assert second.diagnostics.shapes == first.diagnostics.shapes
     assert_frame_equal(second.events, first.events)
     assert_frame_equal(second.events, _without_cache(monkeypatch, fx.path).events)

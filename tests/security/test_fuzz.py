@@ -8,10 +8,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from hostile_inputs import BASES, LOG_FORMATS, check_capture, hostile_capture, load_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from hostile_inputs import BASES, LOG_FORMATS, check_capture, hostile_capture, load_lines
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

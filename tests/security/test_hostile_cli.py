@@ -204,7 +204,8 @@ def test_permission_denied(open_tmp, fixtures_dir, capsys):
     capture = tmp_path / "in.log.gz"
     shutil.copy(fixtures_dir / FIXTURE, capture)
     capture.chmod(0o644)
-    for warm_up in ((str(capture), "-o", str(tmp_path / "ok.csv")), ("parse", str(capture), "-o", str(tmp_path / "e.csv"))):
+    for warm_up in ((str(capture), "-o", str(tmp_path / "ok.csv")),
+                    ("parse", str(capture), "-o", str(tmp_path / "e.csv"))):
         assert run(capsys, *warm_up)[0] == 0  # every module imported while files under /root are readable
     as_root = os.geteuid() == 0
     if as_root:  # root may write anywhere: drop to nobody for the run (the real uid stays root)
@@ -222,7 +223,8 @@ def test_permission_denied(open_tmp, fixtures_dir, capsys):
 
 
 def test_full_or_closed_stdout(fixtures_dir):
-    for args in (["analyze", "-q", str(fixtures_dir / FIXTURE)], ["parse", "-q", "--json", str(fixtures_dir / FIXTURE)]):
+    for args in (["analyze", "-q", str(fixtures_dir / FIXTURE)],
+                 ["parse", "-q", "--json", str(fixtures_dir / FIXTURE)]):
         with open("/dev/full", "w") as full:
             proc = subprocess.run(CLI + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
         assert proc.returncode == 73 and "No space left" in proc.stderr and "Traceback" not in proc.stderr

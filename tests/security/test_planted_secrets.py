@@ -12,10 +12,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from planted import MARK, SECRETS_PLANTED, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
 from envoy_dissector.cli.main import main
 from envoy_dissector.parser.redact import REDACTED, Redaction, redact_strings
-from planted import MARK, SECRETS_PLANTED, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
 VARIANTS = {
     "istio-text": lambda f: planted_text(f),
@@ -51,7 +51,7 @@ def test_no_secret_leaks_anywhere(variant, fixtures_dir, tmp_path, capsys, monke
     for command in commands:
         assert main([command[0], "-q", *command[1:]]) == 0
         printed.append("".join(capsys.readouterr()))
-    written = [p for p in out.iterdir()]
+    written = list(out.iterdir())
     assert len(written) == 8
     for text_out in printed + [_text_of(p) for p in written]:
         assert MARK not in text_out
@@ -75,7 +75,8 @@ def test_cache_holds_no_capture_value_even_without_redaction(fixtures_dir, tmp_p
     monkeypatch.setenv("ENVOY_DISSECTOR_CACHE_DIR", str(cache))
     text = planted_text(fixtures_dir).replace("':method', 'GET'", "':method', 'GET'\n'x-note', 'plainPLANTword'")
     capture = tmp_path / "planted.log"
-    capture.write_text(text + "2026-11-22T01:09:59.000000Z\tdebug\tenvoy http x.cc:1\tunknown words PLANTunknown here\n")
+    unknown = "2026-11-22T01:09:59.000000Z\tdebug\tenvoy http x.cc:1\tunknown words PLANTunknown here\n"
+    capture.write_text(text + unknown)
     for redact in ([], ["--no-redact"]):
         assert main(["analyze", "-q", str(capture), "--json", *redact]) == 0
         out = capsys.readouterr().out
