@@ -67,7 +67,8 @@ def facts(ds: Dataset) -> html.Div:
         card("requests", f"{cap['requests']:,}", "overview-requests"),
         card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
         card("span", f"{cap['duration_s']:.3f} s", "overview-span"),
-        card("rate", f"{cap['rps']:,.0f} rps", "overview-rps"),
+        card("rate", f"{cap['rps']:,.0f} rps" if cap.get("rps") is not None else "– (too few requests)",
+             "overview-rps"),
         card("format", str(s["format"]), "overview-format"),
         card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
     ], className="facts")

@@ -117,3 +117,18 @@ def test_session_view_lists_own_and_shared(reg_and_ds):
     assert v["value"] == base.id and not v["pending"]
     other = session_view(reg, "someone-else", base.id)  # cannot pick another session's dataset
     assert [o["value"] for o in other["options"]] == [lua.id] and other["value"] == lua.id
+
+
+@pytest.mark.parametrize("fixture", sorted(p.parent.name for p in __import__("pathlib").Path(
+    "fixtures/istio-thread").glob("*/envoy.log.gz")))
+def test_every_fixture_has_an_overview_and_a_waterfall(fixture):
+    """Also captures with fewer than 20 client requests, whose rate is null."""
+    reg = Registry()
+    ds = reg.add(dissect(f"fixtures/istio-thread/{fixture}/envoy.log.gz"), name=fixture, owner=None)
+    text = text_of(views.overview(ds)[1])
+    assert "overview-rps" in text
+    if ds.summary()["capture"]["rps"] is None:
+        assert "too few requests" in text
+    uid = slowest_request(ds)
+    if uid is not None:
+        views.waterfall_view(ds.capture, uid)
