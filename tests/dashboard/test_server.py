@@ -16,6 +16,7 @@ import requests
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import new_id
 from tests.dashboard.conftest import RssSampler
+from tests.dashboard.test_callback_input import outputs_of
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "istio-thread"
@@ -42,8 +43,7 @@ class Callbacks:
         self.requests = 0
 
     def _call(self, output: str, inputs: list, state: list) -> dict:
-        outputs = ([{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in output.strip(".").split("...")]
-                   if output.startswith("..") else {"id": output.rsplit(".", 1)[0], "property": output.rsplit(".", 1)[1]})
+        outputs = outputs_of(output)
         body = {"output": output, "outputs": outputs, "inputs": inputs, "state": state,
                 "changedPropIds": [f"{inputs[0]['id']}.{inputs[0]['property']}"]}
         r = self.http.post(f"{self.base}{DISPATCH}", json=body, timeout=60)
@@ -162,8 +162,8 @@ def test_ten_sessions_upload_at_once_without_cross_talk(dashboard_process, capsy
             for o in uploaded:
                 fixture = o["label"].split(" · ")[0].split("-", 2)[2].removesuffix(".log.gz")
                 assert o["label"].endswith(f" · {expected[fixture]} requests"), o["label"]
-            assert [o for o in options if not o["label"].startswith("uploaded: ")][0]["label"].startswith(
-                "envoy.log.gz")  # the shared capture
+            shared = next(o for o in options if not o["label"].startswith("uploaded: "))
+            assert shared["label"].startswith("envoy.log.gz")  # the shared capture
         # no session can open another's dataset, and its own open with the right content
         for i, s in enumerate(sessions):
             other = sessions[(i + 1) % 10]
