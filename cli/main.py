@@ -13,10 +13,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from envoy_dissector.cli import analyze, compare, dashboard, kube, lab, parse
+from envoy_dissector.cli import analyze, compare, dashboard, fleet, kube, lab, parse
 from envoy_dissector.parser.errors import DissectorError
 
-SUBCOMMANDS = (parse, analyze, compare, lab, kube, dashboard)
+SUBCOMMANDS = (parse, analyze, compare, fleet, lab, kube, dashboard)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from excerpts import at_levels, excerpt_truth
+from truth import Truth, discover, fixture_ids, from_lab, matched, truth, within
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 from envoy_dissector.lab.run import run_scenario
 from envoy_dissector.lab.scenarios import get_scenario
-
-from excerpts import at_levels, excerpt_truth
-from truth import Truth, discover, fixture_ids, from_lab, matched, truth, within
 
 DEBUG = discover(levels=("debug",))
 #: Trace fixtures whose debug-level records make a second set of debug captures.
