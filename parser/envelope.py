@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import polars as pl
-
 from envoy_dissector.parser.distinct import Distinct, distinct
 from envoy_dissector.parser.layouts import fold_header_records, location_in_message
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, group_names

@@ -7,26 +7,25 @@ from __future__ import annotations
 
 import os
 from collections import Counter, deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.classify import Classifier, classify
+from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import single_origin, split_envelope
-from envoy_dissector.parser.errors import FormatError, InputError
+from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
-from envoy_dissector.parser.redact import redact_text
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.redact import redact_text
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
@@ -103,7 +102,7 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
                           encoding="utf8-lossy")["raw"].fill_null("")
     else:
         text = block.text
-        body = text[:-1] if text.endswith("\n") else text
+        body = text.removesuffix("\n")
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
-
 from envoy_dissector.parser.logformat import rust_escape
 
 KUBECTL_PREFIX = r"\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] "
@@ -160,7 +159,7 @@ def _path(dotted: str) -> str:
 
 
 def _chomp(value: str) -> str:
-    return value[:-1] if value.endswith("\n") else value
+    return value.removesuffix("\n")
 
 
 def _json_object(line: str) -> dict | None:  # type: ignore[type-arg]

@@ -9,11 +9,15 @@ import re
 
 import polars as pl
 import pytest
+from envoy_dissector.parser.pipeline import parse_text
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.parser.pipeline import parse_text
-
 _TAGS = re.compile(r'\[Tags: "ConnectionId":"(\d+)"(?:,"StreamId":"(\d+)")?\] ')
+
+
+def _read_gz(path) -> str:
+    with gzip.open(path, "rt") as fh:
+        return fh.read()
 
 
 def _old_ids(line: str) -> str:
@@ -22,7 +26,7 @@ def _old_ids(line: str) -> str:
 
 
 def _lines(fixture_by_rel, rel: str) -> list[str]:
-    lines = gzip.open(fixture_by_rel(rel).path, "rt").read().splitlines()
+    lines = _read_gz(fixture_by_rel(rel).path).splitlines()
     start = next(i for i in range(150, len(lines)) if "new stream" in lines[i])
     return lines[start:start + 400]
 
@@ -135,9 +139,9 @@ def test_real_envoy_1_6_header_records():
     dump = ev.row(2, named=True)
     assert dump["n_lines"] == 4 and dump["authority"] == "localhost:3000"
     assert dump["message"].split("\n")[1:] == ["':authority', 'localhost:3000'", "'connection', 'keep-alive'",
-                                               "'user-agent', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) "
-                                               "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/65.0.3325.181 "
-                                               "Safari/537.36'"]
+                                               ("'user-agent', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) "
+                                                "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/65.0.3325.181 "
+                                                "Safari/537.36'")]
 
 
 # github.com/istio/istio/issues/32037 (2021-04-09, Istio 1.9): `kubectl logs --timestamps`, tabs turned into

@@ -9,20 +9,23 @@ from __future__ import annotations
 import gzip
 import json
 
-import polars as pl
 import pytest
+from envoy_dissector.parser.pipeline import parse_text
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.parser.pipeline import parse_text
-
 POD = "productpage-v1-7d9c8b6f5-x2k9p"
+
+
+def _read_gz(path) -> str:
+    with gzip.open(path, "rt") as fh:
+        return fh.read()
 
 
 @pytest.fixture(scope="module")
 def segments(fixture_by_rel) -> dict[str, list[str]]:
     out = {}
     for name, rel in (("envoy", "envoy-us/keepalive/envoy.log.gz"), ("istio", "istio-thread/keepalive/envoy.log.gz")):
-        lines = gzip.open(fixture_by_rel(rel).path, "rt").read().splitlines()
+        lines = _read_gz(fixture_by_rel(rel).path).splitlines()
         start = next(i for i in range(150, len(lines)) if "new stream" in lines[i])
         end = next(i for i in range(start + 250, len(lines)) if "new stream" in lines[i])
         out[name] = lines[start:end]
@@ -136,7 +139,7 @@ def test_json_wrappers_are_unwrapped(segments, wrapper, capture):
 
 def test_docker_json_around_istio_json(fixture_by_rel):
     """docker's json-file driver around Istio's own JSON lines: the inner JSON is the format."""
-    lines = gzip.open(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path, "rt").read().splitlines()[:300]
+    lines = _read_gz(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path).splitlines()[:300]
     wrapped = [json.dumps({"log": line + "\n", "stream": "stdout", "time": _rfc3339(i)}) for i, line in enumerate(lines)]
     parsed = _same_events(lines, wrapped)
     assert parsed.diagnostics.wrappers == ["docker-json"]
@@ -144,7 +147,7 @@ def test_docker_json_around_istio_json(fixture_by_rel):
 
 
 def test_istio_json_is_not_mistaken_for_a_shipper_msg_key(fixture_by_rel):
-    lines = gzip.open(fixture_by_rel("istio-json-old/keepalive/envoy.log.gz").path, "rt").read().splitlines()[:300]
+    lines = _read_gz(fixture_by_rel("istio-json-old/keepalive/envoy.log.gz").path).splitlines()[:300]
     parsed = parse_text("\n".join(lines) + "\n")
     assert parsed.diagnostics.wrappers == [] and parsed.diagnostics.format == "istio-json"
 
@@ -169,7 +172,7 @@ def test_istio_thread_tabs_expanded_to_spaces(segments):
 
 def test_istio_old_tabs_as_single_spaces(fixture_by_rel):
     """Request lines (a message's own leading spaces, as in startup listings, cannot survive the paste)."""
-    lines = gzip.open(fixture_by_rel("istio/keepalive/envoy.log.gz").path, "rt").read().splitlines()
+    lines = _read_gz(fixture_by_rel("istio/keepalive/envoy.log.gz").path).splitlines()
     start = next(i for i in range(150, len(lines)) if "new stream" in lines[i])
     lines = lines[start:start + 300]
     parsed = _same_events(lines, [line.replace("\t", "    ") for line in lines])
