@@ -150,7 +150,7 @@ def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | No
     for line_no, origin, raw in malformed.head(max(room, 0)).iter_rows():
         diag.malformed_examples.append(f"{origin}:{line_no}: {(redact_text(raw) if redact else raw)[:160]}")
     room = MALFORMED_SAMPLE - len(diag.malformed_sample)
-    if room > 0:
+    if room > 0 and lines is None:  # a skipped file has its own warning
         diag.malformed_sample.extend(malformed["raw"].head(room).to_list())
 
 
