@@ -12,8 +12,12 @@ import polars as pl
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
+from envoy_dissector.analysis.quality import (CaptureQuality, assess, at_resolution, capture_span,
+                                              partial_requests)
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
-from envoy_dissector.analysis.stats import grouped, percentiles, span
+from envoy_dissector.analysis.stats import grouped, percentiles
+from envoy_dissector.analysis.stitch import Stitching
+from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
@@ -41,6 +45,8 @@ class Capture:
     diagnostics_info: Diagnostics
     notes: tuple[str, ...] = ()
     name: str = "capture"
+    #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
+    stitching: Stitching = field(default_factory=Stitching)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -80,25 +86,43 @@ class Capture:
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
-            self._cache["findings"] = all_findings(self.requests, self.workers(), self.events, self.phases,
-                                                   list(self.diagnostics_dict()["warnings"]))
+            self._cache["findings"] = at_resolution(all_findings(
+                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
+                self.quality(), self.requests)
         return self._cache["findings"]
+
+    def quality(self) -> CaptureQuality:
+        """Level, timestamp tick, thread ids, and what they allow to be attributed (analysis/quality.py)."""
+        if "quality" not in self._cache:
+            self._cache["quality"] = assess(self.records, self.events, self.requests)
+        return self._cache["quality"]
+
+    def span(self) -> dict[str, Any]:
+        """Capture span over all records, request counts, and ``rps`` (null for fewer than 20 requests)."""
+        return capture_span(self.records, self.requests)
 
     def summary(self) -> dict[str, Any]:
         """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups."""
         workers = self.workers()
-        return {
+        quality = self.quality()
+        summary = {
             "format": self.format,
             "wrappers": self.wrappers,
-            "capture": span(self.requests),
+            "capture_quality": quality.as_dict(),
+            "capture": self.span(),
             "diagnostics": self.diagnostics_dict(),
             "phases": percentiles(self.requests),
             "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
                          "requests": n, "connections": c} for o, t, u, b, n, c in workers.iter_rows()],
             "findings": [f.as_dict() for f in self.findings()],
-            "by": {by: grouped(self.requests, by).head(50).to_dicts()
+            "tls_handshakes": tls_counts(self.events),
+            "stitching": self.stitching.as_dict(),
+            "by": {by: grouped(self.requests, by).head(50).to_dicts() if by in self.requests.columns else []
                    for by in ("authority", "path", "cluster", "status")},
         }
+        if not self.requests.filter(~pl.col("internal") & pl.col("complete")).height:
+            summary["partial_requests"] = partial_requests(self.requests)
+        return summary
 
     def request(self, request: str | int) -> dict[str, Any]:
         """One request row by ``request_uid``, ``x_request_id`` or row index."""
@@ -133,20 +157,33 @@ class Capture:
                                                                 "pool_creating_connection", "cel_error"]))
         return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
 
-    # Figures: the same code the dashboard uses (dashboard/figures.py).
+    # Figures: the same code the dashboard uses (analysis/figures.py).
     def waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
-        from envoy_dissector.dashboard import figures
+        from envoy_dissector.analysis import figures
 
         row = self._request_row(request)
         return figures.waterfall(row, self.request_phases(row))
 
+    def stitched_waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
+        """The call this request belongs to across two proxies (see :mod:`envoy_dissector.analysis.stitch`)."""
+        from envoy_dissector.analysis import figures
+
+        row = self._request_row(request)
+        if row.get("peer_request_uid") is None:
+            raise KeyError(f"request {row['request_uid']!r} was not stitched to a request of another origin")
+        peer = self._request_row(row["peer_request_uid"])
+        outer, inner = (row, peer) if row.get("network_out_us") is not None else (peer, row)
+        offset = next((c.offset_us for c in self.stitching.clock_offsets
+                       if c.from_ == outer["origin"] and c.to == inner["origin"]), 0)
+        return figures.stitched_waterfall(outer, self.request_phases(outer), inner, self.request_phases(inner), offset)
+
     def phase_distribution(self) -> go.Figure:
-        from envoy_dissector.dashboard import figures
+        from envoy_dissector.analysis import figures
 
         return figures.phase_distribution(self.requests)
 
     def event_loop(self, thread: int | None = None, start: int | None = None, end: int | None = None) -> go.Figure:
-        from envoy_dissector.dashboard import figures
+        from envoy_dissector.analysis import figures
 
         return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end)
 
@@ -157,9 +194,11 @@ class Capture:
             f"<tr><td>{p}</td><td>{v['p50']}</td><td>{v['p90']}</td><td>{v['p99']}</td><td>{v['max']}</td></tr>"
             for p, v in s["phases"].items())
         finds = "".join(f"<li><b>{f['severity']}</b>: {f['title']} — {f['evidence']}</li>" for f in s["findings"])
+        rate = f", {cap['rps']:.0f} rps" if cap["rps"] is not None else ""
+        quality = "".join(f"<li>{line}</li>" for line in s["capture_quality"]["statements"])
         return (f"<div><b>envoy-dissector capture</b> {self.name}: format {self.format}, "
                 f"{cap['requests']} requests ({cap['requests_complete']} complete) over "
-                f"{cap['duration_s']:.3f} s, {cap['rps']:.0f} rps"
+                f"{cap['duration_s']:.3f} s{rate}<ul>{quality}</ul>"
                 f"<table><tr><th>phase (µs)</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
                 f"<ul>{finds}</ul></div>")
 
@@ -202,4 +241,5 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     result = analyse(events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
     label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
-                   phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label)
+                   phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
+                   stitching=result.stitching)

@@ -5,7 +5,9 @@ b0 life start (downstream read event) · b1 parse start · b2 request headers co
 b3 router start (route match) · b4 pool ready · b5 request written to the upstream socket ·
 b6 upstream read event · b7 response headers at the router · b8 response fully encoded ·
 b9 last byte written downstream.
-A missing boundary takes the value of the next one that exists (its phase is empty);
+Without its own line a boundary falls back to the nearest line that marks the same moment
+(analysis/fallbacks.py: debug-level captures have no socket lines); one with no line at all
+takes the value of the next one that exists (its phase is empty);
 each boundary is clipped to be at least the previous one, so phases never go negative
 and always sum to ``total_us = b9 - b0``. ``upstream_connect`` is carved out of the
 router span when the request waited for a new upstream connection.
@@ -14,14 +16,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
+from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
+from envoy_dissector.analysis.wasm import wasm_rows
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
-_SOURCES = {
-    "b0": "life_start_us", "b1": "parse_start_ts", "b2": "hdr_ts", "b3": "router_start_ts",
-    "b4": "pool_ready_ts", "b5": "us_written_ts", "b6": "us_read_start_ts", "b7": "resp_at_router_ts",
-    "b8": "ds_tx_end_us", "b9": "life_end_us",
-}
 _SPANS = (  # phase, from, to
     (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
     (Phase.ROUTER, "b3", "b4"), (Phase.UPSTREAM_SEND, "b4", "b5"), (Phase.UPSTREAM_WAIT, "b5", "b6"),
@@ -32,13 +32,12 @@ TRACING_FILTER = r"(?i)tracing|tracer|zipkin|opentelemetry|datadog|skywalking"
 
 
 def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
-    """Adds b0..b9 (filled and clipped) to requests."""
-    r = requests.with_columns(
-        router_start_ts=pl.coalesce("route_ts", "router_any_ts"),
-        resp_at_router_ts=pl.coalesce("us_resp_router_ts", "us_rx_beg_us", "ds_tx_beg_us"),
-    )
-    raw = [pl.col(_SOURCES[b]).alias(b) for b in BOUNDARIES]
-    r = r.with_columns(raw)
+    """Adds b0..b9 (filled and clipped) to requests (with ``boundary_sources``' columns already added).
+
+    Each boundary comes from the first of its sources that exists (``fallbacks.BOUNDARY_SOURCES``); one with
+    no source at all takes the value of the next one, so its phase is empty.
+    """
+    r = raw_boundaries(requests)
     # Missing boundary: borrow the next one that exists (backward fill across the row).
     for i in range(len(BOUNDARIES) - 2, -1, -1):
         r = r.with_columns(pl.coalesce(BOUNDARIES[i], BOUNDARIES[i + 1]).alias(BOUNDARIES[i]))
@@ -51,11 +50,15 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     """``<phase>_us`` columns and ``total_us``; connect time is carved out of the router span."""
     cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", "us_cx_beg_us"))
     cx_end = pl.max_horizontal(cx_beg, pl.min_horizontal("b4", pl.coalesce("us_cx_end_us", "b4")))
+    hs_end = pl.max_horizontal(cx_end, pl.min_horizontal("b4", pl.coalesce("us_hs_end_us", cx_end)))
     connect = pl.when(pl.col("us_cx_beg_us").is_not_null()).then(cx_end - cx_beg).otherwise(0)
+    handshake = pl.when(pl.col("us_cx_beg_us").is_not_null() & pl.col("us_hs_end_us").is_not_null()).then(
+        hs_end - cx_end)
     exprs = {f"{phase.value}_us": pl.col(b) - pl.col(a) for phase, a, b in _SPANS}
     exprs["upstream_connect_us"] = connect
-    exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect
-    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end).with_columns(
+    exprs["tls_handshake_us"] = handshake  # null where the request waited for no handshake
+    exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect - handshake.fill_null(0)
+    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end).with_columns(
         **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64))
 
 
@@ -67,7 +70,9 @@ def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
             parts.append(_rows(r, phase, "b3", "cx_beg_ts", None))
             parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.UPSTREAM_CONNECT,
                                "cx_beg_ts", "cx_end_ts", None))
-            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.ROUTER, "cx_end_ts", "b4",
+            shook = r.filter(pl.col("us_cx_beg_us").is_not_null() & pl.col("us_hs_end_us").is_not_null())
+            parts.append(_rows(shook, Phase.TLS_HANDSHAKE, "cx_end_ts", "hs_end_ts", "upstream"))
+            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.ROUTER, "hs_end_ts", "b4",
                                "after connect"))
             continue
         parts.append(_rows(r, phase, a, b, None))
@@ -145,9 +150,20 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(pl.col("dur_us").clip(lower_bound=0))
 
 
+def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """Detail rows (``request_uid, detail, start_us, end_us, dur_us``) labelled with the phase they start in."""
+    if rows.height == 0:
+        return pl.DataFrame(schema=PHASES_SCHEMA)
+    starts = spans.select("request_uid", "phase", phase_start="start_us").sort("phase_start")
+    found = rows.sort("start_us").join_asof(starts, left_on="start_us", right_on="phase_start", by="request_uid",
+                                            strategy="backward", check_sortedness=False)
+    return found.select("request_uid", phase=pl.coalesce("phase", pl.lit(Phase.DOWNSTREAM_READ.value)), detail="detail",
+                        start_us="start_us", end_us="end_us", dur_us="dur_us", part_of_total=pl.lit(False))
+
+
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
-    r = phase_durations(boundaries(requests))
+    r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
     kinds = details.select("detail").unique().with_columns(
@@ -156,7 +172,20 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
         wasm_us=pl.col("dur_us").filter(pl.col("is_wasm")).sum(),
         tracing_us=pl.col("dur_us").filter(pl.col("is_tracing")).sum(),
     )
-    r = r.join(share, on="request_uid", how="left").with_columns(
-        pl.col("wasm_us").fill_null(0).cast(pl.Int64), pl.col("tracing_us").fill_null(0).cast(pl.Int64))
-    phases = pl.concat([phase_rows(r), details], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    spans = phase_rows(r)
+    vm = in_phase(wasm_rows(r, events), spans)
+    # Time inside the Wasm VM, where Envoy traced its calls; else the Wasm filters' own callbacks.
+    vm_share = vm.group_by("request_uid").agg(vm_us=pl.col("dur_us").sum())
+    bursts = flush_bursts(r, events)
+    flushes = in_phase(tracing_rows(r, events, bursts), spans)
+    flush_share = flushes.group_by("request_uid").agg(flush_us=pl.col("dur_us").sum())
+    # A flush's own worker time (its bursts), on the flush's internal request.
+    work = bursts.group_by("flush_uid").agg(flush_work_us=(pl.col("end_us") - pl.col("start_us")).sum())
+    r = r.join(work.rename({"flush_uid": "request_uid"}), on="request_uid", how="left")
+    r = (r.join(share, on="request_uid", how="left").join(vm_share, on="request_uid", how="left")
+         .join(flush_share, on="request_uid", how="left").with_columns(
+             wasm_us=pl.coalesce("vm_us", "wasm_us").fill_null(0).cast(pl.Int64),
+             tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64))
+         .drop("vm_us", "flush_us"))
+    phases = pl.concat([spans, details, vm, flushes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
     return r, phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True])

@@ -1,7 +1,7 @@
 """Pure builders of the dashboard's view contents: a dataset (or frames) in, Dash components out.
 
 Everything a callback shows is made here, so it is testable without a browser and callbacks stay a
-few lines. Figures come from :mod:`envoy_dissector.dashboard.figures` (shared with notebooks).
+few lines. Figures come from :mod:`envoy_dissector.analysis.figures` (shared with notebooks).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import polars as pl
 from dash import dcc, html
 
 from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.dashboard import figures
+from envoy_dissector.analysis import figures
 from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000
@@ -301,7 +301,7 @@ def window_from_relayout(relayout: dict[str, Any] | None, zero: int) -> tuple[in
         return None
     try:
         return zero + int(float(x0)), zero + int(float(x1))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

@@ -1,7 +1,7 @@
 """Envoy's own truth for the analysis tests: fixture discovery, cached captures, matching and tolerances.
 
 Every capture directory under ``fixtures/`` that holds an ``access.jsonl`` was made by the lab
-(``envoy_dissector.analysis.lab``) against a real Envoy: ``access.jsonl`` is Envoy's access log
+(``envoy_dissector.lab``) against a real Envoy: ``access.jsonl`` is Envoy's access log
 with ``ds_rx_beg_to_<milestone>_us = %COMMON_DURATION(DS_RX_BEG:<MILESTONE>:us)%``,
 ``connection_id``, ``upstream_connection_id``, ``attempts`` and the request's ``x_request_id``;
 ``client.jsonl`` is the load generator's view, ``upstream.jsonl`` the upstream's own service time,
@@ -106,12 +106,20 @@ def _log_in(d: Path) -> Path | None:
     return logs[0] if logs else None
 
 
-def discover() -> list[Truth]:
-    """Every fixture capture with Envoy's access log (multi-pod: one Truth per pod, on the interleaved log)."""
+def level_of(meta: dict[str, Any]) -> str:
+    """Envoy's ``-l`` level of a lab capture (captures from before the option existed are trace)."""
+    return str(meta.get("settings", {}).get("envoy", {}).get("log_level", "trace"))
+
+
+def discover(levels: tuple[str, ...] = ("trace",)) -> list[Truth]:
+    """Every fixture capture with Envoy's access log at one of ``levels`` (multi-pod: one Truth per pod, on the
+    interleaved log). Debug-level captures (fixtures/debug-level/) are asked for explicitly."""
     out = []
     for access in sorted(FIXTURES.rglob("access.jsonl")):
         d = access.parent
         meta = json.loads((d / "meta.json").read_text())
+        if level_of(meta) not in levels:
+            continue
         log = _log_in(d)
         prefix = None
         if log is None:  # kubectl/multi-pod/<pod>/: the pods' logs are interleaved one level up
