@@ -7,6 +7,7 @@ from typing import Literal
 import polars as pl
 
 from envoy_dissector.analysis.stats import counted
+from envoy_dissector.parser.kinds import EventKind
 
 Severity = Literal["info", "warning", "critical"]
 
@@ -30,9 +31,11 @@ class Finding:
         return asdict(self)
 
 
-def _ms(us: float | int | None) -> str:
-    if us is None:
+def _ms(value: object) -> str:
+    """µs as text; ``value`` is a polars aggregate (int, float or None)."""
+    if not isinstance(value, (int, float)):
         return "?"
+    us = value
     return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.0f} µs"
 
 
@@ -71,7 +74,7 @@ def imbalance(workers: pl.DataFrame) -> list[Finding]:
             out.append(Finding(
                 "worker-imbalance", "warning", "Work is unevenly spread across workers",
                 f"{origin[0] if isinstance(origin, tuple) else origin}: {detail}"
-                + (f" (busiest {float(utils.max()):.0%}, idlest {float(utils.min()):.0%})" if utils.len() else ""),
+                + (f" (busiest {utils.max():.0%}, idlest {utils.min():.0%})" if utils.len() else ""),  # type: ignore[str-bytes-safe]
                 "Balance accepted connections across workers: listener connection_balance_config: "
                 "exact_balance (Istio: an EnvoyFilter on the inbound/outbound listener).",
             ))
@@ -90,7 +93,7 @@ def shares(requests: pl.DataFrame) -> list[Finding]:
         ("tracing_us", "tracing", "Lower the tracing sampling rate (meshConfig.defaultConfig.tracing.sampling) "
                                   "or disable tracing where not needed."),
     ):
-        share = (r[column].sum() or 0) / total
+        share = float(r[column].sum() or 0) / float(total)
         if share >= SHARE_WARNING:
             out.append(Finding(f"{column[:-3]}-share", "warning", f"{what} take {share:.0%} of request time",
                                f"{what}: median {_ms(r[column].median())} per request over {r.height} requests.",
@@ -128,7 +131,7 @@ def retries(requests: pl.DataFrame) -> list[Finding]:
         statuses = retried.group_by("status").len().sort("len", descending=True)
         out.append(Finding(
             "retries", "warning", f"{retried.height} request(s) needed upstream retries",
-            f"max {retried['upstream_attempts'].max()} attempts; statuses after retrying: "
+            f"max {retried['upstream_attempts'].max()!s} attempts; statuses after retrying: "
             + ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
             + f"; median total {_ms(retried['total_us'].median())} (retry back-off is inside `router`).",
             "Fix the failing upstream; bound retries (retry_on, num_retries, per_try_timeout) so they do not "
@@ -144,9 +147,9 @@ def slow_side(requests: pl.DataFrame) -> list[Finding]:
     r = counted(requests).filter(pl.col("upstream_conn_id").is_not_null())
     if r.height == 0:
         return []
-    total = float(r["total_us"].median() or 0)
-    wait = float(r["upstream_wait_us"].median() or 0)
-    queue = float(r["loop_queue_us"].median() or 0)
+    total = float(r["total_us"].median() or 0)  # type: ignore[arg-type]
+    wait = float(r["upstream_wait_us"].median() or 0)  # type: ignore[arg-type]
+    queue = float(r["loop_queue_us"].median() or 0)  # type: ignore[arg-type]
     proxy = total - wait
     if total > 0 and wait / total >= SLOW_UPSTREAM_SHARE and queue < wait / 2:
         return [Finding(
@@ -171,18 +174,18 @@ def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]
     pairs = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no").with_columns(
         nxt=pl.col("kind").shift(-1).over("origin", "thread"),
         gap=pl.col("ts_us").shift(-1).over("origin", "thread") - pl.col("ts_us"))
-    gaps = pairs.filter((pl.col("kind") == "socket_event")
-                        & pl.col("nxt").cast(pl.String).is_in(["write_ready", "read_ready"]))["gap"]
+    gaps = pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
+                        & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
     r = counted(requests)
     if gaps.len() < 5 or r.height == 0:
         return []
     per_line = float(gaps.median() or 0)  # type: ignore[arg-type]
     lines = r["log_lines"].median() if "log_lines" in r.columns else None
-    cost = per_line * float(lines) if lines is not None else None
+    cost = per_line * float(lines) if lines is not None else None  # type: ignore[arg-type]
     return [Finding(
         "observer-effect", "info", f"Trace logging itself costs about {per_line:.1f} µs per log record",
         f"median gap between back-to-back records ({gaps.len()} samples); "
-        + (f"a request here logs a median {lines:.0f} records, so ≈{_ms(cost)} of its time is the observer."
+        + (f"a request here logs a median {lines:.0f} records, so ≈{_ms(cost)} of its time is the observer."  # type: ignore[str-bytes-safe]
            if cost is not None else ""),
         "Phases with many log lines (header parsing, filters) are inflated by this much; turn trace logging "
         "off outside captures.",

@@ -20,6 +20,7 @@ from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
 from envoy_dissector.analysis.wasm import wasm_rows
+from envoy_dissector.parser.kinds import EventKind
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
 _SPANS = (  # phase, from, to
@@ -101,15 +102,16 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """
     keys = r.select("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
     called = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
-        pl.col("kind").is_in(["decode_headers_called", "encode_headers_called"]) & pl.col("stream_id").is_not_null())
+        pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
+        & pl.col("stream_id").is_not_null())
     called = called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner")
-    decode = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") <= pl.col("b3")))
-    encode = called.filter((pl.col("kind") == "encode_headers_called") & (pl.col("ts_us") >= pl.col("b7"))
+    decode = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
+    encode = called.filter((pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
     # A decoder filter that stopped iteration (fault delay, ext_authz, Lua httpCall) holds the request until
     # `continuing filter chain`: that wait is the stopped filter's ("<filter> (paused)"), not route lookup.
     resumed = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind").filter(
-        (pl.col("kind") == "continuing_filter_chain") & pl.col("stream_id").is_not_null()).with_columns(
+        (pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN) & pl.col("stream_id").is_not_null()).with_columns(
         pl.lit(None, dtype=pl.String).alias("filter"))
     resumed = resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner").filter(
         (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
@@ -118,7 +120,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     for frame, phase, origin_col in ((decode_marks, Phase.FILTER_CHAIN, "b2"), (encode, Phase.ENCODE, "b7")):
         if frame.height == 0:
             continue
-        is_resume = pl.col("kind") == "continuing_filter_chain"
+        is_resume = pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN
         frame = frame.sort("request_uid", "ts_us", "line_no").with_columns(
             start_us=pl.col("ts_us").shift(1).over("request_uid"),
             stopped=pl.col("filter").shift(1).over("request_uid"))
@@ -131,7 +133,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     lookup = decode_marks.group_by("request_uid").agg(last=pl.col("ts_us").max())
     # The router filter's own decodeHeaders: from the previous filter's line to the router's line
     # (the last decode line at or after the route match). It spans router, connect and send.
-    router_line = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") >= pl.col("b3"))
+    router_line = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b3"))
                                 & ~pl.col("filter").fill_null("").str.contains("upstream_codec")
                                 ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
                                                               name=pl.col("filter").sort_by("ts_us").last())

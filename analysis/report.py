@@ -1,8 +1,6 @@
 """The one-screen terminal report."""
 from __future__ import annotations
 
-
-
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles

@@ -250,7 +250,7 @@ def _grammar_rows(texts: list[str]) -> pl.DataFrame:
         row: dict[str, str | None] = {"kind": parse.kind}
         row.update(parse.values(text))
         rows.append(row)
-    schema = {"kind": pl.String, **{k: pl.String for k in (*FIELD_SCHEMA, *PREFIX_FIELDS)}}
+    schema = {"kind": pl.String, **dict.fromkeys((*FIELD_SCHEMA, *PREFIX_FIELDS), pl.String)}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 

@@ -6,10 +6,9 @@ import re
 
 import polars as pl
 import pytest
+from truth import Truth, discover, fixture_ids, truth
 
 from envoy_dissector.analysis.findings import Finding
-
-from truth import Truth, discover, fixture_ids, truth
 
 ALL = discover()
 
