@@ -12,8 +12,7 @@ import polars as pl
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.analysis.quality import (CaptureQuality, assess, at_resolution, capture_span,
-                                              partial_requests)
+from envoy_dissector.analysis.quality import CaptureQuality, assess, at_resolution, capture_span, partial_requests
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching

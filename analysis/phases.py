@@ -91,6 +91,23 @@ def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> 
     )
 
 
+#: A filter named by the address of its wrapper (Envoy <= 1.22), e.g. ``0x55d5c8a07e50``.
+FILTER_ADDRESS = r"^0x[0-9a-fA-F]+$"
+_POSITIONAL = r"^(filter|encoder)#[0-9]+$"
+
+
+def _positional_names(called: pl.DataFrame) -> pl.DataFrame:
+    """Filters logged by address (Envoy <= 1.22: one heap address per filter per stream) get a name that is the
+    same on every stream: their position among the stream's ``decode headers called`` lines (``filter#1`` is
+    the first decoder filter) or ``encode headers called`` lines (``encoder#1`` is the first encoder to run,
+    i.e. the last one configured). Configured names (1.23+) are kept."""
+    position = pl.int_range(1, pl.len() + 1).over("request_uid", "kind", order_by=["ts_us", "line_no"])
+    decoder = pl.col("kind") == EventKind.DECODE_HEADERS_CALLED
+    prefix = pl.when(decoder).then(pl.lit("filter#")).otherwise(pl.lit("encoder#"))
+    return called.with_columns(filter=pl.when(pl.col("filter").str.contains(FILTER_ADDRESS)).then(
+        prefix + position.cast(pl.String)).otherwise(pl.col("filter")))
+
+
 def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per-filter spans inside ``filter_chain`` (decode) and ``encode``, from ``... headers called`` lines.
 
@@ -104,7 +121,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     called = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null())
-    called = called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner")
+    called = _positional_names(called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"))
     decode = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
     encode = called.filter((pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
@@ -137,6 +154,9 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                                 & ~pl.col("filter").fill_null("").str.contains("upstream_codec")
                                 ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
                                                               name=pl.col("filter").sort_by("ts_us").last())
+    # Envoy <= 1.22 names filters by address: the line closing the router span is the router's.
+    router_line = router_line.with_columns(name=pl.when(pl.col("name").str.contains(_POSITIONAL)).then(pl.lit("router"))
+                                           .otherwise(pl.col("name")))
     router_span = router_line.join(keys.select("request_uid", "b2"), on="request_uid").join(
         lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
     out.append(router_span.select("request_uid", phase=pl.lit(Phase.ROUTER.value),

@@ -13,7 +13,6 @@ from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
 
-
 #: Working columns of the requests frame that a capture without any request still carries (empty).
 EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
     "life_start_us": pl.Int64(), "life_end_us": pl.Int64(), "first_ts": pl.Int64(), "cluster": pl.String(),

@@ -131,7 +131,7 @@ class DashboardProcess:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(20)
-            except Exception:  # noqa: BLE001 - a stuck server must not outlive the test
+            except Exception:
                 self.proc.kill()
         self.log.close()
 
@@ -168,7 +168,7 @@ class RssSampler:
         while not self._stop.is_set():
             try:
                 self.peak = max(self.peak, self.proc.memory_info().rss)
-            except Exception:  # noqa: BLE001 - the process ended
+            except Exception:
                 return
             self._stop.wait(self.interval)
 

@@ -26,12 +26,13 @@ EXPECTED_FORMAT = {
     "istio-thread": "istio-thread", "kubectl": "istio-thread",
     "istio-json": "istio-json", "istio-json-old": "istio-json",
     "custom": "custom",
+    "legacy-1.19": "istio",
 }
 #: Folders of captures made at another log level, holding one folder per format.
 LEVEL_DIRS = frozenset({"debug-level", "info-level"})
 #: Top folders whose format has millisecond timestamps / no thread id.
 MILLISECOND_DIRS = frozenset({"envoy"})
-NO_THREAD_DIRS = frozenset({"istio", "old-format", "istio-json-old"})
+NO_THREAD_DIRS = frozenset({"istio", "old-format", "istio-json-old", "legacy-1.19"})
 
 
 @dataclass(frozen=True)
