@@ -128,7 +128,19 @@ def test_every_fixture_has_an_overview_and_a_waterfall(fixture):
     text = text_of(views.overview(ds)[1])
     assert "overview-rps" in text
     if ds.summary()["capture"]["rps"] is None:
-        assert "too few requests" in text
+        assert "< 20 requests" in text
     uid = slowest_request(ds)
     if uid is not None:
         views.waterfall_view(ds.capture, uid)
+
+
+def test_overview_says_what_a_debug_capture_allows():
+    """A debug-level capture (real Envoy at -l debug, 50 requests) and one with under 20 requests."""
+    reg = Registry()
+    ds = reg.add(dissect("fixtures/debug-level/envoy/keepalive/envoy.log.gz"), name="debug", owner=None)
+    parts = views.overview(ds)
+    panel = next(p for p in parts if getattr(p, "id", None) == "overview-quality")
+    text = text_of(panel)
+    assert "debug level" in text and "ms timestamps" in text and "downstream_read" in text
+    few = reg.add(dissect("fixtures/istio-thread/retries-503/envoy.log.gz"), name="few", owner=None)
+    assert "< 20 requests" in text_of(views.facts(few))  # no rate for a handful of requests
