@@ -324,7 +324,7 @@ def event_loop_figure(capture: Capture, *, thread: int | None, start_us: int | N
     """The event-loop figure for a window, x axis in µs since the capture's first slice, zoomed to it."""
     zero, start, end = loop_window(capture, start_us, end_us)
     fig = figures.event_loop(capture.loop, thread=thread, start_us=start, end_us=end, highlight=highlight,
-                             zero_us=zero)
+                             zero_us=zero, internal=capture.internal_work())
     fig.update_xaxes(range=[start - zero, end - zero], autorange=False)
     fig.update_layout(uirevision=f"{start}-{end}-{thread}")
     return fig
