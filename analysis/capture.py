@@ -187,7 +187,19 @@ class Capture:
     def event_loop(self, thread: int | None = None, start: int | None = None, end: int | None = None) -> go.Figure:
         from envoy_dissector.analysis import figures
 
-        return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end)
+        return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end, internal=self.internal_work())
+
+    def internal_work(self) -> pl.DataFrame:
+        """Envoy's own work on the workers (tracing span flushes): ``origin, thread, start_us, end_us, label``."""
+        if "internal_work" not in self._cache:
+            from envoy_dissector.analysis.tracing import flush_bursts
+
+            requests = self.requests.with_columns(conn_id=pl.col("downstream_conn_id"))
+            bursts = flush_bursts(requests, self.events)
+            self._cache["internal_work"] = bursts.select(
+                "origin", "thread", "start_us", "end_us",
+                label=pl.lit("tracing flush ") + pl.col("flush_uid").str.split(":").list.last())
+        return self._cache["internal_work"]
 
     def _repr_html_(self) -> str:
         s = self.summary()

@@ -148,10 +148,12 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
 
 def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int | None = None,
                end_us: int | None = None, highlight: list[int] | None = None,
-               zero_us: int | None = None) -> go.Figure:
+               zero_us: int | None = None, internal: pl.DataFrame | None = None) -> go.Figure:
     """One lane per worker, busy slices as bars (coloured by event kind). Windows with too many slices
     are shown as busy-fraction buckets instead.
 
+    ``internal`` (``origin, thread, start_us, end_us, label``: Envoy's own work, such as tracing span flushes)
+    is drawn over the slices it ran inside, as its own trace.
     ``highlight`` connection ids get a red outline and their own trace; ``zero_us`` fixes the x origin
     (µs) so a zoomed window keeps the coordinates of the whole capture (the dashboard re-queries the
     window server-side on zoom); by default the first slice shown is 0."""
@@ -202,6 +204,18 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                 marker=dict(color="#e41a1c", line=dict(color="#e41a1c", width=2)), width=0.35,
                 customdata=[f"C{c}" for c in mine["conn_id"].to_list()],
                 hovertemplate="%{customdata} (highlighted)<br>+%{base} µs, %{x} µs<extra></extra>"))
+    if internal is not None and internal.height:
+        work = internal.join(lo.select("origin", "thread").unique(), on=["origin", "thread"], how="semi").filter(
+            (pl.col("end_us") >= first) & (pl.col("start_us") <= int(lo["end_us"].max())))  # type: ignore[arg-type]
+        if work.height:
+            work = work.with_columns(
+                lane=_lane(pl.col("origin")) + pl.lit(" · thread ") + pl.col("thread").cast(pl.String))
+            fig.add_trace(go.Bar(
+                y=work["lane"].to_list(), x=(work["end_us"] - work["start_us"]).clip(lower_bound=1).to_list(),
+                base=(work["start_us"] - t0).to_list(), orientation="h", name="internal work", width=0.3,
+                marker=dict(color="#ff7f00", line=dict(color="#a65628", width=1)),
+                customdata=[plain(label) for label in work["label"].to_list()],
+                hovertemplate="%{customdata}<br>+%{base} µs, %{x} µs<extra></extra>"))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title=f"µs since {t0}")
     return _layout(fig, f"Event loop: busy slices per worker{note}", height=200 + 40 * lanes["lane"].n_unique())

@@ -117,3 +117,30 @@ def test_session_view_lists_own_and_shared(reg_and_ds):
     assert v["value"] == base.id and not v["pending"]
     other = session_view(reg, "someone-else", base.id)  # cannot pick another session's dataset
     assert [o["value"] for o in other["options"]] == [lua.id] and other["value"] == lua.id
+
+
+@pytest.mark.parametrize("fixture", sorted(p.parent.name for p in __import__("pathlib").Path(
+    "fixtures/istio-thread").glob("*/envoy.log.gz")))
+def test_every_fixture_has_an_overview_and_a_waterfall(fixture):
+    """Also captures with fewer than 20 client requests, whose rate is null."""
+    reg = Registry()
+    ds = reg.add(dissect(f"fixtures/istio-thread/{fixture}/envoy.log.gz"), name=fixture, owner=None)
+    text = text_of(views.overview(ds)[1])
+    assert "overview-rps" in text
+    if ds.summary()["capture"]["rps"] is None:
+        assert "< 20 requests" in text
+    uid = slowest_request(ds)
+    if uid is not None:
+        views.waterfall_view(ds.capture, uid)
+
+
+def test_overview_says_what_a_debug_capture_allows():
+    """A debug-level capture (real Envoy at -l debug, 50 requests) and one with under 20 requests."""
+    reg = Registry()
+    ds = reg.add(dissect("fixtures/debug-level/envoy/keepalive/envoy.log.gz"), name="debug", owner=None)
+    parts = views.overview(ds)
+    panel = next(p for p in parts if getattr(p, "id", None) == "overview-quality")
+    text = text_of(panel)
+    assert "debug level" in text and "ms timestamps" in text and "downstream_read" in text
+    few = reg.add(dissect("fixtures/istio-thread/retries-503/envoy.log.gz"), name="few", owner=None)
+    assert "< 20 requests" in text_of(views.facts(few))  # no rate for a handful of requests
