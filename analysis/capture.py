@@ -93,8 +93,7 @@ class Capture:
             "capture": span(self.requests),
             "diagnostics": self.diagnostics_dict(),
             "phases": percentiles(self.requests),
-            "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
-                         "requests": n, "connections": c} for o, t, u, b, n, c in workers.iter_rows()],
+            "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
             "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
