@@ -32,9 +32,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--authority", metavar="REGEX", help="only requests whose :authority matches")
     p.add_argument("--path", metavar="REGEX", help="only requests whose path matches")
     p.add_argument("--status", help="only requests with this status: 503, 5xx, >=400")
-    p.add_argument("--top", type=int, default=5, metavar="N", help="slowest requests to list (default 5)")
+    p.add_argument("--top", type=non_negative, default=5, metavar="N", help="slowest requests to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
     p.set_defaults(run=run)
+
+
+def non_negative(text: str) -> int:
+    """``--top N``: a whole number ≥ 0 (argparse reports anything else as a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; use 0 or more")
+    return n
+
+
+def describe_filters(args: argparse.Namespace) -> str:
+    """The active filters as the user typed them (``--status 5xx --path ^/api``), or ``""``."""
+    return " ".join(f"--{name} {value}" for name in ("since", "until", "authority", "path", "status")
+                    if (value := getattr(args, name, None)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,5 +72,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(capture.summary(), sys.stdout, indent=2, default=str)
         print()
     else:
-        print(render(capture, top=args.top))
+        print(render(capture, top=args.top, filters=describe_filters(args)))
     return 0

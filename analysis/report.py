@@ -21,7 +21,7 @@ MAX_WORKERS_LISTED = 4
 #: Rows of the phase table below the phases, with what each one is (docs/phases.md).
 TOTAL_ROWS = (
     ("total", "total", "first read → last socket write"),
-    ("envoy_duration", "envoy_duration", "DS_RX_BEG → DS_TX_END, Envoy's %DURATION%"),
+    ("envoy_duration", "envoy_duration", "Envoy's DS_RX_BEG → DS_TX_END"),
     ("loop_queue", "  queueing in total", "share of the phases above"),
     ("queue_before_read", "queueing before read", "outside total"),
 )
@@ -33,7 +33,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
     sections = [
         _header(capture, width),
         # The capture-quality block (analysis/quality.py) belongs here, between the header and the numbers.
-        _phase_table(capture),
+        _phase_table(capture, width),
         _slowest(capture, top, width),
         _workers(capture, width),
         _findings(capture.findings(), width),
@@ -91,7 +91,7 @@ def _origins(capture: Capture, d: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _phase_table(capture: Capture) -> list[str]:
+def _phase_table(capture: Capture, width: int) -> list[str]:
     pct = percentiles(capture.requests)
     if not pct:
         return []
@@ -109,7 +109,7 @@ def _phase_table(capture: Capture) -> list[str]:
         cells = "".join(f"{in_unit(pct[key][st], units[st]):>10}" for st in stats)
         lines.append(f"{label:<22}{cells}" + (f"  {what}" if what else ""))
     if hidden:
-        lines.append(f"(zero in every request, not shown: {', '.join(hidden)})")
+        lines += _wrap(f"(zero in every request, not shown: {', '.join(hidden)})", width, " ")
     lines.append("")
     return lines
 
@@ -122,9 +122,9 @@ def _slowest(capture: Capture, top: int, width: int) -> list[str]:
     unit = column_unit(v for c in ("total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us")
                        for v in slow[c].to_list())
     lines = [f"slowest {slow.height} requests ({unit})",
-             f"  {'total':>9} {'envoy':>9} {'queue':>9} {'before':>9}  {'largest phase':<16} {'status':>6}  id"]
+             f"  {'total':>8} {'envoy':>8} {'queue':>8} {'before':>8}  {'largest phase':<16} {'status':>6}  id"]
     for row in slow.iter_rows(named=True):
-        cells = " ".join(f"{in_unit(row[c], unit):>9}" for c in ("total_us", "envoy_duration_us", "loop_queue_us",
+        cells = " ".join(f"{in_unit(row[c], unit):>8}" for c in ("total_us", "envoy_duration_us", "loop_queue_us",
                                                                  "queue_before_read_us"))
         lines.append(f"  {cells}  {row['dominant']:<16} {str(row['status']):>6}  "
                      f"{row['x_request_id'] or row['request_uid']}")

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import polars as pl
 
 from envoy_dissector.analysis.schema import PHASE_COLUMNS, Phase
-from envoy_dissector.analysis.stats import counted
+from envoy_dissector.analysis.stats import counted, percentile
+from envoy_dissector.analysis.units import format_us
 
 PHASE_COLORS: dict[str, str] = {
     Phase.DOWNSTREAM_READ: "#8dd3c7", Phase.HEADER_PARSE: "#80b1d3", Phase.FILTER_CHAIN: "#bebada",
@@ -66,8 +67,9 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
             text=[m.upper() for m, _ in marks], hovertemplate="%{text} at +%{x} µs<extra></extra>",
             name="Envoy milestones", showlegend=False))
     title = (f"{request.get('method') or ''} {request.get('authority') or ''}{request.get('path') or ''} → "
-             f"{request.get('status')} · {request.get('total_us')} µs total · loop queue "
-             f"{request.get('loop_queue_us')} µs")
+             f"{request.get('status')} · total {format_us(request.get('total_us'))} (Envoy's duration "
+             f"{format_us(request.get('envoy_duration_us'))}) · loop queue {format_us(request.get('loop_queue_us'))}"
+             f" inside, {format_us(request.get('queue_before_read_us'))} before the first read")
     fig.update_traces(cliponaxis=False, selector=dict(type="bar"))
     fig.update_yaxes(autorange="reversed", automargin=True)
     left = min(min(bases, default=0), 0)
@@ -85,7 +87,7 @@ def phase_distribution(requests: pl.DataFrame) -> go.Figure:
         if r.height == 0:
             break
         s = r[col]
-        q = [float(s.quantile(x, interpolation="nearest") or 0) for x in (0.0, 0.25, 0.5, 0.75, 0.99)]
+        q = [percentile(s, x) or 0.0 for x in (0.0, 0.25, 0.5, 0.75, 0.99)]
         name = col.removesuffix("_us")
         fig.add_trace(go.Box(name=name, q1=[q[1]], median=[q[2]], q3=[q[3]], lowerfence=[q[0]], upperfence=[q[4]],
                              marker_color=PHASE_COLORS.get(name, "#999")))
