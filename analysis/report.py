@@ -22,8 +22,8 @@ MAX_WORKERS_LISTED = 4
 TOTAL_ROWS = (
     ("total", "total", "first read → last socket write"),
     ("envoy_duration", "envoy_duration", "Envoy's DS_RX_BEG → DS_TX_END"),
-    ("loop_queue", "  queueing in total", "share of the phases above"),
-    ("queue_before_read", "queueing before read", "outside total"),
+    ("loop_queue", "  loop_queue", "queueing inside total (phases' share)"),
+    ("queue_before_read", "queue_before_read", "queueing before the first read"),
 )
 SHARE_ROWS = (("wasm", "  wasm filters"), ("tracing", "  tracing"))
 
