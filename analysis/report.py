@@ -22,7 +22,7 @@ MAX_WORKERS_LISTED = 4
 TOTAL_ROWS = (
     ("total", "total", "first read → last socket write"),
     ("envoy_duration", "envoy_duration", "Envoy's DS_RX_BEG → DS_TX_END"),
-    ("loop_queue", "  loop_queue", "queueing inside total (phases' share)"),
+    ("loop_queue", "  loop_queue", "queueing, a share of the phases"),
     ("queue_before_read", "queue_before_read", "queueing before the first read"),
 )
 SHARE_ROWS = (("wasm", "  wasm filters"), ("tracing", "  tracing"))
@@ -99,6 +99,7 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
     shown = [p for p in phases if pct[p]["max"] > 0]
     hidden = [p for p in phases if p not in shown]
     shares = [(key, label) for key, label in SHARE_ROWS if pct[key]["max"] > 0]
+    hidden += [key for key, _ in SHARE_ROWS if pct[key]["max"] == 0]
     rows = [(p, p, "") for p in shown] + [(k, label, "") for k, label in shares] + list(TOTAL_ROWS)
     stats = ("p50", "p90", "p99", "max")
     units = {st: column_unit(pct[key][st] for key, _, _ in rows) for st in stats}
