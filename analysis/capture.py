@@ -14,6 +14,7 @@ from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles, span
+from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
@@ -152,14 +153,13 @@ class Capture:
     def _repr_html_(self) -> str:
         s = self.summary()
         cap = s["capture"]
-        rows = "".join(
-            f"<tr><td>{p}</td><td>{v['p50']}</td><td>{v['p90']}</td><td>{v['p99']}</td><td>{v['max']}</td></tr>"
-            for p, v in s["phases"].items())
+        rows = "".join("<tr><td>" + "</td><td>".join([p, *(format_us(v[k]) for k in ("p50", "p90", "p99", "max"))])
+                       + "</td></tr>" for p, v in s["phases"].items())
         finds = "".join(f"<li><b>{f['severity']}</b>: {f['title']} — {f['evidence']}</li>" for f in s["findings"])
         return (f"<div><b>envoy-dissector capture</b> {self.name}: format {self.format}, "
                 f"{cap['requests']} requests ({cap['requests_complete']} complete) over "
                 f"{cap['duration_s']:.3f} s, {cap['rps']:.0f} rps"
-                f"<table><tr><th>phase (µs)</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
+                f"<table><tr><th>phase</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
                 f"<ul>{finds}</ul></div>")
 
 

@@ -54,7 +54,7 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
         bases.append((start or t0) - t0)
         widths.append(max(int(dur or 0), 1))
         colors.append(PHASE_COLORS.get(phase, "#999999"))
-        texts.append(f"{dur} µs")
+        texts.append(format_us(dur))
     fig = go.Figure(go.Bar(
         y=labels, x=widths, base=bases, orientation="h", marker_color=colors, text=texts,
         textposition="outside", hovertemplate="%{y}<br>start +%{base} µs<br>%{x} µs<extra></extra>",
