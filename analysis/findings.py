@@ -195,18 +195,19 @@ def retries(requests: pl.DataFrame) -> list[Finding]:
     failed = r.filter(pl.col("status") >= 500)
     out = []
     if retried.height:
-        statuses = retried.group_by("status").len().sort("len", descending=True)
+        after = retried.group_by("status").len().sort("len", descending=True)
+        attempts = int(retried["upstream_attempts"].max() or 0)  # type: ignore[arg-type]
         out.append(Finding(
             "retries", "warning", f"{retried.height} request(s) needed upstream retries",
-            f"max {retried['upstream_attempts'].max()} attempts; statuses after retrying: "
-            + ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
+            f"max {attempts} attempts; statuses after retrying: "
+            + ", ".join(f"{s}: {n}" for s, n in after.iter_rows())
             + f"; median total {format_us(median(retried['total_us']))} (retry back-off is inside `router`).",
             "Fix the failing upstream; bound retries (retry_on, num_retries, per_try_timeout) so they do not "
             "multiply load.",
         ))
     if failed.height:
         share = failed.height / max(r.height, 1)
-        statuses = dict(failed.group_by("status").len().sort("status").iter_rows())
+        statuses: dict[int, int] = dict(failed.group_by("status").len().sort("status").iter_rows())
         out.append(Finding(
             "server-errors", "critical" if share >= SERVER_ERRORS_CRITICAL_SHARE else "warning",
             f"{failed.height} request(s) ended with a 5xx ({share:.0%})",
