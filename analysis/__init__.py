@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 from envoy_dissector.analysis.capture import Capture, dissect
+from envoy_dissector.analysis.compare import compare
 from envoy_dissector.analysis.findings import Finding
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, Milestone, Phase
 
-__all__ = ["CONTRACT_COLUMNS", "Capture", "Finding", "Milestone", "Phase", "dissect"]
+__all__ = ["CONTRACT_COLUMNS", "Capture", "Finding", "Milestone", "Phase", "compare", "dissect"]

@@ -133,20 +133,20 @@ class Capture:
                                                                 "pool_creating_connection", "cel_error"]))
         return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
 
-    # Figures: the same code the dashboard uses (dashboard/figures.py).
+    # Figures: the same code the dashboard uses (analysis/figures.py).
     def waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
-        from envoy_dissector.dashboard import figures
+        from envoy_dissector.analysis import figures
 
         row = self._request_row(request)
         return figures.waterfall(row, self.request_phases(row))
 
     def phase_distribution(self) -> go.Figure:
-        from envoy_dissector.dashboard import figures
+        from envoy_dissector.analysis import figures
 
         return figures.phase_distribution(self.requests)
 
     def event_loop(self, thread: int | None = None, start: int | None = None, end: int | None = None) -> go.Figure:
-        from envoy_dissector.dashboard import figures
+        from envoy_dissector.analysis import figures
 
         return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end)
 

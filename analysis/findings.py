@@ -301,6 +301,31 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
     return [f for _, f in sorted(out, key=lambda pf: -pf[0])]
 
 
+def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Finding]:
+    """The tracer's span flushes: how many, their own worker time, how many client requests they delayed."""
+    if "flush_work_us" not in requests.columns:
+        return []
+    flushes = requests.filter(pl.col("flush_work_us").is_not_null())
+    if flushes.height == 0:
+        return []
+    delayed = phases.filter(pl.col("detail").str.starts_with("tracing flush "))
+    clients = counted(requests)
+    work = flushes["flush_work_us"]
+    per_client = (work.sum() or 0) / max(clients.height, 1)
+    cluster = flushes["cluster"].drop_nulls().mode().to_list() if "cluster" in flushes.columns else []
+    return [Finding(
+        "tracing-flush", "info",
+        f"The tracer flushed spans {flushes.height} times, {format_us(median(work))} of worker time each",
+        f"{flushes.height} internal requests to the collector{f' (cluster {cluster[0]})' if cluster else ''} took "
+        f"{format_us(work.sum())} of worker time in all (median {format_us(median(work))}, max "
+        f"{format_us(work.max())} per flush; ≈ {format_us(per_client)} per client request); they delayed "  # type: ignore[arg-type]
+        f"{delayed['request_uid'].n_unique()} client requests in flight on the same worker by "
+        f"{format_us(delayed['dur_us'].sum())} in all (tracing_us).",
+        "Lower the sampling rate (Istio: meshConfig.defaultConfig.tracing.sampling / Telemetry API "
+        "randomSamplingPercentage), send larger batches less often (Envoy runtime tracing.zipkin.min_flush_spans, "
+        "tracing.zipkin.flush_interval_ms), or disable tracing where it is not used.")]
+
+
 def format_notes(notes: list[str]) -> list[Finding]:
     return [Finding(f"note-{i}", "info", "Capture caveat", note) for i, note in enumerate(notes, 1)]
 
@@ -309,5 +334,6 @@ def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataF
                  notes: list[str]) -> list[Finding]:
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
-             + retries(requests) + slow_side(requests) + observer_cost(events, requests) + format_notes(notes))
+             + retries(requests) + slow_side(requests) + observer_cost(events, requests)
+             + tracing_flushes(requests, phases) + format_notes(notes))
     return sorted(found, key=lambda f: f.rank)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
+from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
+from envoy_dissector.analysis.wasm import wasm_rows
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
 _SOURCES = {
@@ -148,6 +150,17 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(pl.col("dur_us").clip(lower_bound=0))
 
 
+def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """Detail rows (``request_uid, detail, start_us, end_us, dur_us``) labelled with the phase they start in."""
+    if rows.height == 0:
+        return pl.DataFrame(schema=PHASES_SCHEMA)
+    starts = spans.select("request_uid", "phase", phase_start="start_us").sort("phase_start")
+    found = rows.sort("start_us").join_asof(starts, left_on="start_us", right_on="phase_start", by="request_uid",
+                                            strategy="backward", check_sortedness=False)
+    return found.select("request_uid", phase=pl.coalesce("phase", pl.lit(Phase.DOWNSTREAM_READ.value)), detail="detail",
+                        start_us="start_us", end_us="end_us", dur_us="dur_us", part_of_total=pl.lit(False))
+
+
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
     r = phase_durations(boundaries(requests))
@@ -159,7 +172,20 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
         wasm_us=pl.col("dur_us").filter(pl.col("is_wasm")).sum(),
         tracing_us=pl.col("dur_us").filter(pl.col("is_tracing")).sum(),
     )
-    r = r.join(share, on="request_uid", how="left").with_columns(
-        pl.col("wasm_us").fill_null(0).cast(pl.Int64), pl.col("tracing_us").fill_null(0).cast(pl.Int64))
-    phases = pl.concat([phase_rows(r), details], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    spans = phase_rows(r)
+    vm = in_phase(wasm_rows(r, events), spans)
+    # Time inside the Wasm VM, where Envoy traced its calls; else the Wasm filters' own callbacks.
+    vm_share = vm.group_by("request_uid").agg(vm_us=pl.col("dur_us").sum())
+    bursts = flush_bursts(r, events)
+    flushes = in_phase(tracing_rows(r, events, bursts), spans)
+    flush_share = flushes.group_by("request_uid").agg(flush_us=pl.col("dur_us").sum())
+    # A flush's own worker time (its bursts), on the flush's internal request.
+    work = bursts.group_by("flush_uid").agg(flush_work_us=(pl.col("end_us") - pl.col("start_us")).sum())
+    r = r.join(work.rename({"flush_uid": "request_uid"}), on="request_uid", how="left")
+    r = (r.join(share, on="request_uid", how="left").join(vm_share, on="request_uid", how="left")
+         .join(flush_share, on="request_uid", how="left").with_columns(
+             wasm_us=pl.coalesce("vm_us", "wasm_us").fill_null(0).cast(pl.Int64),
+             tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64))
+         .drop("vm_us", "flush_us"))
+    phases = pl.concat([spans, details, vm, flushes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
     return r, phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True])

@@ -91,7 +91,7 @@ def serve_process(max_upload_mb: float) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.analysis.cli", "dashboard", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "dashboard", "--port", str(port),
                              "--max-upload-mb", str(max_upload_mb)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

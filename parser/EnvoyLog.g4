@@ -84,7 +84,7 @@ lifecycle
     // dispatcher (logger `main`)
     | deferredDeleteAdded | deferredDeleteCleared
     // cluster manager, wasm, lua
-    | noHealthyHost | wasmLog | celError | luaLog
+    | noHealthyHost | wasmLog | celError | luaLog | wasmVmEnter | wasmVmExit
     ;
 
 // ---- connection ----
@@ -235,12 +235,17 @@ noHealthyHost : 'no healthy host for HTTP connection pool' | 'no healthy host' ;
 wasmLog : 'wasm log' text=rest ;
 celError : ('expr_evaluate error: ' | 'expr_evaluate value error: ' | 'expr evaluate value error: ' | 'expr_create parse error: ' | 'expr_create compile error: ') reason=rest ;
 luaLog : 'script log: ' text=rest ;
+// Envoy's Wasm VM call tracing (wasm_vm.cc, trace level): the host entering a module callback and its return.
+// The first argument of an HTTP context's callbacks is the module's context id.
+wasmVmEnter : '[host->vm] ' wasm_call=WORD '(' (wasm_context=INT anything)? ')' ;
+wasmVmExit : '[host<-vm] ' wasm_call=WORD ' return: ' rest ;
 
 // ---- recognised, not used by the analysis ----
 noise
     : timerNoise | loadShedNoise | poolStateNoise | poolPreconnectNoise | codecClientNoise
     | h2SessionNoise | filterManagerNoise | connectionCloseNoise | routerCleanupNoise
     | dispatcherNoise | workerNoise | listenerNoise | watermarkNoise | flowControlNoise | serverLifecycleNoise
+    | wasmHostCallNoise
     ;
 timerNoise : 'enableTimer called on ' anything ;
 loadShedNoise : 'LoadShedPoint ' anything ;
@@ -277,6 +282,8 @@ listenerNoise : 'tls inspector: ' anything | 'http inspector: ' anything | 'orig
 watermarkNoise : 'onAboveReadBufferHighWatermark' | 'onBelowReadBufferLowWatermark'
                | 'onAboveWriteBufferHighWatermark' | 'onBelowWriteBufferLowWatermark' ;
 flowControlNoise : 'request data too large watermark exceeded' | 'response data too large watermark exceeded' ;
+// A module calling back into the host, inside a VM call (its time is the enclosing callback's).
+wasmHostCallNoise : '[vm->host] ' anything | '[vm<-host] ' anything ;
 
 serverLifecycleNoise
     : SPACES anything | 'initializing epoch ' anything | 'statically linked extensions:' | 'HTTP header map info:'

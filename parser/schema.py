@@ -32,6 +32,7 @@ FIELD_SCHEMA: dict[str, pl.DataType] = {
     "address": pl.String(), "reason": pl.String(), "header_key": pl.String(), "header_value": pl.String(),
     "filter": pl.String(), "cluster": pl.String(), "url": pl.String(), "details": pl.String(),
     "iteration": pl.String(), "frame_name": pl.String(), "text": pl.String(),
+    "wasm_call": pl.String(), "wasm_context": pl.Int64(),
 }
 #: Fields lexed as single-quoted strings: quotes are stripped.
 QUOTED_FIELDS = frozenset({"cluster", "url"})

@@ -679,6 +679,16 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#wasmVmEnter.
+    def visitWasmVmEnter(self, ctx:EnvoyLogParser.WasmVmEnterContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#wasmVmExit.
+    def visitWasmVmExit(self, ctx:EnvoyLogParser.WasmVmExitContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#noise.
     def visitNoise(self, ctx:EnvoyLogParser.NoiseContext):
         return self.visitChildren(ctx)
@@ -751,6 +761,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
 
     # Visit a parse tree produced by EnvoyLogParser#flowControlNoise.
     def visitFlowControlNoise(self, ctx:EnvoyLogParser.FlowControlNoiseContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#wasmHostCallNoise.
+    def visitWasmHostCallNoise(self, ctx:EnvoyLogParser.WasmHostCallNoiseContext):
         return self.visitChildren(ctx)
 
 

@@ -49,7 +49,7 @@ def test_one_p50_per_phase_everywhere(rel: str, tmp_path: Path) -> None:
     """Report, summary.json (CLI), notebook API and dashboard show the same p50 for every phase."""
     t = truth(rel)
     out = tmp_path / "summary.json"
-    proc = subprocess.run([sys.executable, "-m", "envoy_dissector.analysis.cli", "analyze", str(t.log), "-q",
+    proc = subprocess.run([sys.executable, "-m", "envoy_dissector.cli", "analyze", str(t.log), "-q",
                            "-o", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     from_json = {p: v["p50"] for p, v in json.loads(out.read_text())["phases"].items()}

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.lab.run import run_scenario
+from envoy_dissector.lab.run import run_scenario
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 
 from truth import CHECKED_MILESTONES, Truth, agreement, from_lab, matched

@@ -1,7 +1,7 @@
 """Envoy's own truth for the analysis tests: fixture discovery, cached captures, matching and tolerances.
 
 Every capture directory under ``fixtures/`` that holds an ``access.jsonl`` was made by the lab
-(``envoy_dissector.analysis.lab``) against a real Envoy: ``access.jsonl`` is Envoy's access log
+(``envoy_dissector.lab``) against a real Envoy: ``access.jsonl`` is Envoy's access log
 with ``ds_rx_beg_to_<milestone>_us = %COMMON_DURATION(DS_RX_BEG:<MILESTONE>:us)%``,
 ``connection_id``, ``upstream_connection_id``, ``attempts`` and the request's ``x_request_id``;
 ``client.jsonl`` is the load generator's view, ``upstream.jsonl`` the upstream's own service time,

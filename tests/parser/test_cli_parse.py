@@ -1,4 +1,4 @@
-"""`envoy-dissect parse` (analysis/cli_parse.py): accounting on stdout, event exports, exit codes."""
+"""`envoy-dissect parse` (cli/parse.py): accounting on stdout, event exports, exit codes."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 from envoy_dissector.parser.schema import EVENT_COLUMNS
 
 

@@ -16,7 +16,7 @@ from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse, parse
 from envoy_dissector.parser.sources import Source, expand, read_blocks, text_source
 
-CLI = [sys.executable, "-m", "envoy_dissector.analysis.cli"]
+CLI = [sys.executable, "-m", "envoy_dissector.cli.main"]
 
 
 def gunzip_to(src, dst):
@@ -75,7 +75,7 @@ def test_zcat_shell_pipe(fixture_by_rel):
     if shutil.which("zcat") is None:
         pytest.skip("no zcat on this machine")
     fx = fixture_by_rel("envoy/keepalive/envoy.log.gz")
-    cmd = f"zcat {fx.path} | {sys.executable} -m envoy_dissector.analysis.cli parse - --json -q"
+    cmd = f"zcat {fx.path} | {sys.executable} -m envoy_dissector.cli.main parse - --json -q"
     run = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     import json

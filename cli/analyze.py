@@ -1,0 +1,97 @@
+"""`envoy-dissect analyze`: parse + analyse captures; terminal report and exports.
+
+Examples:
+  envoy-dissect analyze proxy.log
+  kubectl logs POD -c istio-proxy | envoy-dissect analyze -
+  envoy-dissect analyze 'logs/*.log.gz' -o requests.parquet -o summary.json -o trace.trace.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from envoy_dissector.analysis.capture import dissect
+from envoy_dissector.cli.parse import add_input_arguments
+from envoy_dissector.analysis.export import kind_of, write
+from envoy_dissector.cli.progress import progress_for
+from envoy_dissector.analysis.report import render
+from envoy_dissector.analysis.select import select
+from envoy_dissector.parser.errors import UsageError
+from envoy_dissector.parser.sources import expand
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("analyze", aliases=["analyse"], help="where each request's time went (report + exports)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser raising :class:`UsageError` instead of exiting (for callers inside a command)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_args(argv: Sequence[str], *, prog: str = "analyze") -> argparse.Namespace:
+    """``analyze``'s arguments from ``argv``, for other commands that analyse what they fetched."""
+    p = _Parser(prog=prog, add_help=False)
+    add_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_input_arguments(p)
+    p.add_argument("-o", "--output", action="append", default=[], metavar="OUT",
+                   help="write OUT; suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics), "
+                        ".trace.json (Chrome trace for Perfetto); repeatable")
+    p.add_argument("--since", help="only requests starting at/after this time (ISO, epoch s, or +2s)")
+    p.add_argument("--until", help="only requests starting at/before this time")
+    p.add_argument("--authority", metavar="REGEX", help="only requests whose :authority matches")
+    p.add_argument("--path", metavar="REGEX", help="only requests whose path matches")
+    p.add_argument("--status", help="only requests with this status: 503, 5xx, >=400")
+    p.add_argument("--top", type=non_negative, default=5, metavar="N", help="slowest requests to list (default 5)")
+    p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
+
+
+def non_negative(text: str) -> int:
+    """``--top N``: a whole number ≥ 0 (argparse reports anything else as a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; use 0 or more")
+    return n
+
+
+def describe_filters(args: argparse.Namespace) -> str:
+    """The active filters as the user typed them (``--status 5xx --path ^/api``), or ``""``."""
+    return " ".join(f"--{name} {value}" for name in ("since", "until", "authority", "path", "status")
+                    if (value := getattr(args, name, None)))
+
+
+def run(args: argparse.Namespace) -> int:
+    for out in args.output:
+        kind_of(out)  # fail fast on a bad suffix, before reading gigabytes
+    sources = expand(args.captures)
+    name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
+    with progress_for(sources, quiet=args.quiet) as advance:
+        capture = dissect(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
+                          progress=advance, name=name)
+    capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
+                     status=args.status)
+    for out in args.output:
+        write(capture, out)
+        if not args.quiet:
+            print(f"wrote {out}", file=sys.stderr)
+    if args.json:
+        json.dump(capture.summary(), sys.stdout, indent=2, default=str)
+        print()
+    else:
+        print(render(capture, top=args.top, filters=describe_filters(args)))
+    return 0

