@@ -30,6 +30,12 @@ EXPECTED: dict[str, tuple[dict[str, frozenset[str]], tuple[str, ...]]] = {
     "http2": ({"saturated-worker-": WARNING_OR_WORSE}, ()),
     # How the kernel spread 16 connections over 2 workers varies by run: imbalance may or may not show.
     "workers": ({"saturated-worker-": WARNING_OR_WORSE}, ("worker-imbalance",)),
+    "tracing-off": ({}, ()),
+    # The flushes' worker time makes the other connection's requests wait (about half of them ≥ 1 ms).
+    "tracing-zipkin": ({"tracing-flush": frozenset({"info"})}, ("saturated-worker-",)),
+    # 500 µs of Wasm CPU per request on 2 connections: every request pays it, about half also wait for it.
+    "wasm-stats": ({"wasm-share": frozenset({"warning"}), "slow-filter-istio.stats": frozenset({"warning"})},
+                   ("saturated-worker-", "slow-filter-wasm")),
 }
 
 
