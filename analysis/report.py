@@ -149,7 +149,8 @@ def _workers(capture: Capture, width: int) -> list[str]:
     else:
         util = w["utilisation"].fill_null(0.0)
         busiest = w.sort("utilisation", descending=True, nulls_last=True).row(0, named=True)
-        text = (f"workers: {w.height} in {w['origin'].n_unique()} origin(s), {served.height} served requests; busy "
+        text = (f"workers: {w.height} in {w['origin'].n_unique()} origin(s), {served.height} of them served "
+                f"requests; busy "
                 f"{float(util.min() or 0):.0%}..{float(util.max() or 0):.0%}; "  # type: ignore[arg-type]
                 f"{int(w['waited'].sum())} requests waited ≥ 1 ms; busiest {busiest['thread']} "
                 f"({(busiest['utilisation'] or 0):.0%}, {busiest['requests']} req) — per worker: --json")
