@@ -62,8 +62,11 @@ def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUM
     return out
 
 
-def grouped(requests: pl.DataFrame, by: str, columns: tuple[str, ...] = ("total_us", "upstream_wait_us",
-                                                                          "loop_queue_us")) -> pl.DataFrame:
+GROUPED_COLUMNS: tuple[str, ...] = ("total_us", "envoy_duration_us", "upstream_wait_us", "loop_queue_us",
+                                    "queue_before_read_us")
+
+
+def grouped(requests: pl.DataFrame, by: str, columns: tuple[str, ...] = GROUPED_COLUMNS) -> pl.DataFrame:
     """Count and p50/p90/p99/max of ``columns`` per value of ``by`` (authority, path, cluster, status)."""
     r = counted(requests)
     exprs: list[pl.Expr] = [pl.len().alias("requests")]
