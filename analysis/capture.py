@@ -13,6 +13,8 @@ from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.analysis.stitch import Stitching
+from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.analysis.stats import grouped, percentiles, span
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
@@ -42,6 +44,8 @@ class Capture:
     diagnostics_info: Diagnostics
     notes: tuple[str, ...] = ()
     name: str = "capture"
+    #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
+    stitching: Stitching = field(default_factory=Stitching)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -96,6 +100,8 @@ class Capture:
             "phases": percentiles(self.requests),
             "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
+            "tls_handshakes": tls_counts(self.events),
+            "stitching": self.stitching.as_dict(),
             "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
         }
@@ -139,6 +145,19 @@ class Capture:
 
         row = self._request_row(request)
         return figures.waterfall(row, self.request_phases(row))
+
+    def stitched_waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
+        """The call this request belongs to across two proxies (see :mod:`envoy_dissector.analysis.stitch`)."""
+        from envoy_dissector.analysis import figures
+
+        row = self._request_row(request)
+        if row.get("peer_request_uid") is None:
+            raise KeyError(f"request {row['request_uid']!r} was not stitched to a request of another origin")
+        peer = self._request_row(row["peer_request_uid"])
+        outer, inner = (row, peer) if row.get("network_out_us") is not None else (peer, row)
+        offset = next((c.offset_us for c in self.stitching.clock_offsets
+                       if c.from_ == outer["origin"] and c.to == inner["origin"]), 0)
+        return figures.stitched_waterfall(outer, self.request_phases(outer), inner, self.request_phases(inner), offset)
 
     def phase_distribution(self) -> go.Figure:
         from envoy_dissector.analysis import figures
@@ -201,4 +220,5 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     result = analyse(events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
     label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
-                   phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label)
+                   phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
+                   stitching=result.stitching)

@@ -18,7 +18,7 @@ PHASE_COLORS: dict[str, str] = {
     Phase.DOWNSTREAM_READ: "#8dd3c7", Phase.HEADER_PARSE: "#80b1d3", Phase.FILTER_CHAIN: "#bebada",
     Phase.ROUTER: "#fb8072", Phase.UPSTREAM_CONNECT: "#fdb462", Phase.UPSTREAM_SEND: "#b3de69",
     Phase.UPSTREAM_WAIT: "#d9d9d9", Phase.RESPONSE_PARSE: "#fccde5", Phase.ENCODE: "#bc80bd",
-    Phase.DOWNSTREAM_WRITE: "#ccebc5", "loop_queue": "#e41a1c",
+    Phase.DOWNSTREAM_WRITE: "#ccebc5", Phase.TLS_HANDSHAKE: "#ffed6f", "loop_queue": "#e41a1c",
 }
 MAX_POINTS = 20_000
 MAX_SLICES = 5_000
@@ -256,3 +256,49 @@ def compare_table(summary_a: dict[str, Any], summary_b: dict[str, Any]) -> list[
                      **{f"b_{k}": b[k] for k in ("p50", "p90", "p99")},
                      "diff_p50": b["p50"] - a["p50"], "diff_p99": b["p99"] - a["p99"]})
     return rows
+
+
+def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner: dict[str, Any],
+                       inner_phases: pl.DataFrame, offset_us: int) -> go.Figure:
+    """One call across two proxies, Jaeger-style: the outbound proxy's phases, the inbound proxy's nested inside.
+
+    ``offset_us`` is how far the inbound origin's clock runs ahead of the outbound's (the stitching estimate);
+    the inbound times are moved onto the outbound clock. The gaps between them are the network
+    (``network_out_us`` / ``network_back_us``).
+    """
+    t0 = int(outer["life_start_us"] or outer["ds_rx_beg_us"] or 0)
+    labels: list[str] = []
+    bases: list[int] = []
+    widths: list[int] = []
+    colors: list[str] = []
+    def add(label: str, start: int, width: int, color: str) -> None:
+        labels.append(label)
+        bases.append(start - t0)
+        widths.append(max(width, 1))
+        colors.append(color)
+
+    def add_phases(side: str, rows: pl.DataFrame, shift: int, indent: str) -> None:
+        for phase, detail, start, dur in rows.filter(pl.col("part_of_total")).select(
+                "phase", "detail", "start_us", "dur_us").iter_rows():
+            add(f"{indent}{side} · {phase}" + (f" ({detail})" if detail else ""), int(start) - shift, int(dur or 0),
+                PHASE_COLORS.get(phase, "#999999"))
+
+    def add_network(name: str, start: int | None, end: int | None) -> None:
+        if start is not None and end is not None:
+            add(f"  {name}", int(start), int(end) - int(start), "#4daf4a")
+
+    add_phases("outbound", outer_phases, 0, "")
+    inner_rx = inner.get("ds_rx_beg_us")
+    inner_tx = inner.get("ds_tx_end_us")
+    add_network("network out", outer.get("us_tx_beg_us"), None if inner_rx is None else inner_rx - offset_us)
+    add_phases("inbound", inner_phases, offset_us, "    ")
+    add_network("network back", None if inner_tx is None else inner_tx - offset_us, outer.get("us_rx_beg_us"))
+    fig = go.Figure(go.Bar(y=labels, x=widths, base=bases, orientation="h", marker_color=colors,
+                           text=[f"{w} µs" for w in widths], textposition="outside",
+                           hovertemplate="%{y}<br>start +%{base} µs<br>%{x} µs<extra></extra>"))
+    fig.update_traces(cliponaxis=False)
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(title="µs since the outbound request's first read (inbound moved onto the outbound clock)")
+    title = (f"{outer.get('method') or ''} {outer.get('path') or ''} across two proxies · "
+             f"clock offset {offset_us:+d} µs")
+    return _layout(fig, title, height=max(300, 24 * len(labels) + 120), showlegend=False, bargap=0.25)

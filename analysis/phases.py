@@ -54,11 +54,15 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     span."""
     cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", "us_cx_beg_us"))
     cx_end = pl.max_horizontal(cx_beg, pl.min_horizontal("b4", pl.coalesce("us_cx_end_us", "b4")))
+    hs_end = pl.max_horizontal(cx_end, pl.min_horizontal("b4", pl.coalesce("us_hs_end_us", cx_end)))
     connect = pl.when(pl.col("us_cx_beg_us").is_not_null()).then(cx_end - cx_beg).otherwise(0)
+    handshake = pl.when(pl.col("us_cx_beg_us").is_not_null() & pl.col("us_hs_end_us").is_not_null()).then(
+        hs_end - cx_end)
     exprs = {f"{phase.value}_us": pl.col(b) - pl.col(a) for phase, a, b in _SPANS}
     exprs["upstream_connect_us"] = connect
-    exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect
-    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end).with_columns(
+    exprs["tls_handshake_us"] = handshake  # null where the request waited for no handshake
+    exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect - handshake.fill_null(0)
+    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end).with_columns(
         **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64),
         # What Envoy's access log reports (%DURATION%, DS_RX_BEG:DS_TX_END), beside our socket-to-socket total.
         envoy_duration_us=(pl.col("ds_tx_end_us") - pl.col("ds_rx_beg_us")).cast(pl.Int64))
@@ -72,7 +76,9 @@ def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
             parts.append(_rows(r, phase, "b3", "cx_beg_ts", None))
             parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.UPSTREAM_CONNECT,
                                "cx_beg_ts", "cx_end_ts", None))
-            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.ROUTER, "cx_end_ts", "b4",
+            shook = r.filter(pl.col("us_cx_beg_us").is_not_null() & pl.col("us_hs_end_us").is_not_null())
+            parts.append(_rows(shook, Phase.TLS_HANDSHAKE, "cx_end_ts", "hs_end_ts", "upstream"))
+            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.ROUTER, "hs_end_ts", "b4",
                                "after connect"))
             continue
         parts.append(_rows(r, phase, a, b, None))

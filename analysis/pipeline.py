@@ -8,6 +8,8 @@ import polars as pl
 from envoy_dissector.analysis.loop import infer_threads, loop_queue, slices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests
+from envoy_dissector.analysis.stitch import Stitching, stitch
+from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 
 
@@ -18,6 +20,7 @@ class Analysis:
     phases: pl.DataFrame
     loop: pl.DataFrame
     notes: tuple[str, ...]
+    stitching: Stitching = Stitching()
 
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -50,14 +53,22 @@ def analyse(events: pl.DataFrame) -> Analysis:
         notes.append(note)
         requests = build_requests(events)
     requests, phases = attribute_phases(requests, events)
+    requests, handshake_rows = downstream_waits(requests, events)
+    phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     loop = slices(events)
     requests, queue_rows = loop_queue(requests, loop, events)
     phases = pl.concat([phases, queue_rows]).sort("request_uid", "start_us")
     extra = [c for c in requests.columns if c not in CONTRACT_COLUMNS]
     requests = requests.select(*[pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()], *extra)
     requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", nulls_last=True)
+    requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
     if incomplete:
         notes.append(f"{incomplete} request(s) cut by the capture's start or end are marked complete=false "
                      "and left out of statistics")
-    return Analysis(events, requests, phases, loop, tuple(notes))
+    for offset in stitching.clock_offsets:
+        if offset.negative_network:
+            notes.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
+                         f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
+                         "their log timestamps contradict causality")
+    return Analysis(events, requests, phases, loop, tuple(notes), stitching)

@@ -11,6 +11,7 @@ import polars as pl
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import Finding
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.analysis.stitch import render_stitching
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles, span
 from envoy_dissector.analysis.units import column_unit, in_unit
 
@@ -36,6 +37,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
         _phase_table(capture, width),
         _slowest(capture, top, width),
         _workers(capture, width),
+        _stitching(capture),
         _findings(capture.findings(), width),
     ]
     if filters and counted(capture.requests).height == 0:
@@ -156,6 +158,12 @@ def _workers(capture: Capture, width: int) -> list[str]:
                 f"({(busiest['utilisation'] or 0):.0%}, {busiest['requests']} req) — per worker: --json")
     lines = _wrap(text, width, "  ", "")
     return lines + [""]
+
+
+def _stitching(capture: Capture) -> list[str]:
+    """Requests stitched across proxies (mesh captures), when there are any."""
+    stitched = render_stitching(capture.stitching, capture.requests)
+    return [*stitched, ""] if stitched else []
 
 
 def _findings(findings: Sequence[Finding], width: int) -> list[str]:

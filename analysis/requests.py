@@ -27,8 +27,11 @@ def _kind(name: str) -> pl.Expr:
 #: The event columns the requests stage reads (selected before filtering: filters copy every column).
 _USED = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind", "logger", "cluster", "url",
          "end_stream", "x_request_id", "trace_id", "method", "authority", "path", "status", "events", "bytes",
-         "filter", "upstream_conn_id")
+         "filter", "upstream_conn_id", "event")
 _STREAM = ["origin", "conn_id", "stream_id"]
+#: Lines only TLS transport sockets log (Istio mTLS between sidecars).
+TLS_KINDS = ("ssl_read_returns", "ssl_read_bytes", "ssl_write_returns", "ssl_error_while_read",
+             "ssl_error_while_write", "ssl_shutdown", "tls_failure")
 
 
 def _origin_code() -> pl.Expr:
@@ -209,17 +212,23 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    take={"ts_us": "life_end_ts"}, tolerance=10_000_000)
 
     streams = link_upstream(streams, events)
-    up_first = events.select("origin", "conn_id", "ts_us", "kind").filter(pl.col("conn_id").is_not_null()).with_columns(
+    up_first = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null()).with_columns(
         _origin_code(),
         up_connected_ts=_when("connected"),
         up_in_progress_ts=_when("connection_in_progress"),
         up_connecting_ts=_when(("connecting_to", "client_connecting", "connection_in_progress")),
+        # `raising connection event 2` (Connected) comes after the TLS handshake on a TLS connection.
+        up_established_ts=pl.when((pl.col("kind") == "raising_connection_event") & (pl.col("event") == 2))
+        .then(pl.col("ts_us")),
+        up_tls=pl.col("kind").is_in(TLS_KINDS),
     ).group_by("okey", "conn_id").agg(
         origin=pl.col("origin").first(),
         up_first_ts=pl.col("ts_us").min(),
         up_connected_ts=pl.col("up_connected_ts").min(),
         up_in_progress_ts=pl.col("up_in_progress_ts").min(),
         up_connecting_ts=pl.col("up_connecting_ts").min(),
+        up_established_ts=pl.col("up_established_ts").min(),
+        up_tls=pl.col("up_tls").any(),
     ).drop("okey")
     # The downstream connection's first line (loop model: a request cannot be read before it) ...
     streams = streams.join(up_first.select(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
@@ -235,6 +244,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         new_upstream_conn=new_conn.fill_null(False),
         us_cx_beg_us=pl.when(new_conn).then(pl.coalesce("up_in_progress_ts", "up_first_ts")),
         us_cx_end_us=pl.when(new_conn).then(pl.col("up_connected_ts")),
+        # Envoy 1.40 logs no "handshake complete": the TLS connection's Connected event marks its end.
+        us_hs_end_us=pl.when(new_conn & pl.col("up_tls").fill_null(False)).then(pl.col("up_established_ts")),
     )
     up_writes = writes.select("origin", "ts_us", upstream_conn_id="conn_id")
     # The router hands the headers to the upstream codec (`proxying headers`, else `pool ready`) ...

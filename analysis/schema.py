@@ -16,6 +16,7 @@ class Milestone(StrEnum):
     DS_RX_END = "ds_rx_end"  # `request end stream [timestamp recorded]`
     US_CX_BEG = "us_cx_beg"  # first line of a new upstream connection (`connecting to ...`), new connections only
     US_CX_END = "us_cx_end"  # `connected` on that upstream connection
+    US_HS_END = "us_hs_end"  # TLS only: `raising connection event 2` on that upstream connection (handshake done)
     US_TX_BEG = "us_tx_beg"  # upstream codec's encodeHeaders returned (next upstream_codec line), else `proxying headers`
     US_TX_END = "us_tx_end"  # last `proxying headers|N bytes|trailers` of the stream
     US_RX_BEG = "us_rx_beg"  # `Client: onHeadersComplete` upstream, else `[end_stream: X, ]upstream response headers:`
@@ -32,6 +33,7 @@ class Phase(StrEnum):
     FILTER_CHAIN = "filter_chain"
     ROUTER = "router"
     UPSTREAM_CONNECT = "upstream_connect"
+    TLS_HANDSHAKE = "tls_handshake"
     UPSTREAM_SEND = "upstream_send"
     UPSTREAM_WAIT = "upstream_wait"
     RESPONSE_PARSE = "response_parse"
@@ -50,6 +52,7 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     **{c: pl.Int64() for c in MILESTONE_COLUMNS},
     "downstream_read_us": pl.Int64(), "header_parse_us": pl.Int64(), "filter_chain_us": pl.Int64(),
     "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "router_us": pl.Int64(), "upstream_connect_us": pl.Int64(),
+    "tls_handshake_us": pl.Int64(),
     "upstream_send_us": pl.Int64(), "upstream_wait_us": pl.Int64(), "response_parse_us": pl.Int64(),
     "encode_us": pl.Int64(), "downstream_write_us": pl.Int64(), "total_us": pl.Int64(), "loop_queue_us": pl.Int64(),
     "envoy_duration_us": pl.Int64(), "queue_before_read_us": pl.Int64(),

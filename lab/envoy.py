@@ -95,6 +95,23 @@ class EnvoySettings:
     and burns this much CPU (µs) in ``proxy_on_request_headers`` and in ``proxy_on_log`` per request."""
     zipkin_tracing: bool = False
     """Trace every request (100% sampling) with ``envoy.tracers.zipkin`` to the lab's local collector."""
+    cluster_name: str = "upstream"
+    """The upstream cluster's name (Istio names them ``outbound|80||app.shop.svc.cluster.local``, ``inbound|80||``)."""
+    upstream_tls_sni: str | None = None
+    """If set, the cluster speaks mutual TLS (client certificate, this SNI) like a client sidecar's outbound."""
+    downstream_tls: bool = False
+    """The listener speaks mutual TLS and requires a client certificate, like a server sidecar's inbound."""
+    use_remote_address: bool | None = None
+    """The connection manager's ``use_remote_address`` (a server sidecar sets false and keeps x-request-id)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsFiles:
+    """PEM files of a throwaway CA and the certificate (with key) this Envoy presents."""
+
+    ca: Path
+    cert: Path
+    key: Path
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +129,8 @@ class EnvoyConfig:
     """The built ``.wasm`` for :attr:`EnvoySettings.wasm_stats_us`."""
     collector_port: int | None = None
     """The Zipkin collector's port for :attr:`EnvoySettings.zipkin_tracing`."""
+    tls: TlsFiles | None = None
+    """Certificates for :attr:`EnvoySettings.upstream_tls_sni` / :attr:`EnvoySettings.downstream_tls`."""
 
     @property
     def bootstrap_path(self) -> Path:
@@ -174,7 +193,7 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
         "name": "envoy.filters.http.router",
         "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
     })
-    route: dict[str, YamlValue] = {"cluster": "upstream", "timeout": "30s"}
+    route: dict[str, YamlValue] = {"cluster": settings.cluster_name, "timeout": "30s"}
     if settings.retries_to_closed_port:
         route["retry_policy"] = {"retry_on": "connect-failure,reset", "num_retries": settings.num_retries}
     hcm: dict[str, YamlValue] = {
@@ -202,16 +221,18 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
         },
         "http_filters": http_filters,
     }
+    if settings.use_remote_address is not None:
+        hcm["use_remote_address"] = settings.use_remote_address
     clusters: list[YamlValue] = []
     if settings.zipkin_tracing:
         hcm["tracing"] = _zipkin_tracing()
         clusters.append(_zipkin_cluster(config))
     cluster: dict[str, YamlValue] = {
-        "name": "upstream",
+        "name": settings.cluster_name,
         "type": "STATIC",
         "connect_timeout": "1s",
         "load_assignment": {
-            "cluster_name": "upstream",
+            "cluster_name": settings.cluster_name,
             "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket_address(config.upstream_port)}}]}],
         },
     }
@@ -224,24 +245,58 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
             "max_requests_per_connection": settings.max_requests_per_connection}
     cluster["typed_extension_protocol_options"] = {
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": protocol_options}
+    if settings.upstream_tls_sni is not None:
+        cluster["transport_socket"] = _tls_socket(config, upstream_sni=settings.upstream_tls_sni)
+    filter_chain: dict[str, YamlValue] = {"filters": [{
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": hcm,
+    }]}
+    listener: dict[str, YamlValue] = {
+        "name": "lab_listener",
+        "address": _socket_address(config.listener_port),
+        "filter_chains": [filter_chain],
+    }
+    if settings.downstream_tls:
+        filter_chain["transport_socket"] = _tls_socket(config, upstream_sni=None)
+        listener["listener_filters"] = [{
+            "name": "envoy.filters.listener.tls_inspector",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3"
+                                      ".TlsInspector"}}]
     return {
         "admin": {"address": _socket_address(0)},
         "static_resources": {
-            "listeners": [{
-                "name": "lab_listener",
-                "address": _socket_address(config.listener_port),
-                "filter_chains": [{"filters": [{
-                    "name": "envoy.filters.network.http_connection_manager",
-                    "typed_config": hcm,
-                }]}],
-            }],
+            "listeners": [listener],
             "clusters": [cluster, *clusters],
         },
     }
 
 
+def _tls_socket(config: EnvoyConfig, *, upstream_sni: str | None) -> dict[str, YamlValue]:
+    """A mutual-TLS transport socket: upstream (client certificate, SNI) or downstream (client cert required)."""
+    if config.tls is None:
+        raise LabError("TLS is configured but no certificates were made")
+    common: dict[str, YamlValue] = {
+        "tls_certificates": [{"certificate_chain": {"filename": str(config.tls.cert)},
+                              "private_key": {"filename": str(config.tls.key)}}],
+        "validation_context": {"trusted_ca": {"filename": str(config.tls.ca)}},
+    }
+    if upstream_sni is not None:
+        return {"name": "envoy.transport_sockets.tls", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "sni": upstream_sni, "common_tls_context": common}}
+    return {"name": "envoy.transport_sockets.tls", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+        "require_client_certificate": True, "common_tls_context": common}}
+
+
 def _access_log_fields(settings: EnvoySettings) -> dict[str, YamlValue]:
     fields: dict[str, YamlValue] = dict(ACCESS_LOG_FIELDS)
+    if settings.upstream_tls_sni is not None:
+        # Envoy's own end of the upstream TLS handshake (for a new connection; repeats for reused ones).
+        fields["ds_rx_beg_to_us_hs_end_us"] = "%COMMON_DURATION(DS_RX_BEG:US_HS_END:us)%"
+        fields["upstream_tls_version"] = "%UPSTREAM_TLS_VERSION%"
+    if settings.downstream_tls:
+        fields["downstream_tls_version"] = "%DOWNSTREAM_TLS_VERSION%"
     if settings.wasm_stats_us is not None:
         # What the wasm module measured itself in proxy_on_request_headers (ns), for this request.
         fields["wasm_request_headers_ns"] = "%FILTER_STATE(wasm.burn_req_ns:PLAIN)%"

@@ -22,18 +22,25 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from envoy_dissector.lab.envoy import (EnvoyConfig, EnvoyProcess, LabError, envoy_version,
-                                                free_port)
+from envoy_dissector.lab.envoy import (EnvoyConfig, EnvoyProcess, EnvoySettings, LabError, envoy_version,
+                                       free_port)
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
-from envoy_dissector.lab.load import run_load
+from envoy_dissector.lab.load import LoadResult, run_load
 from envoy_dissector.lab.scenarios import Scenario, get_scenario
 from envoy_dissector.lab.upstream import UpstreamServer
 from envoy_dissector.lab.collector import ZipkinCollector
 from envoy_dissector.lab.wasm_module import build_module
 
 #: Envoy counters recorded in meta.json ``envoy_counters`` (Envoy's own view of wasm, tracing and TLS work).
-_COUNTER_PREFIXES = ("wasmcustom.", "tracing.zipkin.", "cluster.zipkin.upstream_rq_total",
-                     "cluster.upstream.ssl.handshake", "listener.", "http.lab.downstream_rq_total")
+_COUNTER_PREFIXES = ("wasmcustom.", "tracing.zipkin.", "cluster.", "listener.", "http.lab.downstream_rq_total")
+_COUNTER_SUFFIXES = (".ssl.handshake", ".upstream_cx_total", ".upstream_rq_total", ".downstream_cx_total")
+
+
+def kept_counter(name: str) -> bool:
+    """The counters a capture's meta.json keeps (the rest of admin /stats is noise for the tests)."""
+    if name.startswith(("cluster.", "listener.")):
+        return name.endswith(_COUNTER_SUFFIXES) and "admin" not in name
+    return True
 
 #: Files every capture directory has.
 CAPTURE_FILES = ("envoy.log", "access.jsonl", "client.jsonl", "upstream.jsonl", "meta.json")
@@ -123,6 +130,22 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
     if envoy.killed:
         raise LabError(f"Envoy did not stop within {envoy.stop_timeout_s:.0f} s of SIGTERM and was killed")
 
+    return finish_capture(out, scenario, envoy_settings=envoy_settings, requests=requests,
+                          log_format=(format_name, pattern), envoy=envoy, exit_code=exit_code,
+                          upstream_port=upstream_port, load=load, times=(started, ready, finished),
+                          counters=counters,
+                          collector=({"flushes": collector.flushes, "spans": collector.spans}
+                                     if collector is not None else None))
+
+
+def finish_capture(out: Path, scenario: Scenario, *, envoy_settings: EnvoySettings, requests: int | None,
+                   log_format: tuple[str, str], envoy: EnvoyProcess, exit_code: int, upstream_port: int,
+                   load: LoadResult, times: tuple[float, float, float], counters: dict[str, int],
+                   collector: dict[str, int] | None = None) -> Path:
+    """Check a finished run against its client's view and write ``meta.json`` into ``out``."""
+    format_name, pattern = log_format
+    started, ready, finished = times
+    upstream_log = out / "upstream.jsonl"
     log_path = out / "envoy.log"
     access_rows = [json.loads(line) for line in (out / "access.jsonl").read_text().splitlines() if line]
     status_counts = Counter(str(r.get("status")) for r in access_rows)
@@ -178,9 +201,8 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
             "load_wall_s": round(load.wall_s, 4),
             "client_rps": round(load.rps, 1),
         },
-        "envoy_counters": {k: v for k, v in sorted(counters.items()) if not k.startswith("listener.")
-                           or "ssl.handshake" in k},
-        "collector": ({"flushes": collector.flushes, "spans": collector.spans} if collector is not None else None),
+        "envoy_counters": {k: v for k, v in sorted(counters.items()) if kept_counter(k)},
+        "collector": collector,
         "warnings": warnings,
         "host": {"python": sys.version.split()[0], "platform": platform.platform()},
     }

@@ -1,0 +1,138 @@
+"""One request across two proxies: join requests that share an ``x-request-id`` across origins.
+
+In a mesh a call crosses the client sidecar (outbound) and the server sidecar (inbound); each logs the same
+``x-request-id``. Given captures of both (several files, or pods from ``fetch``), the outbound request A and
+the inbound request B of one call are stitched:
+
+* **Which is outside.** Durations need no common clock: per pair of origins, the side whose Envoy duration
+  (``ds_tx_end − ds_rx_beg``) is the longer in most shared requests is the outbound (client) side.
+* **Clock offset** (how far B's clock runs ahead of A's, θ). Causality bounds it for every pair, NTP-style:
+  B cannot receive before A sends, ``θ ≤ u = B.ds_rx_beg − A.us_tx_beg``, and A cannot receive the
+  response before B sends it, ``θ ≥ l = B.ds_tx_end − A.us_rx_beg``. Over many requests
+  θ ∈ [max l, min u]; the estimate is the middle of that interval and the uncertainty its half-width. When
+  log timestamps make the bounds cross (max l > min u), the 1st/99th percentiles replace min/max and the
+  uncertainty is at least half the overlap.
+* **Network times** on the outbound request, corrected for θ: ``network_out_us = u − θ``,
+  ``network_back_us = θ − l``. Negative values (a bound violated by more than the uncertainty) are kept
+  as measured and counted in the summary, never clipped silently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+PEER_COLUMNS = {"peer_origin": pl.String(), "peer_request_uid": pl.String(), "network_out_us": pl.Int64(),
+                "network_back_us": pl.Int64()}
+_NEEDED = ("request_uid", "origin", "x_request_id", "ds_rx_beg_us", "ds_tx_end_us", "us_tx_beg_us",
+           "us_rx_beg_us", "complete", "internal")
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """How far ``to``'s clock runs ahead of ``from_``'s, estimated from stitched pairs."""
+
+    from_: str
+    to: str
+    offset_us: int
+    uncertainty_us: int
+    pairs: int
+    negative_network: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {"from": self.from_, "to": self.to, "offset_us": self.offset_us,
+                "uncertainty_us": self.uncertainty_us, "pairs": self.pairs,
+                "negative_network_times": self.negative_network}
+
+
+@dataclass(frozen=True)
+class Stitching:
+    """What stitching found: pairs, unmatched requests per origin, clock offsets."""
+
+    pairs: int = 0
+    unmatched: dict[str, int] = field(default_factory=dict)
+    clock_offsets: tuple[ClockOffset, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {"pairs": self.pairs, "unmatched": self.unmatched,
+                "clock_offsets": [c.as_dict() for c in self.clock_offsets]}
+
+
+def _bounds(u: pl.Series, lower: pl.Series) -> tuple[float, float]:
+    """(θ, uncertainty) from upper bounds ``u`` and lower bounds ``lower``."""
+    hi, lo = float(u.min()), float(lower.max())  # type: ignore[arg-type]
+    if lo > hi and u.len() >= 20:
+        hi, lo = float(u.quantile(0.01, interpolation="nearest")), float(lower.quantile(0.99, interpolation="nearest"))  # type: ignore[arg-type]
+    return (hi + lo) / 2, abs(hi - lo) / 2
+
+
+def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
+    """Requests with ``peer_origin, peer_request_uid, network_out_us, network_back_us``, and the summary."""
+    out = requests.drop([c for c in PEER_COLUMNS if c in requests.columns])
+    empty = out.with_columns(*(pl.lit(None, dtype=t).alias(c) for c, t in PEER_COLUMNS.items()))
+    if any(c not in requests.columns for c in _NEEDED) or requests["origin"].n_unique() < 2:
+        return empty, Stitching()
+    r = requests.select(_NEEDED).filter(pl.col("complete") & ~pl.col("internal") & pl.col("x_request_id").is_not_null())
+    # Requests whose id appears in exactly one request per origin, in exactly two origins.
+    single = r.filter(pl.len().over("origin", "x_request_id") == 1)
+    shared = single.filter(pl.col("origin").n_unique().over("x_request_id") == 2)
+    if shared.height == 0:
+        return empty, Stitching(unmatched=_unmatched(r, shared))
+    left = shared.sort("origin").group_by("x_request_id", maintain_order=True).agg(
+        o1=pl.col("origin").first(), o2=pl.col("origin").last(),
+        u1=pl.col("request_uid").first(), u2=pl.col("request_uid").last(),
+        d1=(pl.col("ds_tx_end_us") - pl.col("ds_rx_beg_us")).first(),
+        d2=(pl.col("ds_tx_end_us") - pl.col("ds_rx_beg_us")).last())
+    # Per origin pair, the outbound side is the one whose requests last longer in most pairs.
+    votes = left.group_by("o1", "o2").agg(first_outside=(pl.col("d1") >= pl.col("d2")).mean())
+    left = left.join(votes, on=["o1", "o2"])
+    outside = pl.col("first_outside") >= 0.5
+    pairs = left.select(
+        "x_request_id",
+        a_origin=pl.when(outside).then("o1").otherwise("o2"), b_origin=pl.when(outside).then("o2").otherwise("o1"),
+        a_uid=pl.when(outside).then("u1").otherwise("u2"), b_uid=pl.when(outside).then("u2").otherwise("u1"))
+    a_cols = r.select(a_uid="request_uid", a_tx="us_tx_beg_us", a_rx="us_rx_beg_us")
+    b_cols = r.select(b_uid="request_uid", b_rx_beg="ds_rx_beg_us", b_tx_end="ds_tx_end_us")
+    pairs = pairs.join(a_cols, on="a_uid").join(b_cols, on="b_uid").with_columns(
+        u=pl.col("b_rx_beg") - pl.col("a_tx"), lower=pl.col("b_tx_end") - pl.col("a_rx"))
+    offsets: list[ClockOffset] = []
+    corrected = []
+    for (a_origin, b_origin), group in pairs.group_by("a_origin", "b_origin", maintain_order=True):
+        usable = group.filter(pl.col("u").is_not_null() & pl.col("lower").is_not_null())
+        theta, spread = _bounds(usable["u"], usable["lower"]) if usable.height else (0.0, 0.0)
+        g = group.with_columns(network_out_us=(pl.col("u") - theta).round().cast(pl.Int64),
+                               network_back_us=(theta - pl.col("lower")).round().cast(pl.Int64))
+        negative = g.filter((pl.col("network_out_us") < -spread) | (pl.col("network_back_us") < -spread)).height
+        offsets.append(ClockOffset(str(a_origin), str(b_origin), round(theta), round(spread), group.height, negative))
+        corrected.append(g)
+    linked = pl.concat(corrected)
+    a_side = linked.select(request_uid="a_uid", peer_origin="b_origin", peer_request_uid="b_uid",
+                           network_out_us="network_out_us", network_back_us="network_back_us")
+    b_side = linked.select(request_uid="b_uid", peer_origin="a_origin", peer_request_uid="a_uid",
+                           network_out_us=pl.lit(None, dtype=pl.Int64), network_back_us=pl.lit(None, dtype=pl.Int64))
+    peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_COLUMNS})  # type: ignore[arg-type]
+    out = out.join(peers, on="request_uid", how="left")
+    return out, Stitching(pairs=linked.height, unmatched=_unmatched(r, shared), clock_offsets=tuple(offsets))
+
+
+def _unmatched(counted: pl.DataFrame, shared: pl.DataFrame) -> dict[str, int]:
+    lonely = counted.join(shared.select("request_uid"), on="request_uid", how="anti")
+    return {str(o): int(n) for o, n in lonely.group_by("origin").len().sort("origin").iter_rows()}
+
+
+def render_stitching(stitching: Stitching, requests: pl.DataFrame) -> list[str]:
+    """Report lines: pairs, clock offsets and network percentiles (nothing when there is no pair)."""
+    if stitching.pairs == 0:
+        return []
+    lines = [f"stitched across proxies: {stitching.pairs} request pairs by x-request-id"]
+    for c in stitching.clock_offsets:
+        lines.append(f"  {c.from_} → {c.to}: {c.pairs} pairs, clock offset {c.offset_us:+d} µs "
+                     f"± {c.uncertainty_us} µs")
+    net = requests.select("network_out_us", "network_back_us").drop_nulls()
+    for column in ("network_out_us", "network_back_us"):
+        s = net[column]
+        lines.append(f"  {column.removesuffix('_us'):<13} p50 {int(s.quantile(0.5, interpolation='nearest') or 0)} µs"
+                     f" · p90 {int(s.quantile(0.9, interpolation='nearest') or 0)} µs · max {int(s.max() or 0)} µs")  # type: ignore[arg-type]
+    if stitching.unmatched:
+        lines.append("  unmatched: " + ", ".join(f"{o}: {n}" for o, n in stitching.unmatched.items()))
+    return lines

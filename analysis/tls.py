@@ -1,0 +1,61 @@
+"""TLS handshakes (Istio mTLS between sidecars): which connections shook hands, when, and who waited.
+
+Envoy 1.40 logs no "handshake complete" line. A TLS connection is one whose transport logs ``ssl …`` lines;
+its handshake ends at its ``raising connection event 2`` (Connected is raised after the handshake):
+
+* upstream (Envoy connects): from ``connected`` (TCP) to that event — Envoy's own ``US_HS_END``. A request
+  that waited for the new connection shows it as the ``tls_handshake`` phase (between ``upstream_connect``
+  and the rest of ``router``; requests.py and phases.py).
+* downstream (Envoy accepts): from the connection's first line (``new connection from``) to that event.
+  It lies before the first request's first read, outside ``total_us``: the connection's first request gets
+  ``downstream_tls_handshake_us`` and a ``tls_handshake`` row with detail ``downstream``.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from envoy_dissector.analysis.requests import TLS_KINDS
+
+HANDSHAKE_SCHEMA = {"origin": pl.String(), "conn_id": pl.Int64(), "direction": pl.String(),
+                    "start_us": pl.Int64(), "end_us": pl.Int64()}
+_CONNECT_KINDS = ("connecting_to", "client_connecting", "connection_in_progress", "connected")
+
+
+def handshakes(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per TLS connection that completed a handshake: ``origin, conn_id, direction, start_us, end_us``."""
+    lines = events.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "ts_us", "kind", "event")
+    per_conn = lines.group_by("origin", "conn_id").agg(
+        tls=pl.col("kind").is_in(TLS_KINDS).any(),
+        outgoing=pl.col("kind").is_in(_CONNECT_KINDS).any(),
+        first_us=pl.col("ts_us").min(),
+        connected_us=pl.col("ts_us").filter(pl.col("kind") == "connected").min(),
+        established_us=pl.col("ts_us").filter((pl.col("kind") == "raising_connection_event")
+                                              & (pl.col("event") == 2)).min())
+    done = per_conn.filter(pl.col("tls") & pl.col("established_us").is_not_null())
+    return done.select(
+        "origin", "conn_id", direction=pl.when(pl.col("outgoing")).then(pl.lit("upstream")).otherwise(pl.lit("downstream")),
+        start_us=pl.when(pl.col("outgoing")).then(pl.coalesce("connected_us", "first_us")).otherwise(pl.col("first_us")),
+        end_us="established_us").cast(HANDSHAKE_SCHEMA)  # type: ignore[arg-type]
+
+
+def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Requests with ``downstream_tls_handshake_us`` (on each TLS connection's first request), and its rows."""
+    shakes = handshakes(events).filter(pl.col("direction") == "downstream")
+    firsts = requests.filter(pl.col("life_start_us").is_not_null()).sort("life_start_us").group_by(
+        "origin", "conn_id").agg(request_uid=pl.col("request_uid").first())
+    waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner")
+    rows = waited.select("request_uid", phase=pl.lit("tls_handshake"), detail=pl.lit("downstream"),
+                         start_us="start_us", end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
+                         part_of_total=pl.lit(False))
+    out = requests.drop("downstream_tls_handshake_us", strict=False).join(
+        rows.select("request_uid", downstream_tls_handshake_us="dur_us"), on="request_uid", how="left")
+    return out, rows
+
+
+def counts(events: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """Completed handshakes per origin and direction (compare with Envoy's ``ssl.handshake`` counters)."""
+    shakes = handshakes(events)
+    out: dict[str, dict[str, int]] = {}
+    for origin, direction, n in shakes.group_by("origin", "direction").len().iter_rows():
+        out.setdefault(origin, {})[direction] = n
+    return out
