@@ -254,7 +254,8 @@ def compare_table(summary_a: dict[str, Any], summary_b: dict[str, Any]) -> list[
         a, b = summary_a["phases"][phase], summary_b["phases"][phase]
         rows.append({"phase": phase, **{f"a_{k}": a[k] for k in ("p50", "p90", "p99")},
                      **{f"b_{k}": b[k] for k in ("p50", "p90", "p99")},
-                     "diff_p50": b["p50"] - a["p50"], "diff_p99": b["p99"] - a["p99"]})
+                     **{f"diff_{k}": b[k] - a[k] if a[k] is not None and b[k] is not None else None
+                        for k in ("p50", "p99")}})
     return rows
 
 

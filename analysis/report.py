@@ -98,10 +98,10 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
     if not pct:
         return []
     phases = [c.removesuffix("_us") for c in PHASE_COLUMNS]
-    shown = [p for p in phases if pct[p]["max"] > 0]
+    shown = [p for p in phases if (pct[p]["max"] or 0) > 0]
     hidden = [p for p in phases if p not in shown]
-    shares = [(key, label) for key, label in SHARE_ROWS if pct[key]["max"] > 0]
-    hidden += [key for key, _ in SHARE_ROWS if pct[key]["max"] == 0]
+    shares = [(key, label) for key, label in SHARE_ROWS if (pct[key]["max"] or 0) > 0]
+    hidden += [key for key, _ in SHARE_ROWS if not pct[key]["max"]]
     rows = [(p, p, "") for p in shown] + [(k, label, "") for k, label in shares] + list(TOTAL_ROWS)
     stats = ("p50", "p90", "p99", "max")
     units = {st: column_unit(pct[key][st] for key, _, _ in rows) for st in stats}

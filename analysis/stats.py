@@ -44,8 +44,11 @@ def counted(requests: pl.DataFrame) -> pl.DataFrame:
     return requests.filter(pl.col("complete") & ~pl.col("internal"))
 
 
-def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUMNS) -> dict[str, dict[str, int]]:
-    """``{phase: {p50, p90, p99, max}}`` in µs over counted requests (phase names without ``_us``)."""
+def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUMNS
+                ) -> dict[str, dict[str, int | None]]:
+    """``{phase: {p50, p90, p99, max}}`` in µs over counted requests (phase names without ``_us``); ``None``
+    where no counted request has a value (``tls_handshake_us`` without TLS, ``envoy_duration_us`` without
+    milestones)."""
     r = counted(requests)
     out: dict[str, dict[str, int]] = {}
     if r.height == 0:
@@ -58,7 +61,7 @@ def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUM
     row = r.select(exprs).row(0, named=True)
     for key, value in row.items():
         c, stat = key.split("|")
-        out.setdefault(c.removesuffix("_us"), {})[stat] = int(value) if value is not None else 0
+        out.setdefault(c.removesuffix("_us"), {})[stat] = int(value) if value is not None else None
     return out
 
 
