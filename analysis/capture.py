@@ -89,13 +89,25 @@ class Capture:
                                                    list(self.diagnostics_dict()["warnings"]))
         return self._cache["findings"]
 
+    def origins(self) -> list[dict[str, Any]]:
+        """One entry per origin (input file, pod/container, restart run): its format and its own span."""
+        d = self.diagnostics_dict()
+        by_source: dict[str, str] = d.get("format_by_source") or {}
+        names = sorted(set(self.requests["origin"].unique().to_list()) | set(d.get("by_origin") or {}))
+        out = []
+        for origin in names:
+            fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),
+                                                d["format"])
+            out.append({"origin": origin, "format": fmt, **span(self.requests.filter(pl.col("origin") == origin))})
+        return out
+
     def summary(self) -> dict[str, Any]:
         """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups."""
         workers = self.workers()
         return {
             "format": self.format,
             "wrappers": self.wrappers,
-            "capture": span(self.requests),
+            "capture": {**span(self.requests), "origins": self.origins()},
             "diagnostics": self.diagnostics_dict(),
             "phases": percentiles(self.requests),
             "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],

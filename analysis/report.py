@@ -58,7 +58,7 @@ def _header(capture: Capture, width: int) -> list[str]:
         f"{d['lines_read']} lines, {d['lines_malformed']} malformed, {d['records']} records, "
         f"{d['records_unknown']} unknown" + (f" · wrappers {', '.join(d['wrappers'])}" if d["wrappers"] else ""),
         width, "  ", "")
-    origins = _origins(capture, d)
+    origins = capture.origins() or [{"origin": capture.name, "format": d["format"], **span(capture.requests)}]
     if len(origins) == 1:
         o = origins[0]
         lines += _wrap(f"format {o['format']} ({d['format_label']}) · {_span_text(o)}", width, "  ", "")
@@ -78,19 +78,6 @@ def _header(capture: Capture, width: int) -> list[str]:
 def _span_text(o: dict[str, Any]) -> str:
     return (f"span {o['duration_s']:.3f} s · {o['requests']} requests ({o['requests_complete']} complete) · "
             f"{o['rps']:.0f} rps")
-
-
-def _origins(capture: Capture, d: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per origin: its format (the input's, when known) and its own span."""
-    by_source: dict[str, str] = d.get("format_by_source") or {}
-    names = sorted(set(capture.requests["origin"].unique().to_list()) | set(d.get("by_origin") or {}))
-    out = []
-    for origin in names or [capture.name]:
-        mine = capture.requests.filter(pl.col("origin") == origin)
-        fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),
-                                            d["format"])
-        out.append({"origin": origin, "format": fmt, **span(mine)})
-    return out
 
 
 def _phase_table(capture: Capture, width: int) -> list[str]:

@@ -130,7 +130,11 @@ def test_report_hides_phases_that_are_zero_everywhere_and_says_so() -> None:
 def test_report_one_header_per_origin() -> None:
     """Two inputs in different formats: each named with its own format and span."""
     a, b = truth("istio-thread/keepalive"), truth("istio/workers")
-    text = render(dissect([str(a.log), str(b.log)]))
+    cap = dissect([str(a.log), str(b.log)])
+    text = render(cap)
+    origins = {o["origin"]: o for o in cap.summary()["capture"]["origins"]}
+    assert origins[str(a.log)]["format"] == "istio-thread" and origins[str(b.log)]["format"] == "istio"
+    assert origins[str(b.log)]["requests"] == b.access().height
     assert f"{a.log.relative_to(ROOT)}: format istio-thread" in text or f"{a.log}: format istio-thread" in text
     assert "format istio ·" in text and "2 origins" in text
     assert f"· {a.access().height} requests" in text and f"· {b.access().height} requests" in text
