@@ -28,9 +28,10 @@ def column_unit(values: Iterable[float | int | None]) -> str:
 def in_unit(value: float | int | None, unit: str) -> str:
     """A number for a column whose header carries ``unit`` (``"µs"``: integer; ``"ms"``: two decimals).
 
-    >>> in_unit(1414, "µs"), in_unit(1414, "ms"), in_unit(None, "ms")
-    ('1,414', '1.41', '–')
+    >>> in_unit(1414, "µs"), in_unit(1414, "ms"), in_unit(-3, "ms"), in_unit(None, "ms")
+    ('1,414', '1.41', '0.00', '–')
     """
     if value is None:
         return "–"
-    return f"{int(round(value)):,}" if unit == "µs" else f"{value / 1000:,.2f}"
+    text = f"{int(round(value)):,}" if unit == "µs" else f"{value / 1000:,.2f}"
+    return text.removeprefix("-") if text.strip("-0.,") == "" else text  # no "-0.00"
