@@ -48,8 +48,18 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
     Lines without a connection id go to the lane whose slice covers them. Lane numbers are
     negative to mark them inferred.
     """
-    if events["thread"].null_count() < events.height:
+    if events["thread"].null_count() == 0:
         return events, None
+    threadless = events.group_by("origin").agg(pl.col("thread").is_null().all().alias("none")).filter("none")["origin"]
+    if threadless.len() == 0:
+        return events, None
+    if threadless.len() < events["origin"].n_unique():
+        # Several captures, some with thread ids: infer lanes only where they are missing, keep the row order.
+        indexed = events.with_row_index("row__")
+        mine = pl.col("origin").is_in(threadless.implode())
+        inferred, note = infer_threads(indexed.filter(mine).drop("row__"), requests.filter(mine))
+        inferred = inferred.with_columns(indexed.filter(mine)["row__"])
+        return pl.concat([indexed.filter(~mine), inferred.select(indexed.columns)]).sort("row__").drop("row__"), note
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
     def find(x: tuple[str, int]) -> tuple[str, int]:

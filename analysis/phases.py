@@ -5,7 +5,9 @@ b0 life start (downstream read event) · b1 parse start · b2 request headers co
 b3 router start (route match) · b4 pool ready · b5 request written to the upstream socket ·
 b6 upstream read event · b7 response headers at the router · b8 response fully encoded ·
 b9 last byte written downstream.
-A missing boundary takes the value of the next one that exists (its phase is empty);
+Without its own line a boundary falls back to the nearest line that marks the same moment
+(analysis/fallbacks.py: debug-level captures have no socket lines); one with no line at all
+takes the value of the next one that exists (its phase is empty);
 each boundary is clipped to be at least the previous one, so phases never go negative
 and always sum to ``total_us = b9 - b0``. ``upstream_connect`` is carved out of the
 router span when the request waited for a new upstream connection.
@@ -14,16 +16,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
 from envoy_dissector.analysis.wasm import wasm_rows
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
-_SOURCES = {
-    "b0": "life_start_us", "b1": "parse_start_ts", "b2": "hdr_ts", "b3": "router_start_ts",
-    "b4": "pool_ready_ts", "b5": "us_written_ts", "b6": "us_read_start_ts", "b7": "resp_at_router_ts",
-    "b8": "ds_tx_end_us", "b9": "life_end_us",
-}
 _SPANS = (  # phase, from, to
     (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
     (Phase.ROUTER, "b3", "b4"), (Phase.UPSTREAM_SEND, "b4", "b5"), (Phase.UPSTREAM_WAIT, "b5", "b6"),
@@ -34,13 +32,12 @@ TRACING_FILTER = r"(?i)tracing|tracer|zipkin|opentelemetry|datadog|skywalking"
 
 
 def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
-    """Adds b0..b9 (filled and clipped) to requests."""
-    r = requests.with_columns(
-        router_start_ts=pl.coalesce("route_ts", "router_any_ts"),
-        resp_at_router_ts=pl.coalesce("us_resp_router_ts", "us_rx_beg_us", "ds_tx_beg_us"),
-    )
-    raw = [pl.col(_SOURCES[b]).alias(b) for b in BOUNDARIES]
-    r = r.with_columns(raw)
+    """Adds b0..b9 (filled and clipped) to requests (with ``boundary_sources``' columns already added).
+
+    Each boundary comes from the first of its sources that exists (``fallbacks.BOUNDARY_SOURCES``); one with
+    no source at all takes the value of the next one, so its phase is empty.
+    """
+    r = raw_boundaries(requests)
     # Missing boundary: borrow the next one that exists (backward fill across the row).
     for i in range(len(BOUNDARIES) - 2, -1, -1):
         r = r.with_columns(pl.coalesce(BOUNDARIES[i], BOUNDARIES[i + 1]).alias(BOUNDARIES[i]))
@@ -169,7 +166,7 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
-    r = phase_durations(boundaries(requests))
+    r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
     kinds = details.select("detail").unique().with_columns(

@@ -13,6 +13,15 @@ from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 
 
+#: Working columns of the requests frame that a capture without any request still carries (empty).
+EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
+    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(), "first_ts": pl.Int64(), "cluster": pl.String(),
+    "outcome": pl.String(), "link": pl.String(), "log_lines": pl.UInt32(),
+    **{f"b{i}": pl.Int64() for i in range(10)},
+    "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
+}
+
+
 @dataclass(frozen=True)
 class Analysis:
     events: pl.DataFrame  # with inferred threads filled in when the format has none
@@ -46,7 +55,8 @@ def analyse(events: pl.DataFrame) -> Analysis:
                      "run is analysed as its own origin (ORIGIN#2, ...)")
     requests = build_requests(events)
     if requests.height == 0:
-        empty = pl.DataFrame(schema=REQUEST_SCHEMA)
+        # The working columns readers use besides the contract ones (exports, report, dashboard).
+        empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
         return Analysis(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
     events, note = infer_threads(events, requests)
     if note:

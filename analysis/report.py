@@ -10,9 +10,10 @@ import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import Finding
+from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 from envoy_dissector.analysis.stitch import render_stitching
-from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles, span
+from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
 from envoy_dissector.analysis.units import column_unit, in_unit
 
 WIDTH = 100
@@ -33,7 +34,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
     """The report; ``filters`` describes the active request filters (said when they match nothing)."""
     sections = [
         _header(capture, width),
-        # The capture-quality block (analysis/quality.py) belongs here, between the header and the numbers.
+        quality_lines(capture),
         _phase_table(capture, width),
         _slowest(capture, top, width),
         _workers(capture, width),
@@ -58,7 +59,7 @@ def _header(capture: Capture, width: int) -> list[str]:
         f"{d['lines_read']} lines, {d['lines_malformed']} malformed, {d['records']} records, "
         f"{d['records_unknown']} unknown" + (f" · wrappers {', '.join(d['wrappers'])}" if d["wrappers"] else ""),
         width, "  ", "")
-    origins = capture.origins() or [{"origin": capture.name, "format": d["format"], **span(capture.requests)}]
+    origins = capture.origins() or [{"origin": capture.name, "format": d["format"], **capture.span()}]
     if len(origins) == 1:
         o = origins[0]
         lines += _wrap(f"format {o['format']} ({d['format_label']}) · {_span_text(o)}", width, "  ", "")
@@ -68,7 +69,7 @@ def _header(capture: Capture, width: int) -> list[str]:
             lines += _wrap(f"{o['origin']}: format {o['format']} · {_span_text(o)}", width, "      ", "  ")
         if len(origins) > MAX_ORIGIN_LINES:
             lines.append(f"  … and {len(origins) - MAX_ORIGIN_LINES} more origins (see --json: capture.origins)")
-    s = span(capture.requests)
+    s = capture.span()
     lines += _wrap(f"all: {s['requests']} requests ({s['requests_complete']} complete, {s['requests_incomplete']} "
                    f"cut by the capture) · {s['internal_requests']} internal/admin", width, "  ", "")
     lines.append("")
@@ -76,8 +77,8 @@ def _header(capture: Capture, width: int) -> list[str]:
 
 
 def _span_text(o: dict[str, Any]) -> str:
-    return (f"span {o['duration_s']:.3f} s · {o['requests']} requests ({o['requests_complete']} complete) · "
-            f"{o['rps']:.0f} rps")
+    rate = f" · {o['rps']:.0f} rps" if o.get("rps") is not None else ""  # no rate from a handful of requests
+    return f"span {o['duration_s']:.3f} s · {o['requests']} requests ({o['requests_complete']} complete){rate}"
 
 
 def _phase_table(capture: Capture, width: int) -> list[str]:

@@ -281,20 +281,40 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
     streams = streams.join(_main_threads(events), on="origin", how="left")
-    return _finish(streams)
+    return _finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
+        pl.col("origin_socket_lines").fill_null(False)))
+
+
+#: Lines of the connection logger at trace level: without them (debug captures) a request's life is
+#: bounded by its HTTP lines instead (docs/phases.md, "Debug-level and cut-off captures").
+SOCKET_KINDS = ("socket_event", "read_returns", "write_returns", "ssl_read_returns", "ssl_write_returns")
+
+
+def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:
+    """Origins whose capture holds socket lines (one row each, ``origin_socket_lines = true``)."""
+    return _pick(events, ("origin",), pl.col("kind").is_in(SOCKET_KINDS)).unique().with_columns(
+        origin_socket_lines=pl.lit(True))
 
 
 def _finish(s: pl.DataFrame) -> pl.DataFrame:
     ds_rx_end = pl.coalesce("end_stream_ts", pl.when(pl.col("hdr_end_stream")).then(pl.col("hdr_ts")))
     us_rx_end = pl.when(pl.col("us_hdr_end_stream").fill_null(False)).then(pl.col("us_rx_beg_us")).otherwise(
         pl.col("us_complete_ts"))
+    # The response's end: DS_TX_END, else (debug level, Envoy < 1.26 or HTTP/2: the last `encoding data` is a
+    # trace line) the codec client's `response complete` upstream once the headers were encoded.
+    response_end = pl.coalesce("ds_tx_end_us", pl.when(pl.col("us_complete_ts") >= pl.col("enc_hdr_ts")).then(
+        pl.col("us_complete_ts")))
     uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
                          pl.col("stream_id").cast(pl.String)])
     # Not client traffic: Envoy's own async streams (no `new stream`), and the admin interface (served on
     # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
     admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(
         "path", "route_url").fill_null("").str.contains(ADMIN_PATHS)
-    internal = (pl.col("new_stream_ts").is_null() | (pl.col("conn_id") == 0) & pl.col("route_ts").is_null()
+    # Only the connection manager logs these; Envoy's async streams never do. A stream with one of them is a
+    # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
+    hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
+        "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts"))
+    internal = (~hcm
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))) | admin)
     return s.with_columns(
         request_uid=uid,
@@ -311,9 +331,13 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         us_rx_end_us=us_rx_end,
         ds_tx_beg_us=pl.col("enc_hdr_ts"),
         life_start_us=pl.coalesce("read_start_ts", "parse_start_ts", "new_stream_ts"),
-        life_end_us=pl.coalesce("life_end_ts", "ds_tx_end_us"),
-        complete=(pl.col("new_stream_ts").is_not_null() & pl.col("ds_tx_end_us").is_not_null()
-                  & pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null()),
+        response_end_ts=response_end,
+        life_end_us=pl.coalesce("life_end_ts", response_end),
+        # Whole life inside the capture: from `new stream` to the response's end, and where the capture has
+        # socket lines, from the read that delivered the request to the write that sent the response.
+        complete=(pl.col("new_stream_ts").is_not_null() & response_end.is_not_null()
+                  & (~pl.col("origin_socket_lines")
+                     | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
     ).with_columns(outcome=_outcome())
 
 
