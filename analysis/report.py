@@ -34,7 +34,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
     """The report; ``filters`` describes the active request filters (said when they match nothing)."""
     sections = [
         _header(capture, width),
-        quality_lines(capture),
+        _fit(quality_lines(capture), width),
         _phase_table(capture, width),
         _slowest(capture, top, width),
         _workers(capture, width),
@@ -50,6 +50,18 @@ def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[
     """Wrap at spaces only: a word (an id, a URL) is never cut."""
     return textwrap.wrap(text, width=width, initial_indent=indent if first is None else first,
                          subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [first or ""]
+
+
+def _fit(lines: list[str], width: int) -> list[str]:
+    """Lines made elsewhere (the capture-quality block) wrapped to ``width``, continuing under their indent."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out += _wrap(line.strip(), width, indent, line[: len(line) - len(line.lstrip())])
+    return out
 
 
 def _header(capture: Capture, width: int) -> list[str]:
@@ -93,16 +105,24 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
     rows = [(p, p, "") for p in shown] + [(k, label, "") for k, label in shares] + list(TOTAL_ROWS)
     stats = ("p50", "p90", "p99", "max")
     units = {st: column_unit(pct[key][st] for key, _, _ in rows) for st in stats}
+    decimals = 2
+    if _ms_tick(capture):  # every figure is ±1 ms: whole ms everywhere, no false precision
+        units, decimals = dict.fromkeys(stats, "ms"), 0
     lines = [f"{'phase':<22}" + "".join(f"{st + ' ' + units[st]:>10}" for st in stats)]
     for key, label, what in rows:
         if key == "total":
             lines.append("-" * 62)
-        cells = "".join(f"{in_unit(pct[key][st], units[st]):>10}" for st in stats)
+        cells = "".join(f"{in_unit(pct[key][st], units[st], decimals):>10}" for st in stats)
         lines.append(f"{label:<22}{cells}" + (f"  {what}" if what else ""))
     if hidden:
         lines += _wrap(f"(zero in every request, not shown: {', '.join(hidden)})", width, " ")
     lines.append("")
     return lines
+
+
+def _ms_tick(capture: Capture) -> bool:
+    """The timestamps tick in whole milliseconds (Envoy's default ``%e``)."""
+    return capture.quality().timestamp_tick_us >= 1000
 
 
 def _slowest(capture: Capture, top: int, width: int) -> list[str]:
@@ -112,10 +132,13 @@ def _slowest(capture: Capture, top: int, width: int) -> list[str]:
     slow = slow.with_columns(dominant=dominant_phase(slow))
     unit = column_unit(v for c in ("total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us")
                        for v in slow[c].to_list())
+    decimals = 2
+    if _ms_tick(capture):
+        unit, decimals = "ms", 0
     lines = [f"slowest {slow.height} requests ({unit})",
              f"  {'total':>8} {'envoy':>8} {'queue':>8} {'before':>8}  {'largest phase':<16} {'status':>6}  id"]
     for row in slow.iter_rows(named=True):
-        cells = " ".join(f"{in_unit(row[c], unit):>8}" for c in ("total_us", "envoy_duration_us", "loop_queue_us",
+        cells = " ".join(f"{in_unit(row[c], unit, decimals):>8}" for c in ("total_us", "envoy_duration_us", "loop_queue_us",
                                                                  "queue_before_read_us"))
         lines.append(f"  {cells}  {row['dominant']:<16} {str(row['status']):>6}  "
                      f"{row['x_request_id'] or row['request_uid']}")

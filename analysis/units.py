@@ -25,13 +25,14 @@ def column_unit(values: Iterable[float | int | None]) -> str:
     return "ms" if any(v is not None and abs(v) >= MS_FROM_US for v in values) else "µs"
 
 
-def in_unit(value: float | int | None, unit: str) -> str:
-    """A number for a column whose header carries ``unit`` (``"µs"``: integer; ``"ms"``: two decimals).
+def in_unit(value: float | int | None, unit: str, decimals: int = 2) -> str:
+    """A number for a column whose header carries ``unit`` (``"µs"``: integer; ``"ms"``: ``decimals`` decimals,
+    0 for captures whose timestamps tick in whole ms).
 
     >>> in_unit(1414, "µs"), in_unit(1414, "ms"), in_unit(-3, "ms"), in_unit(None, "ms")
     ('1,414', '1.41', '0.00', '–')
     """
     if value is None:
         return "–"
-    text = f"{int(round(value)):,}" if unit == "µs" else f"{value / 1000:,.2f}"
+    text = f"{int(round(value)):,}" if unit == "µs" else f"{value / 1000:,.{decimals}f}"
     return text.removeprefix("-") if text.strip("-0.,") == "" else text  # no "-0.00"

@@ -71,6 +71,9 @@ def test_expected_findings_per_scenario(t: Truth) -> None:
     """Each scenario shows what the lab injected, at a severity that follows the harm, and nothing else
     above info (a quiet capture has no warning at all)."""
     required, allowed = EXPECTED[t.meta["scenario"]]
+    if not t.microseconds:  # ms timestamps: queueing below the tick is not evidence (analysis/quality.py)
+        required = {p: s for p, s in required.items() if not p.startswith("saturated-worker")}
+        allowed = (*allowed, "saturated-worker-")
     found = [f for f in t.capture().findings() if not f.id.startswith("note-")]
     for prefix, severities in required.items():
         hits = [f for f in found if f.id.startswith(prefix)]
