@@ -64,9 +64,15 @@ def _fit(lines: list[str], width: int) -> list[str]:
     return out
 
 
+def _tail(name: str, room: int) -> str:
+    """A file or origin name that fits ``room`` columns: its end (the file name) kept, the start elided."""
+    return name if len(name) <= room else "…" + name[len(name) - room + 1:]
+
+
 def _header(capture: Capture, width: int) -> list[str]:
     d = capture.diagnostics_dict()
-    lines = [f"envoy-dissector · {capture.name}"]
+    title = "envoy-dissector · "
+    lines = [title + _tail(capture.name, width - len(title))]
     lines += _wrap(
         f"{d['lines_read']} lines, {d['lines_malformed']} malformed, {d['records']} records, "
         f"{d['records_unknown']} unknown" + (f" · wrappers {', '.join(d['wrappers'])}" if d["wrappers"] else ""),
@@ -78,7 +84,8 @@ def _header(capture: Capture, width: int) -> list[str]:
     else:
         lines.append(f"{len(origins)} origins (each its own format and span):")
         for o in origins[:MAX_ORIGIN_LINES]:
-            lines += _wrap(f"{o['origin']}: format {o['format']} · {_span_text(o)}", width, "      ", "  ")
+            lines += _wrap(f"{_tail(o['origin'], width - 4)}: format {o['format']} · {_span_text(o)}", width,
+                           "      ", "  ")
         if len(origins) > MAX_ORIGIN_LINES:
             lines.append(f"  … and {len(origins) - MAX_ORIGIN_LINES} more origins (see --json: capture.origins)")
     s = capture.span()

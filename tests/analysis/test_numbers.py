@@ -17,6 +17,7 @@ from envoy_dissector.analysis.stats import counted, median, percentiles
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.datasets import Registry
+from envoy_dissector.parser.errors import DissectorError
 
 from truth import ABS_TOLERANCE_US, REL_TOLERANCE, FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
@@ -116,6 +117,20 @@ def test_report_fits_one_screen(log: Path, log_format: str | None) -> None:
     for f in cap.findings():
         for word in (f.evidence + " " + f.fix).split():
             assert word in words, (f.id, word)
+
+
+#: Every other log under fixtures/ (real excerpts, debug- and info-level captures) with no truth files.
+OTHER_LOGS = sorted(p for p in FIXTURES.rglob("*.log*") if p.suffix in (".log", ".gz") and p.name != "interleaved.log.gz"
+                    and p not in {log for log, _ in LOGS} and "multi-pod" not in str(p))
+
+
+@pytest.mark.parametrize("log", OTHER_LOGS, ids=[str(p.relative_to(FIXTURES)) for p in OTHER_LOGS])
+def test_report_fits_one_screen_on_every_other_log(log: Path) -> None:
+    try:
+        cap = dissect(str(log))
+    except DissectorError:  # info level, no timestamps...: one error line, no report (exit codes in output.md)
+        return
+    assert max(len(line) for line in render(cap).splitlines()) <= WIDTH
 
 
 def test_report_hides_phases_that_are_zero_everywhere_and_says_so() -> None:
