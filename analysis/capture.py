@@ -12,15 +12,15 @@ import polars as pl
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.analysis.quality import (CaptureQuality, assess, at_resolution, capture_span,
-                                              partial_requests)
+from envoy_dissector.analysis.quality import CaptureQuality, assess, at_resolution, capture_span, partial_requests
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
-from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
+from envoy_dissector.parser.kinds import EventKind
+from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, text_source
 
@@ -167,8 +167,9 @@ class Capture:
         if row["thread"] is not None:
             own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
                          & pl.col("stream_id").is_null()
-                         & pl.col("kind").cast(pl.String).is_in(["wasm_log", "lua_log", "attached_upstream_connection",
-                                                                "pool_creating_connection", "cel_error"]))
+                         & pl.col("kind").is_in([EventKind.WASM_LOG, EventKind.LUA_LOG,
+                                                 EventKind.ATTACHED_UPSTREAM_CONNECTION,
+                                                 EventKind.POOL_CREATING_CONNECTION, EventKind.CEL_ERROR]))
         return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
 
     # Figures: the same code the dashboard uses (analysis/figures.py).
@@ -232,7 +233,8 @@ def _as_source(source: Any) -> Any:
 
 
 def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: bool = True,
-            progress: Callable[[int], None] | None = None, name: str | None = None) -> Capture:
+            progress: Callable[[int], None] | None = None, name: str | None = None,
+            shapes: ShapeStore | None = None) -> Capture:
     """Parse and analyse a capture.
 
     Args:
@@ -240,14 +242,17 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
         format: ``auto`` or a format id (``envoy``, ``istio``, ``istio-thread``, ``istio-json``).
         log_format: the Envoy ``--log-format`` string for custom formats.
         redact: replace secret header values by ``[redacted]`` (default).
+        shapes: where the grammar's verdicts per message shape are kept between runs (default: this run
+            only; ``envoy_dissector.parser.shape_cache`` is the on-disk store the CLI and dashboard use).
 
     >>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")
     >>> cap.requests.filter("complete").height > 0
     True
     """
-    diag = Diagnostics()
-    chunks = [c.events for c in iter_parse(_as_source(source), format=format, log_format=log_format,
-                                           redact=redact, diagnostics=diag, progress=progress)]
+    run = iter_parse(_as_source(source), format=format, log_format=log_format, redact=redact, shapes=shapes,
+                     progress=progress)
+    chunks = [c.events for c in run]
+    diag = run.diagnostics
     if not chunks:
         raise InputError("nothing parseable: no log record found")
     events = pl.concat(chunks) if len(chunks) > 1 else chunks[0]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
+from envoy_dissector.parser.kinds import EventKind
 
 UPSTREAM_CONN = ["origin", "upstream_conn_id"]
 
@@ -65,14 +66,14 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     r = requests
     if "us_tx_start_ts" not in r.columns:
         r = r.with_columns(us_tx_start_ts=pl.coalesce("proxy_hdr_ts", "pool_ready_ts"))
-    writing = _on_upstream(events, pl.col("kind") == "writing_bytes")
+    writing = _on_upstream(events, pl.col("kind") == EventKind.WRITING_BYTES)
     r = asof(r, writing, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
              take={"ts_us": "us_writing_ts"}, tolerance=100_000)
-    encoded = _on_upstream(events, (pl.col("kind") == "codec_client_noise")
+    encoded = _on_upstream(events, (pl.col("kind") == EventKind.CODEC_CLIENT_NOISE)
                            & pl.col("message").fill_null("").str.ends_with("encode complete"))
     r = asof(r, encoded, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
              take={"ts_us": "us_encode_complete_ts"}, tolerance=100_000)
-    parsing = _on_upstream(events, pl.col("kind").is_in(["parsing_bytes", "h2_dispatching_bytes"]))
+    parsing = _on_upstream(events, pl.col("kind").is_in([EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES]))
     r = asof(r, parsing, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="backward",
              take={"ts_us": "us_parsing_ts"}, tolerance=1_000_000)
     # Never before the request was handed over (a keep-alive connection's previous response).
@@ -80,9 +81,10 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         pl.col("us_parsing_ts")))
     stream = ["origin", "conn_id", "stream_id"]
     timeouts = events.select(*stream, "ts_us", "kind").filter(
-        pl.col("kind").is_in(["upstream_timeout", "per_try_timeout"]) & pl.col("stream_id").is_not_null()
+        pl.col("kind").is_in([EventKind.UPSTREAM_TIMEOUT, EventKind.PER_TRY_TIMEOUT])
+        & pl.col("stream_id").is_not_null()
     ).group_by(stream).agg(
-        upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == "upstream_timeout").min(),
+        upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == EventKind.UPSTREAM_TIMEOUT).min(),
                                         pl.col("ts_us").max()))
     r = r.drop("upstream_timeout_ts", strict=False).join(timeouts, on=stream, how="left", maintain_order="left")
     for column in ("response_end_ts", "us_rx_beg_us", "ds_tx_beg_us", "ds_tx_end_us", "life_end_ts",

@@ -18,7 +18,7 @@ PHASE_COLORS: dict[str, str] = {
     Phase.DOWNSTREAM_READ: "#8dd3c7", Phase.HEADER_PARSE: "#80b1d3", Phase.FILTER_CHAIN: "#bebada",
     Phase.ROUTER: "#fb8072", Phase.UPSTREAM_CONNECT: "#fdb462", Phase.UPSTREAM_SEND: "#b3de69",
     Phase.UPSTREAM_WAIT: "#d9d9d9", Phase.RESPONSE_PARSE: "#fccde5", Phase.ENCODE: "#bc80bd",
-    Phase.DOWNSTREAM_WRITE: "#ccebc5", Phase.TLS_HANDSHAKE: "#ffed6f", "loop_queue": "#e41a1c",
+    Phase.DOWNSTREAM_WRITE: "#ccebc5", Phase.TLS_HANDSHAKE: "#ffed6f", Phase.LOOP_QUEUE: "#e41a1c",
 }
 MAX_POINTS = 20_000
 MAX_SLICES = 5_000
@@ -61,11 +61,11 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
     widths: list[int] = []
     colors: list[str] = []
     texts: list[str] = []
-    for phase, detail, start, end, dur, top in rows.select(
-            "phase", "detail", "start_us", "end_us", "dur_us", "part_of_total").iter_rows():
+    for phase, detail, start, dur, top in rows.select(
+            "phase", "detail", "start_us", "dur_us", "part_of_total").iter_rows():
         if top:
             label = phase if not detail else f"{phase} ({plain(detail)})"
-        elif phase == "loop_queue":
+        elif phase == Phase.LOOP_QUEUE:
             label = f"  ↳ loop queue — {plain(detail)}"
         else:
             label = f"  ↳ {phase}: {plain(detail)}"

@@ -13,6 +13,7 @@ import polars as pl
 from envoy_dissector.analysis.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
+from envoy_dissector.parser.kinds import EventKind
 
 Severity = Literal["info", "warning", "critical"]
 #: The one severity order (most severe first): report, summary.json and dashboard sort by it.
@@ -160,7 +161,7 @@ def shares(requests: pl.DataFrame) -> list[Finding]:
         ("tracing_us", "tracing", "Lower the tracing sampling rate (meshConfig.defaultConfig.tracing.sampling) "
                                   "or disable tracing where not needed."),
     ):
-        share = (r[column].sum() or 0) / total
+        share = float(r[column].sum() or 0) / float(total)
         if share >= SHARE_WARNING:
             out.append(Finding(f"{column[:-3]}-share", "warning", f"{what} take {share:.0%} of request time",
                                f"{what}: median {format_us(median(r[column]))} per request over {r.height} "
@@ -247,8 +248,8 @@ def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]
     pairs = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no").with_columns(
         nxt=pl.col("kind").shift(-1).over("origin", "thread"),
         gap=pl.col("ts_us").shift(-1).over("origin", "thread") - pl.col("ts_us"))
-    gaps = pairs.filter((pl.col("kind") == "socket_event")
-                        & pl.col("nxt").cast(pl.String).is_in(["write_ready", "read_ready"]))["gap"]
+    gaps = pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
+                        & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
     r = counted(requests)
     if gaps.len() < 5 or r.height == 0:
         return []

@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA
+from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.stats import percentile_expr
+from envoy_dissector.parser.kinds import EventKind
 
 IDLE_GAP_US = 100
 #: A request *waited* for its worker when its loop queueing (before its first read plus inside its life)
@@ -34,30 +35,38 @@ WAITED_US = 1_000
 MIN_SAMPLES = 5
 #: Lines a timer callback starts with (fault delay expired, retry back-off over): after an idle gap on the
 #: thread they open a new slice, because no ``socket event`` line marks a timer event.
-TIMER_RESUME_KINDS = ("continuing_filter_chain", "performing_retry")
+TIMER_RESUME_KINDS = (EventKind.CONTINUING_FILTER_CHAIN, EventKind.PERFORMING_RETRY)
 _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+closed", 6: "write+closed",
                7: "read+write+closed"}
 
 
-def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+def _threadless_origins(events: pl.DataFrame) -> pl.Series:
+    return events.group_by("origin").agg(pl.col("thread").is_null().all().alias("none")).filter("none")["origin"]
+
+
+def has_thread_ids(events: pl.DataFrame) -> bool:
+    """Whether every origin's format logged thread ids (else ``infer_threads`` places its connections on lanes)."""
+    return events["thread"].null_count() == 0 or _threadless_origins(events).len() == 0
+
+
+def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     """Without thread ids, place connections on inferred worker lanes.
 
-    Connections linked by a request (downstream + upstream) share a worker. Each linked group's
+    Connections linked by a request (``links``: origin, downstream_conn_id, upstream_conn_id; see
+    ``requests.connection_links``) share a worker. Each linked group's
     busy slices (cut at its ``socket event`` lines) are packed first-fit into lanes whose slices
     never overlap: a lane is a worker that certainly existed; the true worker count may be larger.
     Lines without a connection id go to the lane whose slice covers them. Lane numbers are
     negative to mark them inferred.
     """
-    if events["thread"].null_count() == 0:
+    if has_thread_ids(events):
         return events, None
-    threadless = events.group_by("origin").agg(pl.col("thread").is_null().all().alias("none")).filter("none")["origin"]
-    if threadless.len() == 0:
-        return events, None
+    threadless = _threadless_origins(events)
     if threadless.len() < events["origin"].n_unique():
         # Several captures, some with thread ids: infer lanes only where they are missing, keep the row order.
         indexed = events.with_row_index("row__")
         mine = pl.col("origin").is_in(threadless.implode())
-        inferred, note = infer_threads(indexed.filter(mine).drop("row__"), requests.filter(mine))
+        inferred, note = infer_threads(indexed.filter(mine).drop("row__"), links.filter(mine))
         inferred = inferred.with_columns(indexed.filter(mine)["row__"])
         return pl.concat([indexed.filter(~mine), inferred.select(indexed.columns)]).sort("row__").drop("row__"), note
     parent: dict[tuple[str, int], tuple[str, int]] = {}
@@ -67,17 +76,17 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
             x = parent[x]
         return x
 
-    for origin, down, up in requests.select("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
+    for origin, down, up in links.select("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
         if down is not None and up is not None:
             a, b = find((origin, down)), find((origin, up))
             if a != b:
                 parent[a] = b
     conn_lines = events.select("origin", "conn_id", "ts_us", "line_no", "kind").filter(pl.col("conn_id").is_not_null())
     conns = conn_lines.select("origin", "conn_id").unique().rows()
-    group_of = pl.DataFrame([(o, c, "%s|%d" % find((o, c))) for o, c in conns],
+    group_of = pl.DataFrame([(o, c, "{}|{}".format(*find((o, c)))) for o, c in conns],
                             schema={"origin": pl.String, "conn_id": pl.Int64, "group": pl.String}, orient="row")
     lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("group", "ts_us", "line_no")
-    lines = lines.with_columns(slice=(pl.col("kind") == "socket_event").cast(pl.Int64).cum_sum().over("group"))
+    lines = lines.with_columns(slice=(pl.col("kind") == EventKind.SOCKET_EVENT).cast(pl.Int64).cum_sum().over("group"))
     spans = lines.group_by("origin", "group", "slice").agg(s=pl.col("ts_us").min(), e=pl.col("ts_us").max())
     by_group = spans.group_by("origin", "group").agg(pl.col("s"), pl.col("e"), first=pl.col("s").min()).sort(
         "first")
@@ -88,7 +97,7 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
         order = np.lexsort((mine_e, mine_s))
         mine_s, mine_e = mine_s[order], mine_e[order]
         origin_lanes = lanes.setdefault(origin, [])
-        for i, lane in enumerate(origin_lanes):
+        for i, lane in enumerate(origin_lanes):  # noqa: B007 (i names the lane found, read after the loop)
             if not lane.overlaps(mine_s, mine_e):
                 lane.add(mine_s, mine_e)
                 break
@@ -101,9 +110,9 @@ def infer_threads(events: pl.DataFrame, requests: pl.DataFrame) -> tuple[pl.Data
                                                             "lane": pl.Int64}, orient="row"),
                             on=["origin", "group"]).select("origin", "conn_id", "lane")
     # Only the lane column is looked up (joining the whole events frame would copy every column).
-    lane = events.select("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
-                                                   maintain_order="left")["lane"]
-    events = events.with_columns(thread=lane)
+    lanes_of_lines = events.select("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
+                                                             maintain_order="left")["lane"]
+    events = events.with_columns(thread=lanes_of_lines)
     # Lines without a connection id: the lane whose latest slice started before them.
     lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select("origin", "group", "lane")
                             .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane")
@@ -172,7 +181,7 @@ def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
     # A slice opens at each `socket event`. Silent CPU inside an event (a Lua script) stays in its slice.
     # On a thread that has not dispatched a socket event yet (start-up, the main thread), idle gaps cut slices.
     gap = pl.col("ts_us") - pl.col("ts_us").shift(1)
-    is_event = pl.col("kind") == "socket_event"
+    is_event = pl.col("kind") == EventKind.SOCKET_EVENT
     before_first = is_event.cast(pl.Int64).cum_sum() == 0
     # A timer callback (fault delay, retry back-off) logs no `socket event`: the idle wait before it must not
     # be counted as busy, so its first line opens a slice when it follows an idle gap.
@@ -334,14 +343,14 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     rows = windows.join(names, on="win", how="left", maintain_order="left").with_columns(
         detail=pl.col("where") + pl.lit(": ") + pl.col("conns").list.eval(
             pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ").fill_null("(no other connection logged)"))
-    return rows.select("request_uid", phase=pl.lit("loop_queue"), detail="detail", start_us="start_us",
+    return rows.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value), detail="detail", start_us="start_us",
                        end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
                        part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
 
 
 def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
     """(origin, thread) of workers: threads that logged `worker entering dispatch loop` or served requests."""
-    started = events.filter((pl.col("kind") == "worker_noise")
+    started = events.filter((pl.col("kind") == EventKind.WORKER_NOISE)
                             & pl.col("message").str.starts_with("worker entering dispatch loop")
                             & pl.col("thread").is_not_null()).select("origin", "thread")
     served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select("origin", "thread")

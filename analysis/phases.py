@@ -20,6 +20,7 @@ from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
 from envoy_dissector.analysis.wasm import wasm_rows
+from envoy_dissector.parser.kinds import EventKind
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
 _SPANS = (  # phase, from, to
@@ -93,6 +94,23 @@ def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> 
     )
 
 
+#: A filter named by the address of its wrapper (Envoy <= 1.22), e.g. ``0x55d5c8a07e50``.
+FILTER_ADDRESS = r"^0x[0-9a-fA-F]+$"
+_POSITIONAL = r"^(filter|encoder)#[0-9]+$"
+
+
+def _positional_names(called: pl.DataFrame) -> pl.DataFrame:
+    """Filters logged by address (Envoy <= 1.22: one heap address per filter per stream) get a name that is the
+    same on every stream: their position among the stream's ``decode headers called`` lines (``filter#1`` is
+    the first decoder filter) or ``encode headers called`` lines (``encoder#1`` is the first encoder to run,
+    i.e. the last one configured). Configured names (1.23+) are kept."""
+    position = pl.int_range(1, pl.len() + 1).over("request_uid", "kind", order_by=["ts_us", "line_no"])
+    decoder = pl.col("kind") == EventKind.DECODE_HEADERS_CALLED
+    prefix = pl.when(decoder).then(pl.lit("filter#")).otherwise(pl.lit("encoder#"))
+    return called.with_columns(filter=pl.when(pl.col("filter").str.contains(FILTER_ADDRESS)).then(
+        prefix + position.cast(pl.String)).otherwise(pl.col("filter")))
+
+
 def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per-filter spans inside ``filter_chain`` (decode) and ``encode``, from ``... headers called`` lines.
 
@@ -104,15 +122,16 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """
     keys = r.select("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
     called = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
-        pl.col("kind").is_in(["decode_headers_called", "encode_headers_called"]) & pl.col("stream_id").is_not_null())
-    called = called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner")
-    decode = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") <= pl.col("b3")))
-    encode = called.filter((pl.col("kind") == "encode_headers_called") & (pl.col("ts_us") >= pl.col("b7"))
+        pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
+        & pl.col("stream_id").is_not_null())
+    called = _positional_names(called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"))
+    decode = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
+    encode = called.filter((pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
     # A decoder filter that stopped iteration (fault delay, ext_authz, Lua httpCall) holds the request until
     # `continuing filter chain`: that wait is the stopped filter's ("<filter> (paused)"), not route lookup.
     resumed = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind").filter(
-        (pl.col("kind") == "continuing_filter_chain") & pl.col("stream_id").is_not_null()).with_columns(
+        (pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN) & pl.col("stream_id").is_not_null()).with_columns(
         pl.lit(None, dtype=pl.String).alias("filter"))
     resumed = resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner").filter(
         (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
@@ -121,7 +140,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     for frame, phase, origin_col in ((decode_marks, Phase.FILTER_CHAIN, "b2"), (encode, Phase.ENCODE, "b7")):
         if frame.height == 0:
             continue
-        is_resume = pl.col("kind") == "continuing_filter_chain"
+        is_resume = pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN
         frame = frame.sort("request_uid", "ts_us", "line_no").with_columns(
             start_us=pl.col("ts_us").shift(1).over("request_uid"),
             stopped=pl.col("filter").shift(1).over("request_uid"))
@@ -134,10 +153,13 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     lookup = decode_marks.group_by("request_uid").agg(last=pl.col("ts_us").max())
     # The router filter's own decodeHeaders: from the previous filter's line to the router's line
     # (the last decode line at or after the route match). It spans router, connect and send.
-    router_line = called.filter((pl.col("kind") == "decode_headers_called") & (pl.col("ts_us") >= pl.col("b3"))
+    router_line = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b3"))
                                 & ~pl.col("filter").fill_null("").str.contains("upstream_codec")
                                 ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
                                                               name=pl.col("filter").sort_by("ts_us").last())
+    # Envoy <= 1.22 names filters by address: the line closing the router span is the router's.
+    router_line = router_line.with_columns(name=pl.when(pl.col("name").str.contains(_POSITIONAL)).then(pl.lit("router"))
+                                           .otherwise(pl.col("name")))
     router_span = router_line.join(keys.select("request_uid", "b2"), on="request_uid").join(
         lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
     out.append(router_span.select("request_uid", phase=pl.lit(Phase.ROUTER.value),

@@ -1,17 +1,17 @@
 """The analysis pipeline: events -> requests, phases, loop. Pure functions over frames, no I/O."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import infer_threads, loop_queue, slices
+from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, slices
 from envoy_dissector.analysis.phases import attribute_phases
-from envoy_dissector.analysis.requests import build_requests
+from envoy_dissector.analysis.requests import build_requests, connection_links
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
-
+from envoy_dissector.parser.kinds import EventKind
 
 #: Working columns of the requests frame that a capture without any request still carries (empty).
 EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
@@ -29,17 +29,18 @@ class Analysis:
     phases: pl.DataFrame
     loop: pl.DataFrame
     notes: tuple[str, ...]
-    stitching: Stitching = Stitching()
+    stitching: Stitching = field(default_factory=Stitching)
 
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Connection ids restart at 0 when Envoy restarts; give each run inside one origin its own origin."""
-    lifecycle = events.filter(pl.col("kind") == "server_lifecycle_noise")
+    lifecycle = events.filter(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE)
     boots = lifecycle.filter(pl.col("message").str.starts_with("initializing epoch")).group_by("origin").len()
     if boots.height == 0 or int(boots["len"].max() or 0) <= 1:  # type: ignore[arg-type]
         return events, 0
     restarts = int(boots.select((pl.col("len") - 1).clip(lower_bound=0).sum()).item())
-    starts = (pl.col("kind") == "server_lifecycle_noise") & pl.col("message").str.starts_with("initializing epoch")
+    starts = ((pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE)
+              & pl.col("message").str.starts_with("initializing epoch"))
     marked = events.with_columns(run__=starts.cast(pl.Int64).cum_sum().over("origin"))
     out = marked.with_columns(origin=pl.when(pl.col("run__") > 1).then(
         pl.col("origin") + pl.lit("#") + pl.col("run__").cast(pl.String)).otherwise(pl.col("origin"))).drop("run__")
@@ -53,15 +54,17 @@ def analyse(events: pl.DataFrame) -> Analysis:
     if restarts:
         notes.append(f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
                      "run is analysed as its own origin (ORIGIN#2, ...)")
-    requests = build_requests(events)
+    if not has_thread_ids(events):
+        links = connection_links(events)
+        if links.height:
+            events, note = infer_threads(events, links)
+            if note:
+                notes.append(note)
+    requests = build_requests(events)  # once: thread inference needs only the links
     if requests.height == 0:
         # The working columns readers use besides the contract ones (exports, report, dashboard).
         empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
         return Analysis(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
-    events, note = infer_threads(events, requests)
-    if note:
-        notes.append(note)
-        requests = build_requests(events)
     requests, phases = attribute_phases(requests, events)
     requests, handshake_rows = downstream_waits(requests, events)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]

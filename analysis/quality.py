@@ -17,19 +17,22 @@ from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.requests import SOCKET_KINDS
 from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.kinds import EventKind
 
 if TYPE_CHECKING:
     from envoy_dissector.analysis.capture import Capture
     from envoy_dissector.analysis.findings import Finding
 
 #: Lines Envoy writes only at trace level (on the request path).
-TRACE_KINDS = (*SOCKET_KINDS, "parsing_bytes", "parsed_bytes", "h2_dispatching_bytes", "message_begin",
-               "completed_header", "decode_headers_called", "encode_headers_called", "proxying_headers",
-               "upstream_response_headers", "encoding_data", "writing_bytes", "read_ready", "write_ready")
+TRACE_KINDS = (*SOCKET_KINDS, EventKind.PARSING_BYTES, EventKind.PARSED_BYTES, EventKind.H2_DISPATCHING_BYTES,
+               EventKind.MESSAGE_BEGIN, EventKind.COMPLETED_HEADER, EventKind.DECODE_HEADERS_CALLED,
+               EventKind.ENCODE_HEADERS_CALLED, EventKind.PROXYING_HEADERS, EventKind.UPSTREAM_RESPONSE_HEADERS,
+               EventKind.ENCODING_DATA, EventKind.WRITING_BYTES, EventKind.READ_READY, EventKind.WRITE_READY)
 #: Request lines Envoy writes at debug level.
-DEBUG_REQUEST_KINDS = ("new_stream", "request_headers_complete", "route_match", "pool_ready",
-                       "upstream_headers_complete", "encoding_headers", "codec_completed_encoding",
-                       "router_decoding_headers", "request_end_stream", "local_reply")
+DEBUG_REQUEST_KINDS = (EventKind.NEW_STREAM, EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTE_MATCH,
+                       EventKind.POOL_READY, EventKind.UPSTREAM_HEADERS_COMPLETE, EventKind.ENCODING_HEADERS,
+                       EventKind.CODEC_COMPLETED_ENCODING, EventKind.ROUTER_DECODING_HEADERS,
+                       EventKind.REQUEST_END_STREAM, EventKind.LOCAL_REPLY)
 LEVEL_ORDER = ("trace", "debug", "info", "warning", "error", "critical")
 #: Fewer client requests than this: no rate is given (a handful of requests is not a rate).
 MIN_REQUESTS_FOR_RPS = 20
@@ -90,7 +93,7 @@ class CaptureQuality:
 def _levels(records: pl.DataFrame) -> dict[str, int]:
     if "level" not in records.columns or records.height == 0:
         return {}
-    counts = records.select(pl.col("level").fill_null("unknown").str.to_lowercase().replace(
+    counts = records.select(pl.col("level").fill_null(EventKind.UNKNOWN).str.to_lowercase().replace(
         {"warn": "warning", "err": "error", "crit": "critical", "dbg": "debug", "trc": "trace"})).to_series()
     return dict(sorted(counts.value_counts().iter_rows(), key=lambda kv: (
         LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
@@ -113,10 +116,10 @@ def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) 
     has_debug = bool(kinds & set(DEBUG_REQUEST_KINDS)) or levels.get("debug", 0) > 0
     level = "trace" if has_trace else "debug" if has_debug else "info"
     on_request = pl.col("stream_id").is_not_null() | pl.col("kind").cast(pl.String).is_in(
-        [*DEBUG_REQUEST_KINDS, "parsing_bytes", "h2_dispatching_bytes"])
+        [*DEBUG_REQUEST_KINDS, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
     request_lines = events.filter(on_request).height if events.height else 0
     socket_lines = bool(kinds & set(SOCKET_KINDS))
-    filter_lines = "decode_headers_called" in kinds
+    filter_lines = EventKind.DECODE_HEADERS_CALLED in kinds
     tick = _tick(records["ts_us"]) if records.height else 1
     thread_ids = bool(records.height and records.select((pl.col("thread") >= 0).any()).item())
     unmeasured: list[str] = []

@@ -10,18 +10,20 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.schema import LINK_SCHEMA
+from envoy_dissector.parser.kinds import EventKind
 
 CONN = ["origin", "conn_id"]
 UPSTREAM_CONN = ["origin", "upstream_conn_id"]
-_PROXYING = ("proxying_headers", "proxying_bytes", "proxying_trailers")
-_ENCODING = ("encoding_headers", "encoding_data", "encoding_trailers")
+_PROXYING = (EventKind.PROXYING_HEADERS, EventKind.PROXYING_BYTES, EventKind.PROXYING_TRAILERS)
+_ENCODING = (EventKind.ENCODING_HEADERS, EventKind.ENCODING_DATA, EventKind.ENCODING_TRAILERS)
 ADMIN_PATHS = (r"^/(logging|ready|stats|server_info|clusters|config_dump|listeners|runtime|runtime_modify|memory|"
                r"certs|healthcheck|hot_restart_version|quitquitquit|reset_counters|drain_listeners|init_dump|help|"
                r"tap|heapprofiler|cpuprofiler|contention|reopen_logs)(/|\?|$)")
 
 
-def _kind(name: str) -> pl.Expr:
-    return pl.col("kind") == name
+def _kind(*kinds: EventKind) -> pl.Expr:
+    return pl.col("kind") == kinds[0] if len(kinds) == 1 else pl.col("kind").is_in(kinds)
 
 
 #: The event columns the requests stage reads (selected before filtering: filters copy every column).
@@ -30,8 +32,9 @@ _USED = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind",
          "filter", "upstream_conn_id", "event")
 _STREAM = ["origin", "conn_id", "stream_id"]
 #: Lines only TLS transport sockets log (Istio mTLS between sidecars).
-TLS_KINDS = ("ssl_read_returns", "ssl_read_bytes", "ssl_write_returns", "ssl_error_while_read",
-             "ssl_error_while_write", "ssl_shutdown", "tls_failure")
+TLS_KINDS = (EventKind.SSL_READ_RETURNS, EventKind.SSL_READ_BYTES, EventKind.SSL_WRITE_RETURNS,
+             EventKind.SSL_ERROR_WHILE_READ, EventKind.SSL_ERROR_WHILE_WRITE, EventKind.SSL_SHUTDOWN,
+             EventKind.TLS_FAILURE)
 
 
 def _origin_code() -> pl.Expr:
@@ -39,9 +42,8 @@ def _origin_code() -> pl.Expr:
     return pl.col("origin").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("okey")
 
 
-def _when(kinds: str | tuple[str, ...], value: str = "ts_us") -> pl.Expr:
-    hit = pl.col("kind").is_in(kinds) if isinstance(kinds, tuple) else _kind(kinds)
-    return pl.when(hit).then(pl.col(value))
+def _when(kinds: EventKind | tuple[EventKind, ...], value: str = "ts_us") -> pl.Expr:
+    return pl.when(_kind(*kinds) if isinstance(kinds, tuple) else _kind(kinds)).then(pl.col(value))
 
 
 def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
@@ -52,30 +54,30 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     """
     on_stream = pl.col("stream_id").is_not_null() & pl.col("conn_id").is_not_null()
     stream_events = events.select(*(c for c in _USED if c in events.columns)).filter(on_stream)
-    rhc, rdh = "request_headers_complete", "router_decoding_headers"
+    rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
     pre = stream_events.with_columns(
         _origin_code(),
         hdr_ts=_when(rhc),
-        end_stream_ts=_when("request_end_stream"),
+        end_stream_ts=_when(EventKind.REQUEST_END_STREAM),
         hdr_end_stream=_when(rhc, "end_stream"),
-        route_ts=_when("route_match"),
+        route_ts=_when(EventKind.ROUTE_MATCH),
         router_any_ts=pl.when(pl.col("logger") == "router").then(pl.col("ts_us")),
-        cluster=_when("route_match", "cluster"),
-        route_url=_when("route_match", "url"),
-        pool_ready_ts=_when("pool_ready"),
-        pool_ready=_kind("pool_ready"),
-        proxy_hdr_ts=_when("proxying_headers"),
+        cluster=_when(EventKind.ROUTE_MATCH, "cluster"),
+        route_url=_when(EventKind.ROUTE_MATCH, "url"),
+        pool_ready_ts=_when(EventKind.POOL_READY),
+        pool_ready=_kind(EventKind.POOL_READY),
+        proxy_hdr_ts=_when(EventKind.PROXYING_HEADERS),
         us_tx_end_ts=_when(_PROXYING),
-        us_resp_ts=_when("upstream_response_headers"),
-        us_hdr_complete_ts=_when("upstream_headers_complete"),
-        us_hdr_end_stream=_when("upstream_headers_complete", "end_stream"),
-        enc_hdr_ts=_when("encoding_headers"),
+        us_resp_ts=_when(EventKind.UPSTREAM_RESPONSE_HEADERS),
+        us_hdr_complete_ts=_when(EventKind.UPSTREAM_HEADERS_COMPLETE),
+        us_hdr_end_stream=_when(EventKind.UPSTREAM_HEADERS_COMPLETE, "end_stream"),
+        enc_hdr_ts=_when(EventKind.ENCODING_HEADERS),
         enc_end_ts=pl.when(pl.col("kind").is_in(_ENCODING) & pl.col("end_stream").fill_null(False)).then(
             pl.col("ts_us")),
-        codec_done_ts=_when("codec_completed_encoding"),
-        retry=_kind("performing_retry"),
-        upstream_reset=_kind("upstream_reset"),
-        stream_reset=_kind("stream_reset") | _kind("do_end_stream_reset"),
+        codec_done_ts=_when(EventKind.CODEC_COMPLETED_ENCODING),
+        retry=_kind(EventKind.PERFORMING_RETRY),
+        upstream_reset=_kind(EventKind.UPSTREAM_RESET),
+        stream_reset=_kind(EventKind.STREAM_RESET) | _kind(EventKind.DO_END_STREAM_RESET),
         x_request_id_router=_when(rdh, "x_request_id"),
         x_request_id_client=_when(rhc, "x_request_id"),
         trace_id_router=_when(rdh, "trace_id"),
@@ -83,7 +85,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         method=_when(rhc, "method"),
         authority=_when(rhc, "authority"),
         path=_when(rhc, "path"),
-        status=_when("encoding_headers", "status"),
+        status=_when(EventKind.ENCODING_HEADERS, "status"),
     )
     first = {c: pl.col(c).first(ignore_nulls=True) for c in (
         "hdr_end_stream", "cluster", "route_url", "us_hdr_end_stream", "x_request_id_router", "x_request_id_client",
@@ -125,7 +127,8 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         log_lines=pl.len(),
     ).drop("okey")
     # Local-reply texts come from the few local_reply lines (the message column is not carried above).
-    replies = _pick(events, (*_STREAM, "message"), on_stream & _kind("local_reply") & pl.col("message").is_not_null()
+    replies = _pick(events, (*_STREAM, "message"),
+                    on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null()
                     ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first())
     order = ["origin", "conn_id", "stream_id"] + [c for c in out.columns if c not in _STREAM]
     at = order.index("upstream_resets") + 1
@@ -139,7 +142,7 @@ def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) ->
     return events.select(*(c for c in events.columns if c in needed)).filter(condition).select(columns)
 
 
-def _events_of(events: pl.DataFrame, *kinds: str) -> pl.DataFrame:
+def _events_of(events: pl.DataFrame, *kinds: EventKind) -> pl.DataFrame:
     return _pick(events, ("origin", "conn_id", "ts_us"), pl.col("kind").is_in(kinds) & pl.col("conn_id").is_not_null())
 
 
@@ -149,7 +152,8 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     Only real thread ids count: inferred worker lanes (negative, see ``loop.infer_threads``) may hold
     a shutdown line that fell inside a worker's slice, which must not turn that worker into "main".
     """
-    startup = _pick(events, ("origin", "thread"), (pl.col("kind") == "server_lifecycle_noise") & (pl.col("thread") >= 0))
+    startup = _pick(events, ("origin", "thread"),
+                    (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & (pl.col("thread") >= 0))
     if startup.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
     return (startup.group_by("origin", "thread").len().sort("len", descending=True)
@@ -159,27 +163,63 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
 def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Upstream connection of each stream's last attempt, and how it was linked.
 
-    ``Attached upstream connection [Cu] to downstream connection [Cd]`` (Envoy 1.27+) is exact;
-    older logs: the pool line (``creating stream``/``attaching to next stream``) closest before
-    ``pool ready`` on the same worker (or the same file without thread ids).
+    ``Attached upstream connection [Cu] to downstream connection [Cd]`` (Envoy 1.27+) is exact.
+    Older logs have no such line; on one worker ``pool ready`` comes right after the pool's
+    ``creating stream`` / ``attaching to next stream`` on Cu and right before the router's request
+    headers are queued on Cu (``writing N bytes``). Both neighbours are looked up on the same worker
+    (real thread ids), or in the whole file when there are none; when they disagree (other workers'
+    lines interleave) the closer one wins, and a pool line up to 20 ms back (a stalled log writer)
+    is the last resort.
     """
     attached = _pick(events, ("origin", "conn_id", "ts_us", "upstream_conn_id"),
-                     pl.col("kind") == "attached_upstream_connection")
+                     pl.col("kind") == EventKind.ATTACHED_UPSTREAM_CONNECTION)
     streams = asof(streams, attached, left_on="pool_ready_ts", right_on="ts_us", by=CONN, strategy="forward",
                    take={"upstream_conn_id": "up_attached"}, tolerance=2_000)
-    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), pl.col("kind").is_in(
-        ["pool_creating_stream", "pool_attaching_to_next_stream"]) & pl.col("conn_id").is_not_null())
-    with_thread = streams.filter(pl.col("thread").is_not_null())
-    by = ["origin", "thread"] if with_thread.height == streams.height and streams.height else ["origin"]
+    # (`using existing connection` alone marks a pool hit on Envoys that log no `creating stream`, <= 1.14)
+    pool_kinds = [EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM,
+                  EventKind.POOL_USING_EXISTING]
+    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), pl.col("kind").is_in(pool_kinds)
+                       & pl.col("conn_id").is_not_null())
+    # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
+    upstream_conns = pool_lines.select("origin", "conn_id").unique()
+    writes = _pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
+                   & pl.col("conn_id").is_not_null()).join(upstream_conns, on=["origin", "conn_id"], how="semi")
+    real_threads = streams.height > 0 and streams.filter(pl.col("thread").is_null() | (pl.col("thread") < 0)
+                                                         ).height == 0
+    by = ["origin", "thread"] if real_threads else ["origin"]
+    streams = asof(streams, pool_lines.with_columns(pool_ts=pl.col("ts_us")), left_on="pool_ready_ts",
+                   right_on="ts_us", by=by, strategy="backward", take={"conn_id": "up_pool", "pool_ts": "up_pool_ts"},
+                   tolerance=2_000)
+    streams = asof(streams, writes.with_columns(write_ts=pl.col("ts_us")), left_on="pool_ready_ts",
+                   right_on="ts_us", by=by, strategy="forward", take={"conn_id": "up_write", "write_ts": "up_write_ts"},
+                   tolerance=2_000)
     streams = asof(streams, pool_lines, left_on="pool_ready_ts", right_on="ts_us", by=by, strategy="backward",
-                   take={"conn_id": "up_pool"}, tolerance=2_000)
+                   take={"conn_id": "up_pool_far"}, tolerance=20_000)
+    pool_gap = pl.col("pool_ready_ts") - pl.col("up_pool_ts")
+    write_gap = pl.col("up_write_ts") - pl.col("pool_ready_ts")
+    agree = pl.col("up_write").is_null() | (pl.col("up_pool") == pl.col("up_write"))
+    neighbour = (pl.when(agree).then(pl.col("up_pool"))
+                 .when(pl.col("up_pool").is_null()).then(pl.col("up_write"))
+                 .when(pool_gap <= write_gap).then(pl.col("up_pool")).otherwise(pl.col("up_write")))
+    streams = streams.with_columns(up_neighbour=neighbour)
+    how = "same-thread" if real_threads else "inferred"
     return streams.with_columns(
-        upstream_conn_id=pl.coalesce("up_attached", "up_pool"),
+        upstream_conn_id=pl.coalesce("up_attached", "up_neighbour", "up_pool_far"),
         link=pl.when(pl.col("up_attached").is_not_null()).then(pl.lit("attached"))
-        .when(pl.col("up_pool").is_not_null()).then(pl.lit("pool-line-same-thread" if "thread" in by
-                                                            else "pool-line-inferred"))
+        .when(pl.col("up_neighbour").is_not_null()).then(pl.lit(f"pool-line-{how}"))
+        .when(pl.col("up_pool_far").is_not_null()).then(pl.lit(f"pool-line-far-{how}"))
         .otherwise(None),
-    ).drop("up_attached", "up_pool")
+    ).drop("up_attached", "up_pool", "up_pool_ts", "up_write", "up_write_ts", "up_pool_far", "up_neighbour")
+
+
+def connection_links(events: pl.DataFrame) -> pl.DataFrame:
+    """Which connections each stream links (the cheap part of ``build_requests`` that thread inference needs)."""
+    streams = stream_aggregates(events)
+    if streams.height == 0:
+        return pl.DataFrame(schema=LINK_SCHEMA)
+    linked = link_upstream(streams, events.select(*(c for c in _USED if c in events.columns)))
+    return linked.select("origin", downstream_conn_id="conn_id", upstream_conn_id="upstream_conn_id").cast(
+        LINK_SCHEMA)  # type: ignore[arg-type]
 
 
 def build_requests(events: pl.DataFrame) -> pl.DataFrame:
@@ -188,14 +228,14 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     if streams.height == 0:
         return streams
     events = events.select(*(c for c in _USED if c in events.columns))
-    new_stream = _events_of(events, "new_stream")
+    new_stream = _events_of(events, EventKind.NEW_STREAM)
     streams = asof(streams, new_stream, left_on="hdr_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "new_stream_ts"}, tolerance=1_000_000)
-    reads = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == "socket_event")
+    reads = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.SOCKET_EVENT)
                   & ((pl.col("events") & 1) == 1) & pl.col("conn_id").is_not_null())
     streams = asof(streams, reads, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "read_start_ts"}, tolerance=1_000_000)
-    parses = _events_of(events, "parsing_bytes", "h2_dispatching_bytes")
+    parses = _events_of(events, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES)
     streams = asof(streams, parses, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "parse_start_ts"}, tolerance=1_000_000)
     h2 = _pick(events, ("origin", "conn_id"), (pl.col("logger") == "http2") & pl.col("conn_id").is_not_null()
@@ -206,19 +246,21 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         ds_tx_end_us=pl.coalesce("codec_done_ts", "enc_end_ts"),
     )
     # Bytes on the wire: raw sockets log `write returns`, TLS sockets (Istio mTLS) `ssl write returns`.
-    writes = _pick(events, ("origin", "conn_id", "ts_us"), pl.col("kind").is_in(["write_returns", "ssl_write_returns"])
+    writes = _pick(events, ("origin", "conn_id", "ts_us"), _kind(EventKind.WRITE_RETURNS, EventKind.SSL_WRITE_RETURNS)
                    & (pl.col("bytes") > 0) & pl.col("conn_id").is_not_null())
     streams = asof(streams, writes, left_on="ds_tx_end_us", right_on="ts_us", by=CONN, strategy="forward",
                    take={"ts_us": "life_end_ts"}, tolerance=10_000_000)
 
     streams = link_upstream(streams, events)
-    up_first = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null()).with_columns(
+    up_first = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(
+        pl.col("conn_id").is_not_null()).with_columns(
         _origin_code(),
-        up_connected_ts=_when("connected"),
-        up_in_progress_ts=_when("connection_in_progress"),
-        up_connecting_ts=_when(("connecting_to", "client_connecting", "connection_in_progress")),
+        up_connected_ts=_when(EventKind.CONNECTED),
+        up_in_progress_ts=_when(EventKind.CONNECTION_IN_PROGRESS),
+        up_connecting_ts=_when((EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING,
+                                EventKind.CONNECTION_IN_PROGRESS)),
         # `raising connection event 2` (Connected) comes after the TLS handshake on a TLS connection.
-        up_established_ts=pl.when((pl.col("kind") == "raising_connection_event") & (pl.col("event") == 2))
+        up_established_ts=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
         .then(pl.col("ts_us")),
         up_tls=pl.col("kind").is_in(TLS_KINDS),
     ).group_by("okey", "conn_id").agg(
@@ -256,24 +298,33 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # line (`decode headers called: filter=...upstream_codec`, or `continuing filter chain` when the upstream
     # filter chain resumes on a new connection) bounds it from above; a stall inside the encode lands there too.
     encoded = _pick(events, ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter"), pl.col("kind").is_in(
-        ["decode_headers_called", "continuing_filter_chain"])).filter(
-        (pl.col("kind") == "continuing_filter_chain") | pl.col("filter").fill_null("").str.contains("upstream_codec"))
+        [EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN])).filter(
+        _kind(EventKind.CONTINUING_FILTER_CHAIN) | pl.col("filter").fill_null("").str.contains("upstream_codec"))
     streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
                    strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
-    streams = streams.with_columns(us_tx_beg_us=pl.coalesce(
+    # Envoy <= 1.23 has no upstream filter chain (no `proxying headers`, no `upstream_codec` line): there the
+    # codec's encodeHeaders shows only as the `writing N bytes` it queues on the upstream connection right after
+    # `pool ready` (every version logs it; `write returns` comes an event later, after the stamp).
+    queued = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
+                   & pl.col("conn_id").is_not_null()).rename({"conn_id": "upstream_conn_id"})
+    streams = asof(streams, queued, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN,
+                   strategy="forward", take={"ts_us": "us_queued_ts"}, tolerance=1_000_000)
+    streams = streams.with_columns(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
         pl.min_horizontal("us_encoded_ts", pl.coalesce("us_written_ts", "us_encoded_ts")), "us_tx_start_ts"))
+        .otherwise(pl.coalesce(pl.min_horizontal("us_queued_ts", pl.coalesce("us_written_ts", "us_queued_ts")),
+                               "us_tx_start_ts")))
     # The router sees the response headers (`upstream response headers`, else `upstream headers complete`).
     streams = streams.with_columns(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
     up_reads = reads.select("origin", "ts_us", upstream_conn_id="conn_id")
     streams = asof(streams, up_reads, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_read_start_ts"}, tolerance=10_000_000)
-    complete_lines = _pick(events, ("origin", "ts_us", "conn_id"), (pl.col("kind") == "response_complete")
+    complete_lines = _pick(events, ("origin", "ts_us", "conn_id"), (pl.col("kind") == EventKind.RESPONSE_COMPLETE)
                            & (pl.col("logger") == "client")).rename({"conn_id": "upstream_conn_id"})
     streams = asof(streams, complete_lines, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_complete_ts"}, tolerance=60_000_000)
     # Envoy stamps US_RX_BEG when the upstream codec has parsed the response headers (before the router's
     # line): HTTP/1 logs that as `Client: onHeadersComplete` on the upstream connection.
-    parsed = _pick(events, ("origin", "ts_us", "conn_id"), pl.col("kind") == "client_on_headers_complete").rename(
+    parsed = _pick(events, ("origin", "ts_us", "conn_id"), _kind(EventKind.CLIENT_ON_HEADERS_COMPLETE)).rename(
         {"conn_id": "upstream_conn_id"})
     streams = asof(streams, parsed, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_parsed_ts"}, tolerance=1_000_000)
@@ -287,7 +338,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
 
 #: Lines of the connection logger at trace level: without them (debug captures) a request's life is
 #: bounded by its HTTP lines instead (docs/phases.md, "Debug-level and cut-off captures").
-SOCKET_KINDS = ("socket_event", "read_returns", "write_returns", "ssl_read_returns", "ssl_write_returns")
+SOCKET_KINDS = (EventKind.SOCKET_EVENT, EventKind.READ_RETURNS, EventKind.WRITE_RETURNS, EventKind.SSL_READ_RETURNS,
+                EventKind.SSL_WRITE_RETURNS)
 
 
 def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:

@@ -17,7 +17,8 @@ class Milestone(StrEnum):
     US_CX_BEG = "us_cx_beg"  # first line of a new upstream connection (`connecting to ...`), new connections only
     US_CX_END = "us_cx_end"  # `connected` on that upstream connection
     US_HS_END = "us_hs_end"  # TLS only: `raising connection event 2` on that upstream connection (handshake done)
-    US_TX_BEG = "us_tx_beg"  # upstream codec's encodeHeaders returned (next upstream_codec line), else `proxying headers`
+    #: upstream codec's encodeHeaders returned (next upstream_codec line), else `proxying headers`
+    US_TX_BEG = "us_tx_beg"
     US_TX_END = "us_tx_end"  # last `proxying headers|N bytes|trailers` of the stream
     US_RX_BEG = "us_rx_beg"  # `Client: onHeadersComplete` upstream, else `[end_stream: X, ]upstream response headers:`
     US_RX_END = "us_rx_end"  # codec client `response complete` on the upstream connection
@@ -26,7 +27,8 @@ class Milestone(StrEnum):
 
 
 class Phase(StrEnum):
-    """Phases partition a request's life (they sum to ``total_us``); see docs/phases.md."""
+    """Phases partition a request's life (they sum to ``total_us``), and the event-loop queueing estimate
+    beside them; see docs/phases.md."""
 
     DOWNSTREAM_READ = "downstream_read"
     HEADER_PARSE = "header_parse"
@@ -39,10 +41,15 @@ class Phase(StrEnum):
     RESPONSE_PARSE = "response_parse"
     ENCODE = "encode"
     DOWNSTREAM_WRITE = "downstream_write"
+    #: not part of the partition: time an event of the request was ready while the worker served other
+    #: connections (a share of the phases above, like ``wasm_us``); a row of the phases frame, ``loop_queue_us``
+    LOOP_QUEUE = "loop_queue"
 
 
+#: the phases that partition a request's life (they sum to ``total_us``)
+PARTITION_PHASES: tuple[Phase, ...] = tuple(p for p in Phase if p is not Phase.LOOP_QUEUE)
 MILESTONE_COLUMNS: tuple[str, ...] = tuple(f"{m.value}_us" for m in Milestone)
-PHASE_COLUMNS: tuple[str, ...] = tuple(f"{p.value}_us" for p in Phase)
+PHASE_COLUMNS: tuple[str, ...] = tuple(f"{p.value}_us" for p in PARTITION_PHASES)
 
 REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "origin": pl.String(), "thread": pl.Int64(), "downstream_conn_id": pl.Int64(),
@@ -63,6 +70,10 @@ PHASES_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "phase": pl.String(), "detail": pl.String(), "start_us": pl.Int64(),
     "end_us": pl.Int64(), "dur_us": pl.Int64(), "part_of_total": pl.Boolean(),
 }
+#: connection links (requests.connection_links, fed to loop.infer_threads): per stream, its downstream and
+#: (last attempt's) upstream connection
+LINK_SCHEMA: dict[str, pl.DataType] = {"origin": pl.String(), "downstream_conn_id": pl.Int64(),
+                                       "upstream_conn_id": pl.Int64()}
 LOOP_SCHEMA: dict[str, pl.DataType] = {
     "origin": pl.String(), "thread": pl.Int64(), "start_us": pl.Int64(), "end_us": pl.Int64(),
     "conn_id": pl.Int64(), "kind": pl.String(), "lines": pl.Int64(),

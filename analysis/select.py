@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 
@@ -29,7 +29,7 @@ def parse_time(text: str, capture_start_us: int | None) -> int:
     except ValueError as exc:
         raise UsageError(f"cannot read time {text!r}: use ISO 8601, epoch seconds, or +OFFSET like +2s") from exc
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1_000_000)
 
 

@@ -88,7 +88,7 @@ def span(requests: pl.DataFrame) -> dict[str, Any]:
                 "requests_incomplete": 0, "internal_requests": requests.height, "rps": 0.0}
     start = client["life_start_us"].min()
     end = client["life_end_us"].max()
-    duration = max((end - start) / 1e6, 1e-6) if start is not None and end is not None else 0.0  # type: ignore[operator]
+    duration = max((end - start) / 1e6, 1e-6) if isinstance(start, int) and isinstance(end, int) else 0.0
     complete = int(client["complete"].sum())
     return {"start_us": start, "end_us": end, "duration_s": duration, "requests": client.height,
             "requests_complete": complete, "requests_incomplete": client.height - complete,
@@ -98,6 +98,6 @@ def span(requests: pl.DataFrame) -> dict[str, Any]:
 
 def dominant_phase(requests: pl.DataFrame) -> pl.Expr:
     """Name of the largest phase of each request."""
-    cols = [c for c in PHASE_COLUMNS]
+    cols = list(PHASE_COLUMNS)
     return pl.concat_list([pl.col(c) for c in cols]).list.arg_max().replace_strict(
         dict(enumerate(c.removesuffix("_us") for c in cols)), return_dtype=pl.String)

@@ -113,7 +113,7 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
                            network_out_us="network_out_us", network_back_us="network_back_us")
     b_side = linked.select(request_uid="b_uid", peer_origin="a_origin", peer_request_uid="a_uid",
                            network_out_us=pl.lit(None, dtype=pl.Int64), network_back_us=pl.lit(None, dtype=pl.Int64))
-    peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_COLUMNS})  # type: ignore[arg-type]
+    peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_COLUMNS})  # type: ignore[arg-type,dict-item]
     out = out.join(peers, on="request_uid", how="left")
     return out, Stitching(pairs=linked.height, unmatched=_unmatched(r, shared), clock_offsets=tuple(offsets))
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.requests import TLS_KINDS
+from envoy_dissector.parser.kinds import EventKind
 
 HANDSHAKE_SCHEMA = {"origin": pl.String(), "conn_id": pl.Int64(), "direction": pl.String(),
                     "start_us": pl.Int64(), "end_us": pl.Int64()}
-_CONNECT_KINDS = ("connecting_to", "client_connecting", "connection_in_progress", "connected")
+_CONNECT_KINDS = (EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING, EventKind.CONNECTION_IN_PROGRESS,
+                  EventKind.CONNECTED)
 
 
 def handshakes(events: pl.DataFrame) -> pl.DataFrame:
@@ -28,13 +30,15 @@ def handshakes(events: pl.DataFrame) -> pl.DataFrame:
         tls=pl.col("kind").is_in(TLS_KINDS).any(),
         outgoing=pl.col("kind").is_in(_CONNECT_KINDS).any(),
         first_us=pl.col("ts_us").min(),
-        connected_us=pl.col("ts_us").filter(pl.col("kind") == "connected").min(),
-        established_us=pl.col("ts_us").filter((pl.col("kind") == "raising_connection_event")
+        connected_us=pl.col("ts_us").filter(pl.col("kind") == EventKind.CONNECTED).min(),
+        established_us=pl.col("ts_us").filter((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT)
                                               & (pl.col("event") == 2)).min())
     done = per_conn.filter(pl.col("tls") & pl.col("established_us").is_not_null())
     return done.select(
-        "origin", "conn_id", direction=pl.when(pl.col("outgoing")).then(pl.lit("upstream")).otherwise(pl.lit("downstream")),
-        start_us=pl.when(pl.col("outgoing")).then(pl.coalesce("connected_us", "first_us")).otherwise(pl.col("first_us")),
+        "origin", "conn_id",
+        direction=pl.when(pl.col("outgoing")).then(pl.lit("upstream")).otherwise(pl.lit("downstream")),
+        start_us=pl.when(pl.col("outgoing")).then(pl.coalesce("connected_us", "first_us"))
+        .otherwise(pl.col("first_us")),
         end_us="established_us").cast(HANDSHAKE_SCHEMA)  # type: ignore[arg-type]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.schema import Phase
 
 MAX_REQUESTS = 20_000  # beyond this only the slowest requests get async tracks (the loop stays whole)
 
@@ -20,8 +21,9 @@ MAX_REQUESTS = 20_000  # beyond this only the slowest requests get async tracks 
 def trace_events(capture: Capture) -> dict[str, Any]:
     loop = capture.loop
     reqs = capture.requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null())
-    starts = [x for x in (loop["start_us"].min(), reqs["life_start_us"].min() if reqs.height else None) if x is not None]
-    t0 = int(min(starts)) if starts else 0  # type: ignore[call-overload]
+    first_request = reqs["life_start_us"].min() if reqs.height else None
+    starts = [x for x in (loop["start_us"].min(), first_request) if x is not None]
+    t0 = int(min(starts)) if starts else 0  # type: ignore[arg-type]
     origins = sorted(set(loop["origin"].to_list()) | set(reqs["origin"].to_list()))
     pid = {o: i + 1 for i, o in enumerate(origins)}
     out: list[dict[str, Any]] = []
@@ -49,7 +51,7 @@ def trace_events(capture: Capture) -> dict[str, Any]:
         out.append({**base, "ph": "e", "name": f"{method or ''} {path or ''} {status or ''}".strip(),
                     "ts": end - t0})
     for uid, phase, detail, start, end, _dur, top, origin, thread in phases.filter(
-            pl.col("part_of_total") | (pl.col("phase") == "loop_queue")).iter_rows():
+            pl.col("part_of_total") | (pl.col("phase") == Phase.LOOP_QUEUE)).iter_rows():
         base = {"cat": "request", "id": uid, "pid": pid[origin], "tid": int(thread or 0)}
         name = phase if top else f"{phase}: {detail}"
         out.append({**base, "ph": "b", "name": name, "ts": start - t0, "args": {"detail": detail}})
@@ -65,7 +67,7 @@ def _flows(reqs: pl.DataFrame, pid: dict[str, int], t0: int) -> list[dict[str, A
     cols = ("request_uid", "origin", "thread", "b4", "b5", "b6", "b7")
     if not set(cols) <= set(reqs.columns):
         return out
-    for n, (uid, origin, thread, b4, b5, b6, b7) in enumerate(reqs.select(cols).iter_rows()):
+    for n, (_uid, origin, thread, b4, b5, b6, b7) in enumerate(reqs.select(cols).iter_rows()):
         if thread is None or b5 is None or b6 is None or b4 is None or b7 is None or b5 <= b4:
             continue
         for k, (a, b) in enumerate(((b4, b5), (b6, b7))):

@@ -20,9 +20,10 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
+from envoy_dissector.parser.kinds import EventKind
 
-ENTER, EXIT = "wasm_vm_enter", "wasm_vm_exit"
-MODULE_LINES = ("wasm_log", "cel_error")
+ENTER, EXIT = EventKind.WASM_VM_ENTER, EventKind.WASM_VM_EXIT
+MODULE_LINES = (EventKind.WASM_LOG, EventKind.CEL_ERROR)
 #: Callbacks of a plugin's root context (VM and plugin life, timers, queues): work for no request.
 ROOT_CALLS = ("proxy_on_vm_start", "proxy_on_configure", "proxy_on_tick", "proxy_on_queue_ready",
               "proxy_on_foreign_function")

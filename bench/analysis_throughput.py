@@ -35,7 +35,7 @@ from pathlib import Path
 import polars as pl
 
 from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
+from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def parse_events(source: str, limit_bytes: int | None = None) -> pl.DataFrame:
         tmp = Path("/tmp/analysis-bench-corpus-head.log")
         tmp.write_bytes(data[: cut + 1] if cut > 0 else data)
         source = str(tmp)
-    chunks = [c.events for c in iter_parse(source, diagnostics=Diagnostics())]
+    chunks = [c.events for c in iter_parse(source)]
     return pl.concat(chunks).cast(EVENT_SCHEMA)  # type: ignore[arg-type]
 
 
@@ -138,7 +138,8 @@ def measure(events: pl.DataFrame, repeat: int, profile: bool) -> int:
     complete = int(result.requests["complete"].sum())
     print(f"load average while running: {os.getloadavg()[0]:.1f} (other work on the machine inflates wall time)")
     print(f"analyse (best of {repeat}): {best:.2f} s → {events.height / best / 1e6:.2f} M events/s, "
-          f"{n_req / best:,.0f} requests/s ({n_req:,} requests, {complete:,} complete, {result.phases.height:,} phase rows, "
+          f"{n_req / best:,.0f} requests/s ({n_req:,} requests, {complete:,} complete, "
+          f"{result.phases.height:,} phase rows, "
           f"{result.loop.height:,} loop slices)")
     print(f"peak RSS: {peak_rss_mb():.0f} MiB")
 

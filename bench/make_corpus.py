@@ -42,7 +42,7 @@ import re
 import shutil
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
@@ -62,7 +62,7 @@ _BLOCK = 8 * 1024 * 1024
 
 
 def _parse_second(text: bytes) -> datetime:
-    return datetime.strptime(text.decode().replace("T", " "), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.decode().replace("T", " "), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
 
 
 def _blocks(path: Path):

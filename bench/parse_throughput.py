@@ -31,9 +31,10 @@ from pathlib import Path
 
 import polars as pl
 
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.classify import Classifier, classify
 from envoy_dissector.parser.grammar import parse_message
-from envoy_dissector.parser.pipeline import WORKERS, Diagnostics, iter_parse, parse_text
+from envoy_dissector.parser.pipeline import WORKERS, iter_parse, parse_text
 
 DEFAULT_CORPUS = Path("/tmp/envoy-corpus/corpus.log")
 
@@ -55,12 +56,13 @@ def time_grep(path: Path) -> tuple[float, int]:
 
 
 def full_parse(path: Path, workers: int, block_mb: float) -> dict[str, float]:
-    diag = Diagnostics()
     rows = chunks = 0
     t0 = time.perf_counter()
-    for chunk in iter_parse(path, diagnostics=diag, workers=workers, block_bytes=int(block_mb * 2**20)):
+    run = iter_parse(path, shapes=shape_cache, workers=workers, block_bytes=int(block_mb * 2**20))
+    for chunk in run:
         rows += chunk.events.height
         chunks += 1
+    diag = run.diagnostics
     wall = time.perf_counter() - t0
     size = path.stat().st_size
     assert rows == diag.records, (rows, diag.records)

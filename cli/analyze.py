@@ -14,17 +14,18 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.cli.parse import add_input_arguments
 from envoy_dissector.analysis.export import kind_of, write
 from envoy_dissector.analysis.quality import require_request_lines
-from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import select
+from envoy_dissector.cli.parse import add_input_arguments
+from envoy_dissector.cli.progress import progress_for
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", aliases=["analyse"], help="where each request's time went (report + exports)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
     with progress_for(sources, quiet=args.quiet) as advance:
         capture = dissect(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
-                          progress=advance, name=name)
+                          progress=advance, name=name, shapes=shape_cache)
     require_request_lines(capture.quality(), name)
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)

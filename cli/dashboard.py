@@ -8,12 +8,13 @@ import signal
 import socket
 
 from envoy_dissector.parser.errors import UsageError
+from envoy_dissector.parser.formats import FORMAT_IDS
 
 TOKEN_ENV = "ENVOY_DISSECTOR_TOKEN"
 MIN_TOKEN_CHARS = 16
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dashboard", help="web UI: upload logs, browse requests, waterfalls, event loop, compare",
                        description=__doc__)
     p.add_argument("captures", nargs="*", metavar="CAPTURE",
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "envoy", "istio", "istio-thread", "istio-json", "custom"],
+                   choices=["auto", *FORMAT_IDS],
                    help="envelope format of CAPTURE (default: detected)")
     p.add_argument("--log-format", metavar="STRING", help="the Envoy --log-format CAPTURE was written with")
     p.add_argument("--no-redact", action="store_true",

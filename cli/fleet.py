@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("fleet", help="many captures on Dask: one task per input, a parquet dataset, merged stats",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("captures", nargs="+", metavar="CAPTURE", help="files or globs (one task each)")
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="dataset directory to create (must be new or empty)")
+    p.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="dataset directory to create (must be new or empty)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (default: a local cluster)")
     p.add_argument("--workers", type=int, metavar="N", help="local cluster worker processes (default: cores)")
     p.add_argument("--format", default="auto", help="log format of every input (default: detect per input)")

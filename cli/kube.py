@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors and the analysis")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     fetch = sub.add_parser(
         "fetch", help="fetch istio-proxy logs of pods through the Kubernetes API, then analyse them",
         description="Stream each pod's sidecar log (with the runtime's timestamps) to DIR/POD/CONTAINER.log, "
@@ -220,7 +220,7 @@ def run_capture(args: argparse.Namespace) -> int:
     if not 0 < duration <= 3600:
         raise UsageError("--duration must be within 0..1h")
     slack = parse_duration(args.window_slack, option="--window-slack")
-    out_dir = Path(args.out or datetime.now(timezone.utc).strftime("envoy-capture-%Y%m%dT%H%M%SZ"))
+    out_dir = Path(args.out or datetime.now(UTC).strftime("envoy-capture-%Y%m%dT%H%M%SZ"))
     kube, targets = _connect(args)
     try:
         check_running(targets)

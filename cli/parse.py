@@ -12,7 +12,9 @@ import sys
 import polars as pl
 
 from envoy_dissector.cli.progress import progress_for
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, UsageError
+from envoy_dissector.parser.formats import FORMAT_IDS
 from envoy_dissector.parser.pipeline import Diagnostics, iter_parse
 from envoy_dissector.parser.sources import expand
 
@@ -24,7 +26,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
                    help="log files, globs, .gz files, or - for stdin")
     p.add_argument("--format", default="auto",
-                   choices=["auto", "envoy", "istio", "istio-thread", "istio-json", "custom"],
+                   choices=["auto", *FORMAT_IDS],
                    help="envelope format (default: detected from the first lines)")
     p.add_argument("--log-format", metavar="STRING",
                    help="the Envoy --log-format the capture was written with (implies --format custom)")
@@ -33,7 +35,7 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("parse", help="parse captures into records/events; print line accounting",
                        description=__doc__)
     add_input_arguments(p)
@@ -47,12 +49,13 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.output.endswith(EVENT_SUFFIXES):
         raise UsageError(f"-o {args.output}: use one of {', '.join(EVENT_SUFFIXES)}")
     sources = expand(args.captures)
-    diag = Diagnostics()
     chunks = []
     with progress_for(sources, quiet=args.quiet) as advance:
-        for chunk in iter_parse(sources, format=args.format, log_format=args.log_format,
-                                redact=not args.no_redact, diagnostics=diag, progress=advance):
+        run = iter_parse(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
+                         shapes=shape_cache, progress=advance)
+        for chunk in run:
             chunks.append(chunk.events)
+    diag = run.diagnostics
     if diag.records == 0:
         raise InputError("nothing parseable: no log record found", path=", ".join(s.name for s in sources))
     if args.output:

@@ -24,4 +24,7 @@ def progress_for(sources: Sequence[Source], *, quiet: bool = False) -> Iterator[
     gz = any(s.path is not None and s.path.suffix == ".gz" for s in sources)
     with tqdm(total=None if gz else total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
               desc="parsing", leave=False) as bar:
-        yield bar.update
+        def advance(n: int) -> None:
+            bar.update(n)
+
+        yield advance

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envoy_dissector.analysis.capture import Capture, dissect
+from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.sources import Source
 
@@ -331,7 +332,7 @@ class Registry:
             job.dataset_id, job.state = ds.id, "done"
         except DissectorError as exc:
             job.error, job.state = str(exc), "error"
-        except Exception as exc:  # noqa: BLE001 - a bug must reach the user, not kill the worker thread
+        except Exception as exc:
             job.error, job.state = f"analysis failed ({type(exc).__name__}: {exc})", "error"
         finally:
             job.finished = time.time()
@@ -387,7 +388,7 @@ def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path,
     """Analyse captures now and register them as shared read-only datasets (demo, CLI arguments)."""
     out = []
     for src, label in sources:
-        capture = dissect(src if isinstance(src, Source) else str(src), name=label, **dissect_kw)
+        capture = dissect(src if isinstance(src, Source) else str(src), name=label, shapes=shape_cache, **dissect_kw)
         out.append(registry.add(capture, name=label, owner=None))
     return out
 

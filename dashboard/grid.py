@@ -241,8 +241,8 @@ class Pager:
         with self._lock:
             for key in [k for k in self._cache if k[0] not in keep]:
                 del self._cache[key]
-            for ds_id in [k for k in self._frames if k not in keep]:
-                del self._frames[ds_id]
+            for frame_key in [k for k in self._frames if k not in keep]:
+                del self._frames[frame_key]
 
     def forget(self, dataset_id: str) -> None:
         """Drop the cached frames of one dataset (it was evicted)."""

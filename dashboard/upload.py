@@ -33,11 +33,12 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from envoy_dissector.dashboard.content import ContentMeter, ContentRefused, too_large_message
-from envoy_dissector.dashboard.datasets import Registry, RegistryFull, valid_token
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import RequestEntityTooLarge
+
+from envoy_dissector.dashboard.content import ContentMeter, ContentRefused, too_large_message
+from envoy_dissector.dashboard.datasets import Registry, RegistryFull, valid_token
 
 ROUTE = "/_dissector/upload"
 CHUNK_BYTES = 1024 * 1024

@@ -11,9 +11,10 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis import figures
+from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
+from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.dashboard.datasets import Dataset
 
@@ -127,7 +128,7 @@ def competing_connections(phases: pl.DataFrame) -> list[dict[str, Any]]:
     """Event-loop queueing of one request: for each wait point, how long and which other connections the
     worker served meanwhile (parsed from the ``loop_queue`` rows' detail ``"upstream wait: C2 + C7"``)."""
     out = []
-    for detail, start, end, dur in phases.filter(pl.col("phase") == "loop_queue").sort("start_us").select(
+    for detail, start, end, dur in phases.filter(pl.col("phase") == Phase.LOOP_QUEUE).sort("start_us").select(
             "detail", "start_us", "end_us", "dur_us").iter_rows():
         where, _, conns = (detail or "").partition(":")
         out.append({"where": where.strip(), "start_us": start, "end_us": end, "dur_us": dur,

@@ -153,8 +153,9 @@ def run_fleet(sources: Sequence[str], out: Path | str, *, scheduler: str | None 
     results: list[TaskResult] = []
     try:
         with Client(scheduler or cluster) as client:
-            futures = [client.submit(dissect_to_dataset, s, k, str(target.resolve()), opts, key=f"dissect-{k}", pure=False)
-                       for s, k in zip(sources, keys)]
+            dataset = str(target.resolve())
+            futures = [client.submit(dissect_to_dataset, s, k, dataset, opts, key=f"dissect-{k}", pure=False)
+                       for s, k in zip(sources, keys, strict=True)]
             for future in as_completed(futures):
                 result: TaskResult = future.result()
                 results.append(result)

@@ -25,8 +25,14 @@ from typing import Any, Final, Protocol
 from urllib.parse import urlencode
 
 from envoy_dissector.kube.client import Kube, PodTarget
-from envoy_dissector.kube.errors import (KubeError, KubeForbidden, KubeNotFound, LevelRestoreError,
-                                                  status_message, unreachable)
+from envoy_dissector.kube.errors import (
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    LevelRestoreError,
+    status_message,
+    unreachable,
+)
 
 ADMIN_PORT: Final = 15000
 LEVELS: Final = ("trace", "debug", "info", "warning", "error", "critical", "off")
@@ -81,7 +87,7 @@ class PodProxy:
         try:
             resp = ac.call_api(*params, _request_timeout=self.kube.timeout)
             body = resp.read() or b""
-        except Exception as exc:  # noqa: BLE001 - transport failures: the API server did not answer
+        except Exception as exc:
             raise unreachable(exc, self.kube.server) from None
         status = int(resp.status)
         if status >= 400:
@@ -126,7 +132,7 @@ class PortForward:
                                    self.target.namespace, ports=str(self.port))
             except ApiException as exc:
                 raise self._handshake_error(exc) from None
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise AdminUnavailable(f"port-forward to {self.target.name}:{self.port} failed: {exc}") from None
             finally:
                 websocket.setdefaulttimeout(old)
@@ -162,7 +168,7 @@ class PortForward:
             target = "/" + path + ("?" + urlencode(query) if query else "")
             sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
                          "Content-Length: 0\r\nConnection: close\r\n\r\n".encode("ascii"))
-            resp = http.client.HTTPResponse(sock, method=method)  # type: ignore[arg-type]
+            resp = http.client.HTTPResponse(sock, method=method)
             try:
                 resp.begin()
                 body = resp.read()

@@ -26,8 +26,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.kube.admin import (EnvoyAdmin, PodProxy, PortForward, Transport, connect,
-                                                 manual_restore_hint, summarize_levels)
+from envoy_dissector.kube.admin import (
+    EnvoyAdmin,
+    PodProxy,
+    PortForward,
+    Transport,
+    connect,
+    manual_restore_hint,
+    summarize_levels,
+)
 from envoy_dissector.kube.client import Kube, PodTarget
 from envoy_dissector.kube.errors import KubeError, LevelRestoreError
 from envoy_dissector.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
@@ -115,7 +122,7 @@ def preflight(kube: Kube, targets: list[PodTarget], via: str,
                                                      tail_lines=1, limit_bytes=1024,
                                                      _request_timeout=kube.timeout)
             del resp
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise kube.api_error(exc, verb="get", resource="pods/log", purpose="to read the sidecar's log",
                                  name=target.name) from None
         caps.append(PodCapture(target=target, admin=admin, levels_before=levels))
@@ -147,7 +154,7 @@ def _restore_all(kube: Kube, raised: list[PodCapture]) -> list[str]:
     for cap in raised:
         try:
             _restore_one(kube, cap)
-        except Exception as exc:  # noqa: BLE001 - try every pod, report all
+        except Exception as exc:
             text = str(exc)
             if not isinstance(exc, LevelRestoreError):
                 text = f"{cap.target.origin}: restoring log levels failed: {text}; " + manual_restore_hint(

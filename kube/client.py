@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envoy_dissector.kube.errors import (KubeConfigError, KubeError, KubeNotFound,
-                                                  from_api_exception)
+from envoy_dissector.kube.errors import KubeConfigError, KubeError, KubeNotFound, from_api_exception
 from envoy_dissector.parser.errors import UsageError
 
 #: Where a pod's service-account credentials are mounted.
@@ -71,7 +70,7 @@ class Kube:
     def close(self) -> None:
         try:
             self.api_client.close()
-        except Exception:  # noqa: BLE001 - closing must never mask the real outcome
+        except Exception:
             pass
 
 
@@ -192,7 +191,7 @@ def resolve_pods(kube: Kube, names: list[str], selector: str | None, container: 
         try:
             listed = core.list_namespaced_pod(kube.namespace, label_selector=selector,
                                               _request_timeout=kube.timeout)
-        except Exception as exc:  # noqa: BLE001 - mapped to a one-line error
+        except Exception as exc:
             raise kube.api_error(exc, verb="list", resource="pods", purpose="to find the pods matching -l") from None
         pods = sorted(listed.items or [], key=lambda p: p.metadata.name)
         if not pods:
@@ -205,7 +204,7 @@ def resolve_pods(kube: Kube, names: list[str], selector: str | None, container: 
             seen.add(name)
             try:
                 pods.append(core.read_namespaced_pod(name, kube.namespace, _request_timeout=kube.timeout))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 from kubernetes.client.exceptions import ApiException
 
                 if isinstance(exc, ApiException) and exc.status == 404:

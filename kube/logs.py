@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import calendar
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -125,7 +125,7 @@ def format_ns(ns: int | None) -> str | None:
     if ns is None:
         return None
     secs, frac = divmod(ns, 1_000_000_000)
-    return datetime.fromtimestamp(secs, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+    return datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
 def count_trace(data: bytes) -> int:
@@ -207,7 +207,7 @@ def stream_log(kube: Kube, target: PodTarget, out_path: Path, *, since_seconds: 
             target.name, target.namespace, container=target.container, timestamps=True,
             since_seconds=since_seconds, previous=previous or None,
             _preload_content=False, _request_timeout=kube.timeout)
-    except Exception as exc:  # noqa: BLE001 - mapped to one line
+    except Exception as exc:
         raise kube.api_error(exc, verb="get", resource="pods/log", purpose=purpose,
                              name=target.name) from None
     prefix = f"[pod/{target.name}/{target.container}] ".encode()
@@ -251,7 +251,7 @@ def stream_log(kube: Kube, target: PodTarget, out_path: Path, *, since_seconds: 
     return stats
 
 
-def fetch_many(jobs: list[Callable[[threading.Event], LogStats]], parallel: int) -> list[LogStats]:
+def fetch_many(jobs: Sequence[Callable[[threading.Event], LogStats]], parallel: int) -> list[LogStats]:
     """Run fetch ``jobs`` (each given the shared cancel event), ``parallel`` at once, results in order.
 
     The first failure (or Ctrl-C) sets the cancel event, so the other streams stop at

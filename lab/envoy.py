@@ -13,7 +13,6 @@ The access log holds Envoy's own per-request timing (``%COMMON_DURATION%`` from
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import os
 import signal
@@ -27,8 +26,8 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Final
 
-from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.lab.yaml_out import YamlValue, to_yaml
+from envoy_dissector.parser.errors import DissectorError
 
 
 class LabError(DissectorError):

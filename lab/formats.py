@@ -16,22 +16,26 @@ from types import MappingProxyType
 from typing import Final
 
 from envoy_dissector.parser.errors import UsageError
+from envoy_dissector.parser.formats import KNOWN_FORMATS
 
-#: Named ``--log-format`` strings (name -> Envoy/spdlog pattern).
+
+def _known(label: str) -> str:
+    """The pattern of the parser's known format with this label (the parser's catalogue is the one owner)."""
+    for known in KNOWN_FORMATS:
+        if known.label == label:
+            return known.pattern
+    raise LookupError(f"parser/formats.py has no known format labelled {label!r}")
+
+
+#: Named ``--log-format`` strings (name -> Envoy/spdlog pattern): the parser's known formats by a short name,
+#: plus a user-defined example the detector must not know.
 LOG_FORMATS: Final = MappingProxyType({
-    # Envoy's own default: millisecond timestamps.
-    "envoy": "[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v",
-    # Envoy default layout with microseconds.
-    "envoy-us": "[%Y-%m-%d %T.%f][%t][%l][%n] [%g:%#] %v",
-    # Istio 1.6-1.16 text: no caller, no thread.
-    "istio": "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n\t%v",
-    # Istio 1.17+ text: caller and thread.
-    "istio-thread": "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t",
-    # Istio 1.17+ JSON (--log_as_json).
-    "istio-json": '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n",'
-                  '"caller":"%g:%#","msg":"%j","thread":%t}',
-    # Istio 1.10-1.16 JSON: no caller, no thread.
-    "istio-json-old": '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","msg":"%j"}',
+    "envoy": _known("Envoy default (milliseconds)"),
+    "envoy-us": _known("Envoy default, microseconds"),
+    "istio": _known("Istio 1.6-1.16 text"),
+    "istio-thread": _known("Istio 1.17+ text (caller and thread)"),
+    "istio-json": _known("Istio JSON"),  # Istio 1.17+ --log_as_json
+    "istio-json-old": _known("Istio JSON without caller and thread (1.10-1.16)"),
     # A user-defined example: pipe-separated, short level.
     "custom": "%Y-%m-%d %T.%f|%t|%L|%n|%v",
 })

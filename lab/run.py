@@ -19,16 +19,15 @@ import platform
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from envoy_dissector.lab.envoy import (EnvoyConfig, EnvoyProcess, EnvoySettings, LabError, envoy_version,
-                                       free_port)
+from envoy_dissector.lab.collector import ZipkinCollector
+from envoy_dissector.lab.envoy import EnvoyConfig, EnvoyProcess, EnvoySettings, LabError, envoy_version, free_port
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
 from envoy_dissector.lab.load import LoadResult, run_load
 from envoy_dissector.lab.scenarios import Scenario, get_scenario
 from envoy_dissector.lab.upstream import UpstreamServer
-from envoy_dissector.lab.collector import ZipkinCollector
 from envoy_dissector.lab.wasm_module import build_module
 
 #: Envoy counters recorded in meta.json ``envoy_counters`` (Envoy's own view of wasm, tracing and TLS work).
@@ -49,7 +48,7 @@ _ZIPKIN_FLUSH_S = 5.5
 
 
 def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _count_lines(path: Path) -> int:

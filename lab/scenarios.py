@@ -4,8 +4,8 @@ Request counts are small on purpose: Envoy writes ~15 KB of trace log per
 request, and the committed fixtures must stay small. ``run_scenario(...,
 requests=N)`` overrides the total.
 
->>> sorted(SCENARIOS)[:3]
-['http2', 'keepalive', 'large-body']
+>>> get_scenario("keepalive").name, "http2" in SCENARIOS
+('keepalive', True)
 """
 from __future__ import annotations
 

@@ -250,7 +250,7 @@ def _grammar_rows(texts: list[str]) -> pl.DataFrame:
         row: dict[str, str | None] = {"kind": parse.kind}
         row.update(parse.values(text))
         rows.append(row)
-    schema = {"kind": pl.String, **{k: pl.String for k in (*FIELD_SCHEMA, *PREFIX_FIELDS)}}
+    schema = {"kind": pl.String, **dict.fromkeys((*FIELD_SCHEMA, *PREFIX_FIELDS), pl.String)}
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
@@ -262,7 +262,9 @@ def _typed(df: pl.DataFrame) -> pl.DataFrame:
         col = pl.col(name)
         if name in QUOTED_FIELDS:
             col = col.str.strip_prefix("'").str.strip_suffix("'")
-        if name == "stream_id":
+        if name == "dispatch_buffered":  # a bool: printed 0/1 or false/true depending on the build
+            col = col.str.to_lowercase().replace({"false": "0", "true": "1"}).cast(pl.Int64, strict=False)
+        elif name == "stream_id":
             col = col.cast(pl.UInt64, strict=False)
         elif name in INT_FIELDS:
             col = col.cast(pl.Int64, strict=False)

@@ -122,7 +122,7 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool, multiline: p
     if redact:
         df = redact_frame(df, multiline=multiline)
     exprs: dict[str, pl.Expr] = {}
-    for name, (needs, expr) in _outputs(fields).items():
+    for name, (_needs, expr) in _outputs(fields).items():
         exprs[name] = pl.col(f"out__{name}") if f"out__{name}" in df.columns else expr
     typed = {name: exprs.get(name, pl.lit(None)).cast(dtype) for name, dtype in _OUTPUT_TYPES.items()}
     if "loc__source" in df.columns:  # the location an older layout wrote inside the message
@@ -213,7 +213,7 @@ def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     if not rest:
         return starts
     plen = (raw.str.len_bytes() - starts["body"].str.len_bytes()).cast(pl.Int64)
-    key = raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes)
+    key = raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes)  # type: ignore[arg-type]
     return pl.concat([starts, _typed_once(key, raw, fmt.prefix, rest, fmt.fields)], how="horizontal")
 
 

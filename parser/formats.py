@@ -5,13 +5,15 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
 
 FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "custom"]
+#: every format id, in FormatId's order (command-line choices are derived from it)
+FORMAT_IDS: tuple[FormatId, ...] = get_args(FormatId)
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,11 @@ def _compiled(pattern: str) -> TextFormat | JsonFormat:
 
 #: Tried in this order; the first with the best match rate wins.
 KNOWN_FORMATS: tuple[KnownFormat, ...] = (
-    KnownFormat("istio-thread", "Istio 1.17+ text (caller and thread)", "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t"),
+    KnownFormat("istio-thread", "Istio 1.17+ text (caller and thread)",
+                "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t"),
     KnownFormat("istio", "Istio 1.6-1.16 text", "%Y-%m-%dT%T.%fZ\t%l\tenvoy %n\t%v"),
-    KnownFormat("istio", "Istio text with a caller column before the scope", "%Y-%m-%dT%T.%fZ\t%l\t%g:%#\tenvoy %n\t%v"),
+    KnownFormat("istio", "Istio text with a caller column before the scope",
+                "%Y-%m-%dT%T.%fZ\t%l\t%g:%#\tenvoy %n\t%v"),
     KnownFormat("envoy", "Envoy default, microseconds", "[%Y-%m-%d %T.%f][%t][%l][%n] [%g:%#] %v"),
     KnownFormat("envoy", "Envoy default (milliseconds)", "[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v"),
     KnownFormat("envoy", "Envoy default without source location", "[%Y-%m-%d %T.%e][%t][%l][%n] %v"),

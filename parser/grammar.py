@@ -13,8 +13,8 @@ from importlib import resources
 from antlr4 import CommonTokenStream, InputStream, ParserRuleContext, Token
 from antlr4.atn.PredictionMode import PredictionMode
 from antlr4.error.ErrorListener import ErrorListener
-from antlr4.error.ErrorStrategy import BailErrorStrategy
 from antlr4.error.Errors import ParseCancellationException
+from antlr4.error.ErrorStrategy import BailErrorStrategy
 
 from envoy_dissector.parser.generated.EnvoyLogLexer import EnvoyLogLexer
 from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
@@ -57,7 +57,8 @@ class MessageParse:
 
 
 class _Silent(ErrorListener):
-    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802 (ANTLR API)
+    def syntaxError(self, recognizer: object, offendingSymbol: object, line: int, column: int, msg: str,
+                    e: Exception | None) -> None:
         pass
 
 

@@ -1,32 +1,33 @@
 """The parser pipeline: sources -> lines -> records -> events, chunk by chunk, with diagnostics.
 
-``parse()`` returns whole frames; ``iter_parse()`` yields per-chunk frames so
-multi-gigabyte captures stream through bounded memory.
+``parse()`` returns whole frames; ``iter_parse()`` returns a ``ParseRun`` whose chunks stream
+multi-gigabyte captures through bounded memory and which owns the run's diagnostics. The parser
+does no I/O besides reading its sources: the store of the grammar's verdicts per shape is the
+caller's (``shapes=``; the CLI and the dashboard pass the on-disk ``shape_cache``).
 """
 from __future__ import annotations
 
 import os
 from collections import Counter, deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
-from envoy_dissector.parser import shape_cache
-from envoy_dissector.parser.classify import Classifier, classify
+from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
+from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import single_origin, split_envelope
-from envoy_dissector.parser.errors import FormatError, InputError
+from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
-from envoy_dissector.parser.redact import redact_text
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.redact import redact_text
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
@@ -79,6 +80,27 @@ class Diagnostics:
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
             "shapes": self.shapes, "grammar_calls": self.grammar_calls, "fallback_lines": self.fallback_lines,
         }
+
+
+class ShapeStore(Protocol):
+    """Where the grammar's verdicts per message shape live between runs. The module ``shape_cache`` is one
+    (a file under ~/.cache); without a store, each run starts from an empty table and keeps it in memory."""
+
+    def load(self) -> dict[str, ShapeRule]: ...
+
+    def save(self, rules: dict[str, ShapeRule]) -> None: ...
+
+
+class ParseRun:
+    """One parse: iterate it (once) for its chunks, in input order; ``diagnostics`` belongs to the run and is
+    complete once every chunk has been consumed."""
+
+    def __init__(self, chunks: Callable[[Diagnostics], Iterator[Chunk]]) -> None:
+        self.diagnostics = Diagnostics()
+        self._chunks = chunks(self.diagnostics)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return self._chunks
 
 
 @dataclass(frozen=True)
@@ -224,16 +246,24 @@ def _last_start(lines: pl.DataFrame, fmt: TextFormat, window: int = 4096) -> int
 
 def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], *, format: str = "auto",
                log_format: str | None = None, redact: bool = True, fast: bool | None = None,
-               diagnostics: Diagnostics | None = None, progress: Progress | None = None,
-               block_bytes: int | None = None, workers: int = WORKERS) -> Iterator[Chunk]:
-    """Stream events chunk by chunk, in input order; ``diagnostics`` is filled as it goes.
+               shapes: ShapeStore | None = None, progress: Progress | None = None,
+               block_bytes: int | None = None, workers: int = WORKERS) -> ParseRun:
+    """Stream events chunk by chunk, in input order; the returned run's ``diagnostics`` fill as it goes.
 
     Blocks are split into lines and cut at record boundaries in order; the heavy
     work (envelope, grammar, fields) runs on ``workers`` threads (polars releases the GIL).
+    ``shapes`` keeps the grammar's verdicts per shape between runs (default: this run only).
     """
-    diag = diagnostics if diagnostics is not None else Diagnostics()
+    return ParseRun(lambda diag: _chunks(inputs, diag, format=format, log_format=log_format, redact=redact,
+                                         fast=fast, shapes=shapes, progress=progress, block_bytes=block_bytes,
+                                         workers=workers))
+
+
+def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], diag: Diagnostics, *,
+            format: str, log_format: str | None, redact: bool, fast: bool | None, shapes: ShapeStore | None,
+            progress: Progress | None, block_bytes: int | None, workers: int) -> Iterator[Chunk]:
     sources = _as_sources(inputs)
-    classifier = Classifier(rules=shape_cache.load())
+    classifier = Classifier(rules=shapes.load() if shapes is not None else {})
     formats_seen: Counter[str] = Counter()
     pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -292,8 +322,8 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
             raise skipped[0]
         while pending:
             yield from _finish_chunk(pending.popleft().result(), diag, redact)
-    if classifier.grammar_calls:
-        shape_cache.save(classifier.rules)
+    if shapes is not None and classifier.grammar_calls:
+        shapes.save(classifier.rules)
     diag.shapes = len(classifier.seen)
     diag.grammar_calls = classifier.grammar_calls
     diag.fallback_lines = classifier.fallback_lines
@@ -374,10 +404,10 @@ def parse(inputs: Any, **kwargs: Any) -> Parsed:
     >>> parse(text_source(line)).events.select("kind", "conn_id", "bytes").row(0)
     ('read_returns', 1, 5)
     """
-    diag = kwargs.pop("diagnostics", None) or Diagnostics()
-    chunks = [c.events for c in iter_parse(inputs, diagnostics=diag, **kwargs)]
+    run = iter_parse(inputs, **kwargs)
+    chunks = [c.events for c in run]
     events = pl.concat(chunks) if chunks else pl.DataFrame(schema=EVENT_SCHEMA)
-    return Parsed(events.select(RECORD_COLUMNS), events, diag)
+    return Parsed(events.select(RECORD_COLUMNS), events, run.diagnostics)
 
 
 def parse_text(text: str, **kwargs: Any) -> Parsed:

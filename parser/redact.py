@@ -17,7 +17,7 @@ _HEADER_LINE = rf"(?i)(completed header: key=(?:{_NAMES}) value=).*$"
 
 
 _ANY_TEXT = rf"""(?i)((?:{_NAMES})["']?\s*[:=,]\s*["']?(?:Bearer |Basic )?)[^"',;\s]+"""
-_ANY_TEXT_RE: "re.Pattern[str] | None" = None
+_ANY_TEXT_RE: re.Pattern[str] | None = None
 
 
 def redact_text(text: str) -> str:

@@ -62,7 +62,7 @@ def _b(boundary: Boundary) -> tuple[int, int, int]:
     return boundary.literal, boundary.regions, boundary.delta
 
 
-def _decode(item: list) -> ShapeRule:  # type: ignore[type-arg]
+def _decode(item: list) -> ShapeRule:
     kind, fields, checked, signatures, exact, exact_values, forbid = item
     return ShapeRule(str(kind), tuple((str(n), Boundary(*a), Boundary(*b)) for n, a, b in fields),
                      tuple(checked), tuple(signatures), tuple(exact), tuple(exact_values), tuple(forbid))

@@ -82,7 +82,7 @@ def _open_binary(source: Source) -> BinaryIO:
     if source.path is None:
         fh: BinaryIO = sys.stdin.buffer
         if not hasattr(fh, "peek"):
-            fh = io.BufferedReader(fh)  # type: ignore[arg-type,type-var]
+            fh = io.BufferedReader(fh)  # type: ignore[type-var]
     else:
         try:
             fh = open(source.path, "rb")  # noqa: SIM115 (closed by the caller)

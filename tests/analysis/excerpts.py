@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import polars as pl
-
 from truth import Truth, capture_of
 
 LEVELS = ("trace", "debug", "info", "warning", "error", "critical")

@@ -6,12 +6,11 @@ import json
 
 import polars as pl
 import pytest
+from truth import Truth, discover, fixture_ids, truth
 
 from envoy_dissector.analysis import CONTRACT_COLUMNS, Capture, dissect
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, REQUEST_SCHEMA
 from envoy_dissector.analysis.stats import percentiles
-
-from truth import Truth, discover, fixture_ids, truth
 
 ALL = discover()
 SINGLE = [t for t in ALL if t.origin_prefix is None]

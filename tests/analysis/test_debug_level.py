@@ -13,12 +13,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from excerpts import at_levels, excerpt_truth
+from truth import Truth, discover, fixture_ids, matched, truth, within
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
-
-from excerpts import at_levels, excerpt_truth
-from truth import Truth, discover, fixture_ids, matched, truth, within
 
 DEBUG = discover(levels=("debug",))
 #: Trace fixtures whose debug-level records make a second set of debug captures.

@@ -5,8 +5,7 @@ import plotly.io as pio
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis import figures
+from envoy_dissector.analysis import dissect, figures
 
 
 @pytest.fixture(scope="module")

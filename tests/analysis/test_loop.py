@@ -5,11 +5,10 @@ import json
 
 import polars as pl
 import pytest
+from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
 from envoy_dissector.analysis.loop import WAIT_POINTS
 from envoy_dissector.analysis.pipeline import analyse
-
-from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
 ALL = discover()
 THREADED = [t for t in ALL if t.has_thread_ids and t.origin_prefix is None]
@@ -197,7 +196,8 @@ def _naive_competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> dict[tuple[
         served = loop.filter((pl.col("origin") == origin) & (pl.col("thread") == thread)
                              & (pl.col("start_us") >= start) & (pl.col("start_us") < end)
                              & pl.col("conn_id").is_not_null() & (pl.col("conn_id") != down)
-                             & (pl.col("conn_id") != (up if up is not None else -1))).sort("start_us", maintain_order=True)
+                             & (pl.col("conn_id") != (up if up is not None else -1))
+                             ).sort("start_us", maintain_order=True)
         conns = list(dict.fromkeys(served["conn_id"].to_list()))
         out[(uid, where)] = f"{where}: " + (" + ".join(f"C{c}" for c in conns) if conns else
                                             "(no other connection logged)")

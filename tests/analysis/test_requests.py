@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
 from envoy_dissector.analysis.asof import asof
-
-from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
 ALL = discover()
 MICRO = [t for t in ALL if t.microseconds]

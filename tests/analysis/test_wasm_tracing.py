@@ -17,14 +17,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from truth import FIXTURES, Truth, from_lab, matched, truth
 
 from envoy_dissector.analysis import compare, dissect
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.analysis.tracing import is_flush
 from envoy_dissector.analysis.wasm import vm_calls
 from envoy_dissector.lab.run import run_scenario
-
-from truth import FIXTURES, Truth, from_lab, matched, truth
 
 WASM_TOLERANCE = 0.25
 
@@ -98,7 +97,8 @@ def test_seed_style_wasm_lines_are_attributed() -> None:
     req = cap.requests.filter(pl.col("stream_id") == 3760040057055989506)
     assert req.height == 1
     assert req["wasm_us"][0] >= 857391 - 856923
-    rows = cap.phases.filter((pl.col("request_uid") == req["request_uid"][0]) & pl.col("detail").str.starts_with("wasm"))
+    rows = cap.phases.filter((pl.col("request_uid") == req["request_uid"][0])
+                             & pl.col("detail").str.starts_with("wasm"))
     assert rows.filter(pl.col("dur_us") == 857391 - 856923).height == 1
 
 

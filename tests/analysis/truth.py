@@ -95,7 +95,7 @@ def _jsonl(path: Path) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def capture_of(log: Path, log_format: str | None = None) -> Capture:
     """``dissect`` once per log for the whole test session (test modules share this cache)."""
     return dissect(str(log), log_format=log_format)
@@ -147,7 +147,8 @@ def truth(rel: str) -> Truth:
 
 
 def matched(t: Truth) -> pl.DataFrame:
-    """Envoy's access-log rows left-joined on ``x_request_id`` to our client requests (``request_uid`` null = not found)."""
+    """Envoy's access-log rows left-joined on ``x_request_id`` to our client requests
+    (``request_uid`` null = not found)."""
     return t.access().join(t.requests(), on="x_request_id", how="left", suffix="_ours")
 
 

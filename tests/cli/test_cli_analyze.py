@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.cli.main import main
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 LUA = ROOT / "fixtures/istio-thread/lua-cpu/envoy.log.gz"
@@ -69,7 +69,7 @@ def test_exports_every_format(tmp_path: Path) -> None:
     assert main(["analyze", str(LUA), "--quiet", *[x for o in outs for x in ("-o", str(o))]]) == 0
     parquet = pl.read_parquet(outs[0])
     assert tuple(parquet.columns) == CONTRACT_COLUMNS
-    assert pl.read_csv(outs[1]).height == parquet.height == pl.read_ndjson(outs[2]).height
+    assert pl.read_csv(outs[1], infer_schema=False).height == parquet.height == pl.read_ndjson(outs[2]).height
     summary = json.loads(outs[3].read_text())
     assert summary["format"] == "istio-thread"
     d = summary["diagnostics"]

@@ -1,8 +1,9 @@
 """Dashboard tests: a real headless Chromium through dash[testing]'s ``dash_duo``/``dash_br`` fixtures.
 
 Plain ``pytest`` from the repository root runs them headless (no ``--headless`` needed): the Chrome
-options below carry ``--headless=new`` plus what Chromium needs as root in a container. Browser tests
-are skipped when Chromium or chromedriver is missing (``apt-get install chromium chromium-driver``).
+options below carry ``--headless=new`` plus what Chromium needs as root in a container. Tests marked
+``needs_browser`` are skipped when Chromium or chromedriver is missing (``apt-get install chromium
+chromium-driver``), and fail instead when ``CI`` is set: CI must not go green without them.
 """
 from __future__ import annotations
 
@@ -21,7 +22,21 @@ HAVE_BROWSER = bool(CHROMIUM and shutil.which("chromedriver"))
 if CHROMIUM:
     os.environ.setdefault("DASH_TEST_CHROMEPATH", CHROMIUM)
 
-needs_browser = pytest.mark.skipif(not HAVE_BROWSER, reason="needs chromium and chromedriver on PATH")
+BROWSER_REQUIRED = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+MISSING_BROWSER = "needs chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs_browser: runs a real headless Chromium (skipped without one, "
+                                       "failed without one when CI is set)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("needs_browser") is None or HAVE_BROWSER:
+        return
+    if BROWSER_REQUIRED:
+        pytest.fail(f"CI is set but the browser test cannot run: {MISSING_BROWSER}", pytrace=False)
+    pytest.skip(MISSING_BROWSER)
 
 
 def _selenium3_with_urllib3_2() -> None:
@@ -116,7 +131,7 @@ class DashboardProcess:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(20)
-            except Exception:  # noqa: BLE001 - a stuck server must not outlive the test
+            except Exception:
                 self.proc.kill()
         self.log.close()
 
@@ -153,7 +168,7 @@ class RssSampler:
         while not self._stop.is_set():
             try:
                 self.peak = max(self.peak, self.proc.memory_info().rss)
-            except Exception:  # noqa: BLE001 - the process ended
+            except Exception:
                 return
             self._stop.wait(self.interval)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from envoy_dissector.dashboard.access import (
     ANY_HOST,
     COOKIE,

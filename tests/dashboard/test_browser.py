@@ -2,7 +2,6 @@
 and two browser sessions kept apart. Screenshots of each view go to ``test-artifacts/``."""
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -14,8 +13,7 @@ from envoy_dissector.dashboard.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
-pytestmark = pytest.mark.skipif(not (shutil.which("chromedriver") and (shutil.which("chromium") or os.environ.get(
-    "DASH_TEST_CHROMEPATH"))), reason="needs chromium and chromedriver (apt-get install chromium chromium-driver)")
+pytestmark = pytest.mark.needs_browser  # skipped without Chromium, failed without it when CI is set (conftest.py)
 
 LUA = FIXTURES / "istio-thread" / "lua-cpu" / "envoy.log.gz"
 WORKERS = FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"
@@ -52,7 +50,7 @@ def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
             last = predicate()
             if last:
                 return last
-        except Exception as exc:  # noqa: BLE001 - stale elements while Dash re-renders
+        except Exception as exc:
             last = exc
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")

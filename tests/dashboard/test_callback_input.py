@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from envoy_dissector.dashboard.app import create_app
 from envoy_dissector.dashboard.callback_input import body_error
 from envoy_dissector.dashboard.datasets import new_id

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
+
 from envoy_dissector.dashboard.content import MAX_LINE_BYTES, ContentMeter, ContentRefused
 
 LINE = b"2026-11-22T01:09:40.050266Z\tinfo\tenvoy main source/server/server.cc:467\thello\tthread=1\n"

@@ -42,8 +42,10 @@ def test_text_and_number_filters():
     f = big(400)
     assert grid.apply_filter_model(f, {"path": {"filterType": "text", "type": "contains", "filter": "A"}}).height == 300
     assert grid.apply_filter_model(f, {"path": {"filterType": "text", "type": "equals", "filter": "/b"}}).height == 100
-    assert grid.apply_filter_model(f, {"path": {"filterType": "text", "type": "startsWith", "filter": "/api"}}).height == 100
-    assert grid.apply_filter_model(f, {"path": {"filterType": "text", "type": "notContains", "filter": "a"}}).height == 100
+    starts = {"path": {"filterType": "text", "type": "startsWith", "filter": "/api"}}
+    assert grid.apply_filter_model(f, starts).height == 100
+    not_contains = {"path": {"filterType": "text", "type": "notContains", "filter": "a"}}
+    assert grid.apply_filter_model(f, not_contains).height == 100
     m = {"total_us": {"filterType": "number", "type": "inRange", "filter": 10, "filterTo": 19}}
     assert grid.apply_filter_model(f, m)["total_us"].to_list() == list(range(10, 20))
     m = {"status": {"filterType": "number", "operator": "OR", "conditions": [
@@ -55,8 +57,9 @@ def test_text_and_number_filters():
     assert set(grid.apply_filter_model(f, m)["status"].to_list()) == {404}
     assert grid.apply_filter_model(f, {"upstream_conn_id": {"filterType": "number", "type": "blank"}}).height == 400
     # junk never raises: unknown columns and bad values are ignored
-    assert grid.apply_filter_model(f, {"nope": {"type": "equals", "filter": 1},
-                                       "status": {"filterType": "number", "type": "equals", "filter": "x"}}).height == 400
+    junk = {"nope": {"type": "equals", "filter": 1},
+            "status": {"filterType": "number", "type": "equals", "filter": "x"}}
+    assert grid.apply_filter_model(f, junk).height == 400
 
 
 def test_sort_model():

@@ -7,9 +7,9 @@ import gzip
 from pathlib import Path
 
 import pytest
+
 from envoy_dissector.dashboard.app import create_app
 from envoy_dissector.dashboard.datasets import new_id
-
 from tests.dashboard.test_callback_input import DISPATCH, body
 
 LUA = Path("fixtures/istio-thread/lua-cpu/envoy.log.gz")

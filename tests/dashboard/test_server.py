@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import requests
+
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import new_id
-
 from tests.dashboard.conftest import RssSampler
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.dashboard.app import create_app
-from envoy_dissector.dashboard.datasets import new_id
 from envoy_dissector.dashboard.content import ContentRefused
+from envoy_dissector.dashboard.datasets import new_id
 from envoy_dissector.dashboard.upload import safe_name, save_stream
 
 FIXTURE = Path("fixtures/istio-thread/lua-cpu/envoy.log.gz")

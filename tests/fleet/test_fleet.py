@@ -20,7 +20,7 @@ from envoy_dissector.analysis.stats import percentiles
 
 pytest.importorskip("distributed", reason='fleet mode needs the [fleet] extra (dask[distributed])')
 
-from envoy_dissector.fleet.engine import partition_dir, run_fleet  # noqa: E402
+from envoy_dissector.fleet.engine import partition_dir, run_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 INPUTS = [str(REPO / "fixtures" / p) for p in (

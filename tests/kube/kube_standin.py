@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 def go_rfc3339nano(ns: int) -> str:
     """Go's ``time.RFC3339Nano`` in UTC: fraction with trailing zeros removed (none if zero)."""
     secs, frac = divmod(ns, 1_000_000_000)
-    text = datetime.fromtimestamp(secs, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    text = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     if frac:
         text += "." + f"{frac:09d}".rstrip("0")
     return text + "Z"

@@ -39,16 +39,26 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kube_standin import (ApiServerStandIn, Container, Pod, Rule, admin_levels,  # noqa: E402
-                          admin_post, go_rfc3339nano, sidecar_envoy_class)
+from datetime import UTC
 
-from envoy_dissector.cli import main as cli  # noqa: E402
-from envoy_dissector.kube import client as kube_client  # noqa: E402
-from envoy_dissector.kube.admin import parse_levels  # noqa: E402
-from envoy_dissector.cli.kube import analysis_argv, parse_duration, run_analysis  # noqa: E402
-from envoy_dissector.kube.client import PodTarget, load, resolve_pods  # noqa: E402
-from envoy_dissector.kube.logs import parse_rfc3339_ns, stream_log  # noqa: E402
-from envoy_dissector.parser.errors import UsageError  # noqa: E402
+from kube_standin import (
+    ApiServerStandIn,
+    Container,
+    Pod,
+    Rule,
+    admin_levels,
+    admin_post,
+    go_rfc3339nano,
+    sidecar_envoy_class,
+)
+
+from envoy_dissector.cli import main as cli
+from envoy_dissector.cli.kube import analysis_argv, parse_duration, run_analysis
+from envoy_dissector.kube import client as kube_client
+from envoy_dissector.kube.admin import parse_levels
+from envoy_dissector.kube.client import PodTarget, load, resolve_pods
+from envoy_dissector.kube.logs import parse_rfc3339_ns, stream_log
+from envoy_dissector.parser.errors import UsageError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -343,7 +353,7 @@ class _Traffic(threading.Thread):
     def __init__(self, cluster: Cluster, pods: list[str], out: Path) -> None:
         super().__init__(daemon=True)
         self.cluster, self.pods, self.out = cluster, pods, out
-        self.seen_trace: dict[str, bool] = {p: False for p in pods}
+        self.seen_trace: dict[str, bool] = dict.fromkeys(pods, False)
         self.ids: dict[str, list[str]] = {}
         self.error: BaseException | None = None
 
@@ -359,7 +369,7 @@ class _Traffic(threading.Thread):
             if all(self.seen_trace.values()):
                 for pod in self.pods:
                     self.ids[pod] = _load(self.cluster.envoys[pod].listener_port, 3, self.out / f"{pod}.jsonl")
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
+        except BaseException as exc:
             self.error = exc
 
 
@@ -513,7 +523,7 @@ def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, p
             assert time.monotonic() < deadline, "trace never switched on"
             time.sleep(0.05)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -649,7 +659,7 @@ def test_in_cluster_configuration_over_tls(cluster: Cluster, tmp_path: Path, mon
         monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(tls.port))
         monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_DIR", sa)
-        rc, out, err = _run(capsys, "fetch", "web-9", "-o", str(tmp_path / "out"), "--no-analyze")
+        rc, _out, err = _run(capsys, "fetch", "web-9", "-o", str(tmp_path / "out"), "--no-analyze")
         assert rc == 0, err
         assert tls.requests_to("/namespaces/shop/pods/web-9/log")[-1].user == "system:serviceaccount:shop:dissector"
         assert (tmp_path / "out" / "web-9" / "istio-proxy.log").read_text().startswith("[pod/web-9/istio-proxy] ")
@@ -689,7 +699,7 @@ def test_parse_duration_rejects(bad: str) -> None:
 
 
 def test_timestamps_round_trip_with_variable_fraction_digits() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     for ns in (1_700_000_000_000_000_000, 1_700_000_000_100_000_000, 1_700_000_000_123_456_789,
                1_700_000_000_000_000_001, 1_700_000_000_120_000_000):
@@ -699,7 +709,7 @@ def test_timestamps_round_trip_with_variable_fraction_digits() -> None:
     assert go_rfc3339nano(1_700_000_000_120_000_000) == "2023-11-14T22:13:20.12Z"
     assert parse_rfc3339_ns(b"2023-11-14T23:13:20.5+01:00") == 1_700_000_000_500_000_000
     assert parse_rfc3339_ns(b"not a time at all") is None
-    dt = datetime(2024, 2, 29, 12, 0, 1, 250000, tzinfo=timezone.utc)
+    dt = datetime(2024, 2, 29, 12, 0, 1, 250000, tzinfo=UTC)
     assert parse_rfc3339_ns(b"2024-02-29T12:00:01.25Z") == int(dt.timestamp()) * 10**9 + 250_000_000
 
 

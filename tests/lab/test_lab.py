@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.cli.main import main
-from envoy_dissector.lab.envoy import (ACCESS_LOG_FIELDS, DURATION_MILESTONES, EnvoyConfig,
-                                                EnvoySettings, build_bootstrap, duration_key)
+from envoy_dissector.lab.envoy import (
+    ACCESS_LOG_FIELDS,
+    DURATION_MILESTONES,
+    EnvoyConfig,
+    EnvoySettings,
+    build_bootstrap,
+    duration_key,
+)
 from envoy_dissector.lab.formats import LOG_FORMATS, resolve_log_format
 from envoy_dissector.lab.load import split_requests
 from envoy_dissector.lab.run import CAPTURE_FILES, run_scenario

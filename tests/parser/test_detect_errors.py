@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from envoy_dissector.analysis.cli import main
+from envoy_dissector.cli.main import main
 from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.pipeline import parse, parse_text
 

@@ -40,7 +40,7 @@ def test_istio_header_dump_folds_with_thread_trailer(istio_lines):
     assert row["n_lines"] == len(block)
     assert row["thread"] == int(block[-1].split("=")[1])
     dump = block[1:-1]
-    assert row["message"].split("\n")[1:] == [line for line in dump]
+    assert row["message"].split("\n")[1:] == list(dump)
     assert "thread=" not in row["message"]
     assert row["kind"] == "request_headers_complete" and row["method"] == "GET"
     assert ev["line_no"].to_list() == [1, len(block) + 1]

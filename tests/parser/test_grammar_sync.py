@@ -50,7 +50,7 @@ def test_grammar_file_is_the_packaged_one():
 def test_listed_rules_are_exactly_the_kinds():
     rules = _rules(G4.read_text())
     listed = {
-        group: [alt for alt in _alternatives(rules[group])] for group in ("lifecycle", "noise")
+        group: list(_alternatives(rules[group])) for group in ("lifecycle", "noise")
     }
     for group, names in listed.items():
         for name in names:

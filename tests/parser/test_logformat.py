@@ -2,20 +2,26 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from envoy_dissector.parser.errors import UsageError
-from envoy_dissector.parser.logformat import (FLAG_PATTERNS, JsonFormat, TextFormat, compile_format,
-                                              compile_text_format, rust_escape)
+from envoy_dissector.parser.logformat import (
+    FLAG_PATTERNS,
+    JsonFormat,
+    TextFormat,
+    compile_format,
+    compile_text_format,
+    rust_escape,
+)
 from envoy_dissector.parser.pipeline import parse_text
 
-T0 = datetime(2024, 3, 5, 7, 8, 9, 123456, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 5, 7, 8, 9, 123456, tzinfo=UTC)
 
 
 def epoch_us(dt: datetime) -> int:
-    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+    return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def stamp(dt: datetime, frac: str) -> str:

@@ -1,4 +1,5 @@
-"""The grammar's verdicts per shape survive between runs (parser/shape_cache.py), and never go stale."""
+"""The grammar's verdicts per shape survive between runs (parser/shape_cache.py, the on-disk store the CLI and
+the dashboard give the parser), and never go stale; without a store the parser writes nothing."""
 from __future__ import annotations
 
 import json
@@ -20,15 +21,15 @@ def cache(tmp_path, monkeypatch):
 def _without_cache(monkeypatch, path):
     with monkeypatch.context() as m:
         m.setenv("ENVOY_DISSECTOR_CACHE", "0")
-        return parse(path)
+        return parse(path, shapes=shape_cache)
 
 
 def test_second_run_needs_no_grammar_call_and_gives_the_same_events(cache, fixture_by_rel, monkeypatch):
     fx = fixture_by_rel("istio-thread/workers/envoy.log.gz")
-    first = parse(fx.path)
+    first = parse(fx.path, shapes=shape_cache)
     assert first.diagnostics.grammar_calls == first.diagnostics.shapes > 0
     assert shape_cache.cache_path().parent == cache and shape_cache.cache_path().exists()
-    second = parse(fx.path)
+    second = parse(fx.path, shapes=shape_cache)
     assert second.diagnostics.grammar_calls == 0
     assert second.diagnostics.shapes == first.diagnostics.shapes
     assert_frame_equal(second.events, first.events)
@@ -36,7 +37,7 @@ def test_second_run_needs_no_grammar_call_and_gives_the_same_events(cache, fixtu
 
 
 def test_rules_round_trip(cache, fixture_by_rel):
-    parse(fixture_by_rel("envoy/workers/envoy.log.gz").path)
+    parse(fixture_by_rel("envoy/workers/envoy.log.gz").path, shapes=shape_cache)
     stored = json.loads(shape_cache.cache_path().read_text())
     rules = shape_cache.load()
     assert len(rules) == len(stored["rules"]) > 0
@@ -48,7 +49,7 @@ def test_corrupt_or_foreign_files_are_ignored(cache, fixture_by_rel, monkeypatch
     cache.mkdir(parents=True)
     shape_cache.cache_path().write_text("{not json")
     assert shape_cache.load() == {}
-    parsed = parse(fx.path)
+    parsed = parse(fx.path, shapes=shape_cache)
     assert parsed.diagnostics.grammar_calls > 0
     assert_frame_equal(parsed.events, _without_cache(monkeypatch, fx.path).events)
     assert shape_cache.load()  # rewritten
@@ -70,5 +71,17 @@ def test_name_follows_the_grammar_and_the_code(cache, monkeypatch):
 
 def test_disabled_cache_reads_and_writes_nothing(cache, monkeypatch, fixture_by_rel):
     monkeypatch.setenv("ENVOY_DISSECTOR_CACHE", "0")
-    parse(fixture_by_rel("istio-thread/retries-503/envoy.log.gz").path)
+    parse(fixture_by_rel("istio-thread/retries-503/envoy.log.gz").path, shapes=shape_cache)
     assert not cache.exists()
+
+
+def test_the_parser_alone_touches_no_disk(cache, fixture_by_rel):
+    """No store given (a notebook's or a library caller's default): nothing is read or written under the cache."""
+    fx = fixture_by_rel("istio-thread/workers/envoy.log.gz")
+    first = parse(fx.path)
+    assert first.diagnostics.grammar_calls == first.diagnostics.shapes > 0
+    assert not cache.exists()
+    parse(fx.path, shapes=shape_cache)  # the CLI's and dashboard's store fills the cache ...
+    assert shape_cache.cache_path().exists()
+    again = parse(fx.path)  # ... which a storeless run still does not read
+    assert again.diagnostics.grammar_calls == first.diagnostics.grammar_calls

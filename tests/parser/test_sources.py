@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from envoy_dissector.parser.errors import InputError
-from envoy_dissector.parser.pipeline import Diagnostics, iter_parse, parse
+from envoy_dissector.parser.pipeline import iter_parse, parse
 from envoy_dissector.parser.sources import Source, expand, read_blocks, text_source
 
 CLI = [sys.executable, "-m", "envoy_dissector.cli.main"]
@@ -138,8 +138,9 @@ def test_tiny_blocks_give_the_same_events(rel, block, fixture_by_rel, parsed_fix
     """Blocks of 4-32 KiB cut header dumps and multi-pod interleavings; nothing may change."""
     fx = fixture_by_rel(rel)
     whole = parsed_fixture(fx)
-    diag = Diagnostics()
-    chunks = list(iter_parse(fx.path, log_format=fx.log_format, block_bytes=block, diagnostics=diag))
+    run = iter_parse(fx.path, log_format=fx.log_format, block_bytes=block)
+    chunks = list(run)
+    diag = run.diagnostics
     assert len(chunks) > 10
     assert_frame_equal(pl.concat([c.events for c in chunks]), whole.events)
     for name in ("lines_read", "lines_in_records", "lines_malformed", "records", "records_unknown"):
@@ -221,7 +222,8 @@ def test_lines_frame_on_random_text(text):
         assert _lines_frame(Block("o", text.encode(), len(text)))["raw"].to_list() == _reference_lines(text)
 
 
-@pytest.mark.parametrize("data", [b"a\xffb\n", b"\xe2\x82\nx\xe2\x82x", b"\xf0\x9f\x98\r\n\xed\xa0\x80", b"\xc0\xaf\n\n"])
+@pytest.mark.parametrize("data", [b"a\xffb\n", b"\xe2\x82\nx\xe2\x82x", b"\xf0\x9f\x98\r\n\xed\xa0\x80",
+                                  b"\xc0\xaf\n\n"])
 def test_lines_frame_replaces_invalid_utf8_like_python(data):
     from envoy_dissector.parser.pipeline import _lines_frame
     from envoy_dissector.parser.sources import Block

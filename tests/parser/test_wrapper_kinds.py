@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 
-import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 

@@ -88,16 +88,10 @@ KNOWN_GAPS.update({
                                        "(today send runs to the response)",
     ("034", "phase:upstream_wait_us"): f"{_S3}: debug level, `encode complete` -> upstream headers complete is "
                                        "upstream wait (today 0)",
-    ("035", "unknown"): f"{_S2}: Envoy 1.13 pool vocabulary (`queueing request due to no available connections`, "
-                        "`attaching to next request`, `saw upstream close connection`) unknown",
-    ("035", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.13 text, the new upstream connection's wait is not seen",
-    ("035", "phase:router_us"): f"{_S2}: Envoy 1.13 text, the upstream connect stays inside router",
     ("036", "client_requests"): f"{_S3}: a request with `new stream` and `request headers complete` on an ALTS "
                                 "downstream connection is marked internal",
     ("036", "phase:header_parse_us"): f"{_S3}: debug level, new stream -> request headers complete lands in "
                                       "downstream_read instead of header_parse",
-    ("036", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.14 text, the new upstream connection's wait is not seen",
-    ("036", "phase:router_us"): f"{_S2}: Envoy 1.14 text, the upstream connect stays inside router",
     ("041", "client_requests"): f"{_S3}: a stream with connection-manager lines cut at its start is a client request",
     ("041", "column:upstream_attempts"): "issue 9 done-when (hand attributions reproduced): upstream_attempts is 5, "
                                          "docs/output.md says 1 + `performing retry` lines = 6",
