@@ -312,16 +312,16 @@ def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Findin
     delayed = phases.filter(pl.col("detail").str.starts_with("tracing flush "))
     clients = counted(requests)
     work = flushes["flush_work_us"]
-    per_client = (work.sum() or 0) / max(clients.height, 1)
+    per_client = float(work.sum() or 0) / max(clients.height, 1)
     cluster = flushes["cluster"].drop_nulls().mode().to_list() if "cluster" in flushes.columns else []
     return [Finding(
         "tracing-flush", "info",
         f"The tracer flushed spans {flushes.height} times, {format_us(median(work))} of worker time each",
         f"{flushes.height} internal requests to the collector{f' (cluster {cluster[0]})' if cluster else ''} took "
-        f"{format_us(work.sum())} of worker time in all (median {format_us(median(work))}, max "
-        f"{format_us(work.max())} per flush; ≈ {format_us(per_client)} per client request); they delayed "  # type: ignore[arg-type]
-        f"{delayed['request_uid'].n_unique()} client requests in flight on the same worker by "
-        f"{format_us(delayed['dur_us'].sum())} in all (tracing_us).",
+        f"{format_us(float(work.sum()))} of worker time in all (median {format_us(median(work))}, max "
+        f"{format_us(percentile(work, 1.0))} per flush; ≈ {format_us(per_client)} per client request); they "
+        f"delayed {delayed['request_uid'].n_unique()} client requests in flight on the same worker by "
+        f"{format_us(float(delayed['dur_us'].sum()))} in all (tracing_us).",
         "Lower the sampling rate (Istio: meshConfig.defaultConfig.tracing.sampling / Telemetry API "
         "randomSamplingPercentage), send larger batches less often (Envoy runtime tracing.zipkin.min_flush_spans, "
         "tracing.zipkin.flush_interval_ms), or disable tracing where it is not used.")]

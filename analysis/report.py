@@ -12,8 +12,8 @@ from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import Finding
 from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
-from envoy_dissector.analysis.stitch import render_stitching
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
+from envoy_dissector.analysis.stitch import render_stitching
 from envoy_dissector.analysis.units import column_unit, in_unit
 
 WIDTH = 100
@@ -28,6 +28,8 @@ TOTAL_ROWS = (
     ("queue_before_read", "queue_before_read", "queueing before the first read"),
 )
 SHARE_ROWS = (("wasm", "  wasm filters"), ("tracing", "  tracing"))
+#: The slowest requests' columns: total, Envoy's duration, queueing inside and before.
+SLOW_COLUMNS = ("total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us")
 
 
 def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str = "") -> str:
@@ -137,17 +139,15 @@ def _slowest(capture: Capture, top: int, width: int) -> list[str]:
     if slow.height == 0 or top <= 0:
         return []
     slow = slow.with_columns(dominant=dominant_phase(slow))
-    unit = column_unit(v for c in ("total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us")
-                       for v in slow[c].to_list())
+    unit = column_unit(v for c in SLOW_COLUMNS for v in slow[c].to_list())
     decimals = 2
     if _ms_tick(capture):
         unit, decimals = "ms", 0
     lines = [f"slowest {slow.height} requests ({unit})",
              f"  {'total':>8} {'envoy':>8} {'queue':>8} {'before':>8}  {'largest phase':<16} {'status':>6}  id"]
     for row in slow.iter_rows(named=True):
-        cells = " ".join(f"{in_unit(row[c], unit, decimals):>8}" for c in ("total_us", "envoy_duration_us", "loop_queue_us",
-                                                                 "queue_before_read_us"))
-        lines.append(f"  {cells}  {row['dominant']:<16} {str(row['status']):>6}  "
+        cells = " ".join(f"{in_unit(row[c], unit, decimals):>8}" for c in SLOW_COLUMNS)
+        lines.append(f"  {cells}  {row['dominant']:<16} {row['status']!s:>6}  "
                      f"{row['x_request_id'] or row['request_uid']}")
         what = f"{row['method'] or ''} {row['authority'] or ''}{row['path'] or ''}".strip()
         room = width - 6

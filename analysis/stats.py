@@ -50,7 +50,7 @@ def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUM
     where no counted request has a value (``tls_handshake_us`` without TLS, ``envoy_duration_us`` without
     milestones)."""
     r = counted(requests)
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, int | None]] = {}
     if r.height == 0:
         return out
     exprs = []

@@ -16,7 +16,7 @@ def format_us(value: float | int | None) -> str:
         return "–"
     if abs(value) >= MS_FROM_US:
         return f"{value / 1000:,.2f} ms"
-    return f"{int(round(value)):,} µs"
+    return f"{round(value):,} µs"
 
 
 def column_unit(values: Iterable[float | int | None]) -> str:
@@ -34,5 +34,5 @@ def in_unit(value: float | int | None, unit: str, decimals: int = 2) -> str:
     """
     if value is None:
         return "–"
-    text = f"{int(round(value)):,}" if unit == "µs" else f"{value / 1000:,.{decimals}f}"
+    text = f"{round(value):,}" if unit == "µs" else f"{value / 1000:,.{decimals}f}"
     return text.removeprefix("-") if text.strip("-0.,") == "" else text  # no "-0.00"

@@ -6,10 +6,9 @@ import re
 
 import polars as pl
 import pytest
+from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding
-
-from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
 ALL = discover()
 
@@ -20,9 +19,10 @@ EXPECTED: dict[str, tuple[dict[str, frozenset[str]], tuple[str, ...]]] = {
     "keepalive": ({}, ()),
     "large-body": ({}, ()),
     "upstream-delay": ({"slow-upstream": frozenset({"info"})}, ()),
-    "lua-cpu-baseline": ({"slow-filter-envoy.filters.http.lua": frozenset({"warning"})}, ()),
-    "lua-cpu": ({"saturated-worker-": frozenset({"critical"}),
-                 "slow-filter-envoy.filters.http.lua": frozenset({"warning"})}, ()),
+    # The Lua filter ("slow-filter-envoy.filters.http.lua"; before Envoy 1.23 filters are logged by address,
+    # so "slow-filter-filter#1"): the only filter above the threshold.
+    "lua-cpu-baseline": ({"slow-filter-": frozenset({"warning"})}, ()),
+    "lua-cpu": ({"saturated-worker-": frozenset({"critical"}), "slow-filter-": frozenset({"warning"})}, ()),
     "fault-delay": ({"paused-filter-envoy.filters.http.fault": frozenset({"warning"})}, ()),
     "retries-503": ({"retries": frozenset({"warning"}), "server-errors": frozenset({"critical"})}, ()),
     "new-upstream-conn": ({"upstream-connection-churn": frozenset({"warning"})}, ()),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from truth import ABS_TOLERANCE_US, FIXTURES, REL_TOLERANCE, Truth, capture_of, discover, fixture_ids, matched, truth
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.report import WIDTH, render
@@ -18,8 +19,6 @@ from envoy_dissector.analysis.units import format_us
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.datasets import Registry
 from envoy_dissector.parser.errors import DissectorError
-
-from truth import ABS_TOLERANCE_US, REL_TOLERANCE, FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
 ALL = discover()
 ROOT = FIXTURES.parent
@@ -120,8 +119,8 @@ def test_report_fits_one_screen(log: Path, log_format: str | None) -> None:
 
 
 #: Every other log under fixtures/ (real excerpts, debug- and info-level captures) with no truth files.
-OTHER_LOGS = sorted(p for p in FIXTURES.rglob("*.log*") if p.suffix in (".log", ".gz") and p.name != "interleaved.log.gz"
-                    and p not in {log for log, _ in LOGS} and "multi-pod" not in str(p))
+OTHER_LOGS = sorted(p for p in FIXTURES.rglob("*.log*")
+                    if p.suffix in (".log", ".gz") and p not in {log for log, _ in LOGS} and "multi-pod" not in str(p))
 
 
 @pytest.mark.parametrize("log", OTHER_LOGS, ids=[str(p.relative_to(FIXTURES)) for p in OTHER_LOGS])
