@@ -201,7 +201,8 @@ def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
     """Figure and side panel for one request."""
     row = capture.request(uid)
     phases = capture.request_phases(row)
-    fig = figures.waterfall(row, phases)
+    # A call stitched across two proxies (x-request-id in two origins): both timelines, the inbound nested.
+    fig = capture.stitched_waterfall(row) if row.get("peer_request_uid") else figures.waterfall(row, phases)
     return fig, [request_facts(row), competing_panel(competing_connections(phases))]
 
 
