@@ -64,7 +64,7 @@ def facts(ds: Dataset) -> html.Div:
         card("requests", f"{cap['requests']:,}", "overview-requests"),
         card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
         card("span", f"{cap['duration_s']:.3f} s", "overview-span"),
-        card("rate", f"{cap['rps']:,.0f} rps", "overview-rps"),
+        card("rate", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "- (< 20 requests)", "overview-rps"),
         card("format", str(s["format"]), "overview-format"),
         card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
     ], className="facts")
@@ -106,12 +106,24 @@ def warnings_list(summary: dict[str, Any]) -> html.Div | None:
     return html.Div([html.B("Caveats"), html.Ul([html.Li(w) for w in warnings])], className="warnings")
 
 
+def quality_panel(summary: dict[str, Any]) -> html.Div | None:
+    """What the capture allows to be attributed (level, timestamp tick, thread ids), as the report says first."""
+    q = summary.get("capture_quality")
+    if not q:
+        return None
+    head = (f"Capture quality: {q['level']} level · {q['timestamp_resolution']} timestamps · "
+            + ("thread ids" if q["thread_ids"] else "no thread ids"))
+    return html.Div([html.B(head), html.Ul([html.Li(t) for t in q["statements"]])], className="warnings",
+                    id="overview-quality")
+
+
 def overview(ds: Dataset) -> list[Any]:
     s = ds.summary()
     r = ds.capture.requests
     return [
         html.H3(ds.name, id="overview-title"),
         facts(ds),
+        quality_panel(s),
         warnings_list(s),
         html.Div([
             html.Div([html.H4("Percentiles per phase (complete client requests)"), percentile_table(s)],

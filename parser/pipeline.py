@@ -128,7 +128,7 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
                           encoding="utf8-lossy")["raw"].fill_null("")
     else:
         text = block.text
-        body = text[:-1] if text.endswith("\n") else text
+        body = text.removesuffix("\n")
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
@@ -176,7 +176,7 @@ def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | No
     for line_no, origin, raw in malformed.head(max(room, 0)).iter_rows():
         diag.malformed_examples.append(f"{origin}:{line_no}: {(redact_text(raw) if redact else raw)[:160]}")
     room = MALFORMED_SAMPLE - len(diag.malformed_sample)
-    if room > 0:
+    if room > 0 and lines is None:  # a skipped file has its own warning
         diag.malformed_sample.extend(malformed["raw"].head(room).to_list())
 
 

@@ -65,7 +65,8 @@ def test_excerpt_ending_inside_a_request_gives_a_cut_client_request(lowest: str,
     r = ex.capture().requests
     row = r.filter((pl.col("downstream_conn_id") == mark["conn_id"])
                    & (pl.col("stream_id") == mark["stream_id"])).row(0, named=True)
-    assert row["x_request_id"] == mark["x_request_id"] or (last_kind == "request_headers_complete" and lowest == "debug")
+    assert row["x_request_id"] == mark["x_request_id"] or (
+        last_kind == "request_headers_complete" and lowest == "debug")
     assert not row["internal"] and not row["complete"] and row["outcome"] == "cut by the capture"
 
 

@@ -123,3 +123,15 @@ def test_session_view_lists_own_and_shared(reg_and_ds):
     assert v["value"] == base.id and not v["pending"]
     other = session_view(reg, "someone-else", base.id)  # cannot pick another session's dataset
     assert [o["value"] for o in other["options"]] == [lua.id] and other["value"] == lua.id
+
+
+def test_overview_says_what_a_debug_capture_allows():
+    """A debug-level capture (real Envoy at -l debug, 50 requests) and one with under 20 requests."""
+    reg = Registry()
+    ds = reg.add(dissect("fixtures/debug-level/envoy/keepalive/envoy.log.gz"), name="debug", owner=None)
+    parts = views.overview(ds)
+    panel = next(p for p in parts if getattr(p, "id", None) == "overview-quality")
+    text = text_of(panel)
+    assert "debug level" in text and "ms timestamps" in text and "downstream_read" in text
+    few = reg.add(dissect("fixtures/istio-thread/retries-503/envoy.log.gz"), name="few", owner=None)
+    assert "< 20 requests" in text_of(views.facts(few))  # no rate for a handful of requests

@@ -43,19 +43,10 @@ _S3 = "issue 9 §3 (debug-level and cut-off excerpts)"
 #: ``wrappers``, ``records``, ``unknown``, ``client_requests``, ``level``, ``cli``, or
 #: ``phase:<column>`` / ``milestone:<column>`` / ``column:<column>`` for hand-computed values.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("003", "unknown"): f"{_S2}: `[C1] new connection` of the main logger in the Envoy <=1.10 layout is unknown",
     ("013", "client_requests"): f"{_S3}: a stream whose only line is `decode headers called` (cut at both ends) is "
                                 "marked internal",
     ("015", "client_requests"): f"{_S3}: `new stream` on the connection, then router lines on the stream: a client "
                                 "request, marked internal",
-    ("036", "client_requests"): f"{_S3}: a request with `new stream` and `request headers complete` on an ALTS "
-                                "downstream connection is marked internal",
-    ("035", "unknown"): f"{_S2}: Envoy 1.13 lines `[C2] new connection`, `queueing request due to no available "
-                        "connections`, `attaching to next request`, `client disconnected, failure reason:` unknown",
-    ("035", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.13 text, the new upstream connection's wait is not seen",
-    ("035", "phase:router_us"): f"{_S2}: Envoy 1.13 text, the upstream connect stays inside router",
-    ("036", "phase:upstream_connect_us"): f"{_S2}: Envoy 1.14 text, the new upstream connection's wait is not seen",
-    ("036", "phase:router_us"): f"{_S2}: Envoy 1.14 text, the upstream connect stays inside router",
     ("041", "column:upstream_attempts"): "issue 9 done-when (hand attributions reproduced): upstream_attempts is 5, "
                                          "docs/output.md says 1 + `performing retry` lines = 6",
 }
