@@ -5,8 +5,8 @@ Each subcommand lives in its own module of this package and registers itself thr
 (they import polars): Ctrl-C during those imports is an interruption like any other, not a traceback.
 Exit codes (docs/output.md): 0 ok, 1 internal error, 2 unreadable input or nothing parseable,
 3 not an Envoy log in any known format, 4 an optional extra is not installed, 5-9 Kubernetes
-failures (fetch/capture; 8 also when `analyze` finds no request line: info level), 64 usage error,
-73 an output cannot be written, 130 interrupted.
+failures (fetch/capture; 8 also when `analyze` finds no request line: info level), 64 usage error
+(argparse's own errors too), 73 an output cannot be written (a file or stdout), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn, TextIO
 
 from envoy_dissector.analysis.terminal import SafeStdout, StdoutError, terminal_safe
@@ -23,23 +24,32 @@ from envoy_dissector.parser.errors import DissectorError, OutputError, UsageErro
 SUBCOMMANDS = ("parse", "analyze", "compare", "fleet", "lab", "kube", "dashboard")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _ArgumentParser(
-        prog="envoy-dissect",
-        description="Where did the time go inside an Envoy / istio-proxy sidecar? Reads trace logs.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"envoy_dissector.cli.{name}").register(sub)
-    return parser
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """Usage errors exit 64 (docs/output.md), not argparse's 2 (which means unreadable input here)."""
+class _Parser(argparse.ArgumentParser):
+    """argparse with the documented usage exit code (64, sysexits EX_USAGE) instead of its own 2; subcommand
+    parsers inherit the class."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(UsageError.exit_code, f"{self.prog}: error: {message}\n")
+
+
+def package_version() -> str:
+    try:
+        return version("envoy-dissector")
+    except PackageNotFoundError:  # running from a checkout without an install
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="envoy-dissect",
+        description="Where did the time go inside an Envoy / istio-proxy sidecar? Reads trace logs.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"envoy_dissector.cli.{name}").register(sub)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,16 +37,21 @@ class FormatError(InputError):
     exit_code = 3
 
 
+class OutputError(DissectorError):
+    """An output cannot be written (``-o FILE``: disk full, permission denied, a path under a file; a full
+    or closed stdout): not the input's fault (exit 73, sysexits EX_CANTCREAT, next to 64 = EX_USAGE)."""
+
+    exit_code = 73
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
 class UsageError(DissectorError):
     """Bad command-line usage or arguments."""
 
     exit_code = 64
-
-
-class OutputError(DissectorError):
-    """An output cannot be written (disk full, permission denied, a path under a file, closed stdout)."""
-
-    exit_code = 73  # sysexits' EX_CANTCREAT, next to 64 = EX_USAGE
 
 
 def _redacted(text: str) -> str:

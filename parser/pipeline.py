@@ -57,6 +57,8 @@ class Diagnostics:
     records_unknown: int = 0
     events_by_kind: Counter[str] = field(default_factory=Counter)
     by_origin: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the format detected in each input (multi-file runs may mix formats)
+    format_by_source: dict[str, str] = field(default_factory=dict)
     malformed_examples: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     shapes: int = 0
@@ -80,6 +82,7 @@ class Diagnostics:
             "lines_in_records": self.lines_in_records, "lines_malformed": self.lines_malformed,
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
+            "format_by_source": dict(self.format_by_source),
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
             "lines_oversize": self.lines_oversize, "shapes": self.shapes, "grammar_calls": self.grammar_calls,
             "fallback_lines": self.fallback_lines,
@@ -340,6 +343,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                         state = _SourceState(found.detection, found.wrappers)
                         _note_detection(diag, found.detection, found.wrapper_ids)
                         formats_seen[found.detection.format_id] += 1
+                        diag.format_by_source[source.name] = found.detection.format_id
                     lines = unwrap(lines, state.wrappers, source.name)
                     max_hold = max(lines.height, 10_000)
                     if state.carry is not None and state.carry.height:
