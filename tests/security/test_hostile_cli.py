@@ -290,7 +290,7 @@ def test_ctrl_c_while_reading_a_fifo_whose_writer_stays_open(tmp_path, lines):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     source = write(tmp_path / "a.log", lines)
-    writer = subprocess.Popen(["sh", "-c", f"head -200 {source} > {fifo}; exec 3>{fifo}; sleep 120"])
+    writer = subprocess.Popen(["sh", "-c", f"exec 3>{fifo}; head -200 {source} >&3; sleep 120"])  # never closes
     try:
         proc = subprocess.Popen(CLI + ["analyze", "-q", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         _loading_polars(proc.pid)
