@@ -12,8 +12,9 @@ import polars as pl
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
+from envoy_dissector.analysis.quality import CaptureQuality, assess, at_resolution, capture_span, partial_requests
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
-from envoy_dissector.analysis.stats import grouped, percentiles, span
+from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.parser.errors import InputError
@@ -85,17 +86,30 @@ class Capture:
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
-            self._cache["findings"] = all_findings(self.requests, self.workers(), self.events, self.phases,
-                                                   list(self.diagnostics_dict()["warnings"]))
+            self._cache["findings"] = at_resolution(all_findings(
+                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
+                self.quality(), self.requests)
         return self._cache["findings"]
+
+    def quality(self) -> CaptureQuality:
+        """Level, timestamp tick, thread ids, and what they allow to be attributed (analysis/quality.py)."""
+        if "quality" not in self._cache:
+            self._cache["quality"] = assess(self.records, self.events, self.requests)
+        return self._cache["quality"]
+
+    def span(self) -> dict[str, Any]:
+        """Capture span over all records, request counts, and ``rps`` (null for fewer than 20 requests)."""
+        return capture_span(self.records, self.requests)
 
     def summary(self) -> dict[str, Any]:
         """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups."""
         workers = self.workers()
-        return {
+        quality = self.quality()
+        summary = {
             "format": self.format,
             "wrappers": self.wrappers,
-            "capture": span(self.requests),
+            "capture_quality": quality.as_dict(),
+            "capture": self.span(),
             "diagnostics": self.diagnostics_dict(),
             "phases": percentiles(self.requests),
             "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
@@ -103,9 +117,12 @@ class Capture:
             "findings": [f.as_dict() for f in self.findings()],
             "tls_handshakes": tls_counts(self.events),
             "stitching": self.stitching.as_dict(),
-            "by": {by: grouped(self.requests, by).head(50).to_dicts()
+            "by": {by: grouped(self.requests, by).head(50).to_dicts() if by in self.requests.columns else []
                    for by in ("authority", "path", "cluster", "status")},
         }
+        if not self.requests.filter(~pl.col("internal") & pl.col("complete")).height:
+            summary["partial_requests"] = partial_requests(self.requests)
+        return summary
 
     def request(self, request: str | int) -> dict[str, Any]:
         """One request row by ``request_uid``, ``x_request_id`` or row index."""
@@ -178,9 +195,11 @@ class Capture:
             f"<tr><td>{p}</td><td>{v['p50']}</td><td>{v['p90']}</td><td>{v['p99']}</td><td>{v['max']}</td></tr>"
             for p, v in s["phases"].items())
         finds = "".join(f"<li><b>{f['severity']}</b>: {f['title']} — {f['evidence']}</li>" for f in s["findings"])
+        rate = f", {cap['rps']:.0f} rps" if cap["rps"] is not None else ""
+        quality = "".join(f"<li>{line}</li>" for line in s["capture_quality"]["statements"])
         return (f"<div><b>envoy-dissector capture</b> {self.name}: format {self.format}, "
                 f"{cap['requests']} requests ({cap['requests_complete']} complete) over "
-                f"{cap['duration_s']:.3f} s, {cap['rps']:.0f} rps"
+                f"{cap['duration_s']:.3f} s{rate}<ul>{quality}</ul>"
                 f"<table><tr><th>phase (µs)</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
                 f"<ul>{finds}</ul></div>")
 

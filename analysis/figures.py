@@ -26,6 +26,25 @@ MILESTONES = ("ds_rx_beg", "ds_rx_end", "us_cx_beg", "us_cx_end", "us_tx_beg", "
               "us_rx_end", "ds_tx_beg", "ds_tx_end")
 
 
+def plain(value: object) -> str:
+    """``value`` as text Plotly shows literally.
+
+    Plotly renders a pseudo-HTML subset (``<a href>``, ``<b>``, ``<br>``, ``<span style>``, entities) in
+    titles, tick labels, legend names, hover and bar texts. Anything from a log (paths, authorities, filter
+    names, ids, file names) goes through here so a ``:path`` of ``<a href=...>`` shows as those characters.
+
+    >>> plain('/<a href="x">y</a>&amp;')
+    '/&lt;a href="x"&gt;y&lt;/a&gt;&amp;amp;'
+    """
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _lane(origin: pl.Expr) -> pl.Expr:
+    """The last path part of an origin, escaped for Plotly (see :func:`plain`)."""
+    return (origin.str.split("/").list.last().str.replace_all("&", "&amp;", literal=True)
+            .str.replace_all("<", "&lt;", literal=True).str.replace_all(">", "&gt;", literal=True))
+
+
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
     fig.update_layout(title=title, template="plotly_white", margin=dict(l=10, r=10, t=50, b=40), **kw)
     return fig
@@ -44,11 +63,11 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
     for phase, detail, start, dur, top in rows.select(
             "phase", "detail", "start_us", "dur_us", "part_of_total").iter_rows():
         if top:
-            label = phase if not detail else f"{phase} ({detail})"
+            label = phase if not detail else f"{phase} ({plain(detail)})"
         elif phase == Phase.LOOP_QUEUE:
-            label = f"  ↳ loop queue — {detail}"
+            label = f"  ↳ loop queue — {plain(detail)}"
         else:
-            label = f"  ↳ {phase}: {detail}"
+            label = f"  ↳ {phase}: {plain(detail)}"
         labels.append(label)
         bases.append((start or t0) - t0)
         widths.append(max(int(dur or 0), 1))
@@ -65,8 +84,8 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
             mode="markers", marker=dict(symbol="line-ns-open", size=18, color="#333"),
             text=[m.upper() for m, _ in marks], hovertemplate="%{text} at +%{x} µs<extra></extra>",
             name="Envoy milestones", showlegend=False))
-    title = (f"{request.get('method') or ''} {request.get('authority') or ''}{request.get('path') or ''} → "
-             f"{request.get('status')} · {request.get('total_us')} µs total · loop queue "
+    target = f"{request.get('method') or ''} {request.get('authority') or ''}{request.get('path') or ''}"
+    title = (f"{plain(target)} → {request.get('status')} · {request.get('total_us')} µs total · loop queue "
              f"{request.get('loop_queue_us')} µs")
     fig.update_traces(cliponaxis=False, selector=dict(type="bar"))
     fig.update_yaxes(autorange="reversed", automargin=True)
@@ -121,7 +140,7 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
         x=((r["life_start_us"] - t0) / 1e6).to_list() if r.height else [], y=r["total_us"].to_list(),
         mode="markers", marker=dict(size=4, color=r["loop_queue_us"].to_list(), colorscale="Reds",
                                     colorbar=dict(title="loop queue µs")),
-        text=r["request_uid"].to_list(), hovertemplate="%{text}<br>%{y} µs<extra></extra>"))
+        text=[plain(u) for u in r["request_uid"].to_list()], hovertemplate="%{text}<br>%{y} µs<extra></extra>"))
     fig.update_xaxes(title="seconds since first request")
     fig.update_yaxes(title="total µs", type="log")
     return _layout(fig, "Latency over time (colour: event-loop queueing)")
@@ -149,7 +168,7 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     lo, note = _busiest_lanes(lo, keep_conns=highlight)
     first = int(lo["start_us"].min())  # type: ignore[arg-type]
     t0 = first if zero_us is None else int(zero_us)
-    lanes = lo.with_columns(lane=pl.col("origin").str.split("/").list.last() + pl.lit(" · thread ")
+    lanes = lo.with_columns(lane=_lane(pl.col("origin")) + pl.lit(" · thread ")
                             + pl.col("thread").cast(pl.String))
     if lo.height > MAX_SLICES:
         span = int(lo["end_us"].max()) - first + 1  # type: ignore[arg-type]
@@ -216,7 +235,7 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
         busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("b")
     for (origin, thread), part in agg.group_by("origin", "thread", maintain_order=True):
         fig.add_trace(go.Scatter(x=(part["b"] / 1e6).to_list(), y=part["busy"].to_list(), mode="lines",
-                                 name=f"{str(origin).split('/')[-1]} · {thread}"))
+                                 name=f"{plain(str(origin).split('/')[-1])} · {thread}"))
     if note:
         n = loop.select("origin", "thread").unique().height
         mean = binned.group_by("b").agg(busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket / n)
@@ -234,13 +253,13 @@ def compare(summary_a: dict[str, Any], summary_b: dict[str, Any], label_a: str =
     fig = go.Figure()
     phases = [p for p in summary_a["phases"] if p in summary_b["phases"]]
     for summary, label, color in ((summary_a, label_a, "#377eb8"), (summary_b, label_b, "#e41a1c")):
-        fig.add_trace(go.Bar(name=f"{label} p50", x=phases, y=[summary["phases"][p]["p50"] for p in phases],
+        fig.add_trace(go.Bar(name=f"{plain(label)} p50", x=phases, y=[summary["phases"][p]["p50"] for p in phases],
                              marker_color=color))
-        fig.add_trace(go.Bar(name=f"{label} p99", x=phases, y=[summary["phases"][p]["p99"] for p in phases],
+        fig.add_trace(go.Bar(name=f"{plain(label)} p99", x=phases, y=[summary["phases"][p]["p99"] for p in phases],
                              marker_color=color, opacity=0.45))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title="µs", type="log")
-    return _layout(fig, f"Compare: {label_a} vs {label_b}")
+    return _layout(fig, f"Compare: {plain(label_a)} vs {plain(label_b)}")
 
 
 def compare_table(summary_a: dict[str, Any], summary_b: dict[str, Any]) -> list[dict[str, Any]]:
@@ -278,7 +297,8 @@ def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner:
     def add_phases(side: str, rows: pl.DataFrame, shift: int, indent: str) -> None:
         for phase, detail, start, dur in rows.filter(pl.col("part_of_total")).select(
                 "phase", "detail", "start_us", "dur_us").iter_rows():
-            add(f"{indent}{side} · {phase}" + (f" ({detail})" if detail else ""), int(start) - shift, int(dur or 0),
+            add(f"{indent}{side} · {phase}" + (f" ({plain(detail)})" if detail else ""), int(start) - shift,
+                int(dur or 0),
                 PHASE_COLORS.get(phase, "#999999"))
 
     def add_network(name: str, start: int | None, end: int | None) -> None:
@@ -297,6 +317,6 @@ def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner:
     fig.update_traces(cliponaxis=False)
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(title="µs since the outbound request's first read (inbound moved onto the outbound clock)")
-    title = (f"{outer.get('method') or ''} {outer.get('path') or ''} across two proxies · "
+    title = (f"{plain(outer.get('method') or '')} {plain(outer.get('path') or '')} across two proxies · "
              f"clock offset {offset_us:+d} µs")
     return _layout(fig, title, height=max(300, 24 * len(labels) + 120), showlegend=False, bargap=0.25)

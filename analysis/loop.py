@@ -35,9 +35,13 @@ _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+clo
                7: "read+write+closed"}
 
 
+def _threadless_origins(events: pl.DataFrame) -> pl.Series:
+    return events.group_by("origin").agg(pl.col("thread").is_null().all().alias("none")).filter("none")["origin"]
+
+
 def has_thread_ids(events: pl.DataFrame) -> bool:
-    """Whether the format logged thread ids (else ``infer_threads`` places connections on lanes)."""
-    return events["thread"].null_count() < events.height
+    """Whether every origin's format logged thread ids (else ``infer_threads`` places its connections on lanes)."""
+    return events["thread"].null_count() == 0 or _threadless_origins(events).len() == 0
 
 
 def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
@@ -52,6 +56,14 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
     """
     if has_thread_ids(events):
         return events, None
+    threadless = _threadless_origins(events)
+    if threadless.len() < events["origin"].n_unique():
+        # Several captures, some with thread ids: infer lanes only where they are missing, keep the row order.
+        indexed = events.with_row_index("row__")
+        mine = pl.col("origin").is_in(threadless.implode())
+        inferred, note = infer_threads(indexed.filter(mine).drop("row__"), links.filter(mine))
+        inferred = inferred.with_columns(indexed.filter(mine)["row__"])
+        return pl.concat([indexed.filter(~mine), inferred.select(indexed.columns)]).sort("row__").drop("row__"), note
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
     def find(x: tuple[str, int]) -> tuple[str, int]:

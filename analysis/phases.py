@@ -5,7 +5,9 @@ b0 life start (downstream read event) · b1 parse start · b2 request headers co
 b3 router start (route match) · b4 pool ready · b5 request written to the upstream socket ·
 b6 upstream read event · b7 response headers at the router · b8 response fully encoded ·
 b9 last byte written downstream.
-A missing boundary takes the value of the next one that exists (its phase is empty);
+Without its own line a boundary falls back to the nearest line that marks the same moment
+(analysis/fallbacks.py: debug-level captures have no socket lines); one with no line at all
+takes the value of the next one that exists (its phase is empty);
 each boundary is clipped to be at least the previous one, so phases never go negative
 and always sum to ``total_us = b9 - b0``. ``upstream_connect`` is carved out of the
 router span when the request waited for a new upstream connection.
@@ -14,17 +16,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
-_SOURCES = {
-    "b0": "life_start_us", "b1": "parse_start_ts", "b2": "hdr_ts", "b3": "router_start_ts",
-    "b4": "pool_ready_ts", "b5": "us_written_ts", "b6": "us_read_start_ts", "b7": "resp_at_router_ts",
-    "b8": "ds_tx_end_us", "b9": "life_end_us",
-}
 _SPANS = (  # phase, from, to
     (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
     (Phase.ROUTER, "b3", "b4"), (Phase.UPSTREAM_SEND, "b4", "b5"), (Phase.UPSTREAM_WAIT, "b5", "b6"),
@@ -35,13 +33,12 @@ TRACING_FILTER = r"(?i)tracing|tracer|zipkin|opentelemetry|datadog|skywalking"
 
 
 def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
-    """Adds b0..b9 (filled and clipped) to requests."""
-    r = requests.with_columns(
-        router_start_ts=pl.coalesce("route_ts", "router_any_ts"),
-        resp_at_router_ts=pl.coalesce("us_resp_router_ts", "us_rx_beg_us", "ds_tx_beg_us"),
-    )
-    raw = [pl.col(_SOURCES[b]).alias(b) for b in BOUNDARIES]
-    r = r.with_columns(raw)
+    """Adds b0..b9 (filled and clipped) to requests (with ``boundary_sources``' columns already added).
+
+    Each boundary comes from the first of its sources that exists (``fallbacks.BOUNDARY_SOURCES``); one with
+    no source at all takes the value of the next one, so its phase is empty.
+    """
+    r = raw_boundaries(requests)
     # Missing boundary: borrow the next one that exists (backward fill across the row).
     for i in range(len(BOUNDARIES) - 2, -1, -1):
         r = r.with_columns(pl.coalesce(BOUNDARIES[i], BOUNDARIES[i + 1]).alias(BOUNDARIES[i]))
@@ -94,6 +91,23 @@ def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> 
     )
 
 
+#: A filter named by the address of its wrapper (Envoy <= 1.22), e.g. ``0x55d5c8a07e50``.
+FILTER_ADDRESS = r"^0x[0-9a-fA-F]+$"
+_POSITIONAL = r"^(filter|encoder)#[0-9]+$"
+
+
+def _positional_names(called: pl.DataFrame) -> pl.DataFrame:
+    """Filters logged by address (Envoy <= 1.22: one heap address per filter per stream) get a name that is the
+    same on every stream: their position among the stream's ``decode headers called`` lines (``filter#1`` is
+    the first decoder filter) or ``encode headers called`` lines (``encoder#1`` is the first encoder to run,
+    i.e. the last one configured). Configured names (1.23+) are kept."""
+    position = pl.int_range(1, pl.len() + 1).over("request_uid", "kind", order_by=["ts_us", "line_no"])
+    decoder = pl.col("kind") == EventKind.DECODE_HEADERS_CALLED
+    prefix = pl.when(decoder).then(pl.lit("filter#")).otherwise(pl.lit("encoder#"))
+    return called.with_columns(filter=pl.when(pl.col("filter").str.contains(FILTER_ADDRESS)).then(
+        prefix + position.cast(pl.String)).otherwise(pl.col("filter")))
+
+
 def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per-filter spans inside ``filter_chain`` (decode) and ``encode``, from ``... headers called`` lines.
 
@@ -107,7 +121,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     called = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null())
-    called = called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner")
+    called = _positional_names(called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"))
     decode = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
     encode = called.filter((pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
@@ -140,6 +154,9 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                                 & ~pl.col("filter").fill_null("").str.contains("upstream_codec")
                                 ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
                                                               name=pl.col("filter").sort_by("ts_us").last())
+    # Envoy <= 1.22 names filters by address: the line closing the router span is the router's.
+    router_line = router_line.with_columns(name=pl.when(pl.col("name").str.contains(_POSITIONAL)).then(pl.lit("router"))
+                                           .otherwise(pl.col("name")))
     router_span = router_line.join(keys.select("request_uid", "b2"), on="request_uid").join(
         lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
     out.append(router_span.select("request_uid", phase=pl.lit(Phase.ROUTER.value),
@@ -168,7 +185,7 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
-    r = phase_durations(boundaries(requests))
+    r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
     kinds = details.select("detail").unique().with_columns(

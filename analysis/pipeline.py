@@ -13,6 +13,14 @@ from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
 
+#: Working columns of the requests frame that a capture without any request still carries (empty).
+EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
+    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(), "first_ts": pl.Int64(), "cluster": pl.String(),
+    "outcome": pl.String(), "link": pl.String(), "log_lines": pl.UInt32(),
+    **{f"b{i}": pl.Int64() for i in range(10)},
+    "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
+}
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -54,7 +62,8 @@ def analyse(events: pl.DataFrame) -> Analysis:
                 notes.append(note)
     requests = build_requests(events)  # once: thread inference needs only the links
     if requests.height == 0:
-        empty = pl.DataFrame(schema=REQUEST_SCHEMA)
+        # The working columns readers use besides the contract ones (exports, report, dashboard).
+        empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
         return Analysis(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
     requests, phases = attribute_phases(requests, events)
     requests, handshake_rows = downstream_waits(requests, events)

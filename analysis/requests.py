@@ -163,27 +163,53 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
 def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Upstream connection of each stream's last attempt, and how it was linked.
 
-    ``Attached upstream connection [Cu] to downstream connection [Cd]`` (Envoy 1.27+) is exact;
-    older logs: the pool line (``creating stream``/``attaching to next stream``) closest before
-    ``pool ready`` on the same worker (or the same file without thread ids).
+    ``Attached upstream connection [Cu] to downstream connection [Cd]`` (Envoy 1.27+) is exact.
+    Older logs have no such line; on one worker ``pool ready`` comes right after the pool's
+    ``creating stream`` / ``attaching to next stream`` on Cu and right before the router's request
+    headers are queued on Cu (``writing N bytes``). Both neighbours are looked up on the same worker
+    (real thread ids), or in the whole file when there are none; when they disagree (other workers'
+    lines interleave) the closer one wins, and a pool line up to 20 ms back (a stalled log writer)
+    is the last resort.
     """
     attached = _pick(events, ("origin", "conn_id", "ts_us", "upstream_conn_id"),
                      pl.col("kind") == EventKind.ATTACHED_UPSTREAM_CONNECTION)
     streams = asof(streams, attached, left_on="pool_ready_ts", right_on="ts_us", by=CONN, strategy="forward",
                    take={"upstream_conn_id": "up_attached"}, tolerance=2_000)
-    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), pl.col("kind").is_in(
-        [EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM]) & pl.col("conn_id").is_not_null())
-    with_thread = streams.filter(pl.col("thread").is_not_null())
-    by = ["origin", "thread"] if with_thread.height == streams.height and streams.height else ["origin"]
+    # (`using existing connection` alone marks a pool hit on Envoys that log no `creating stream`, <= 1.14)
+    pool_kinds = [EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM,
+                  EventKind.POOL_USING_EXISTING]
+    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), pl.col("kind").is_in(pool_kinds)
+                       & pl.col("conn_id").is_not_null())
+    # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
+    upstream_conns = pool_lines.select("origin", "conn_id").unique()
+    writes = _pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
+                   & pl.col("conn_id").is_not_null()).join(upstream_conns, on=["origin", "conn_id"], how="semi")
+    real_threads = streams.height > 0 and streams.filter(pl.col("thread").is_null() | (pl.col("thread") < 0)
+                                                         ).height == 0
+    by = ["origin", "thread"] if real_threads else ["origin"]
+    streams = asof(streams, pool_lines.with_columns(pool_ts=pl.col("ts_us")), left_on="pool_ready_ts",
+                   right_on="ts_us", by=by, strategy="backward", take={"conn_id": "up_pool", "pool_ts": "up_pool_ts"},
+                   tolerance=2_000)
+    streams = asof(streams, writes.with_columns(write_ts=pl.col("ts_us")), left_on="pool_ready_ts",
+                   right_on="ts_us", by=by, strategy="forward", take={"conn_id": "up_write", "write_ts": "up_write_ts"},
+                   tolerance=2_000)
     streams = asof(streams, pool_lines, left_on="pool_ready_ts", right_on="ts_us", by=by, strategy="backward",
-                   take={"conn_id": "up_pool"}, tolerance=2_000)
+                   take={"conn_id": "up_pool_far"}, tolerance=20_000)
+    pool_gap = pl.col("pool_ready_ts") - pl.col("up_pool_ts")
+    write_gap = pl.col("up_write_ts") - pl.col("pool_ready_ts")
+    agree = pl.col("up_write").is_null() | (pl.col("up_pool") == pl.col("up_write"))
+    neighbour = (pl.when(agree).then(pl.col("up_pool"))
+                 .when(pl.col("up_pool").is_null()).then(pl.col("up_write"))
+                 .when(pool_gap <= write_gap).then(pl.col("up_pool")).otherwise(pl.col("up_write")))
+    streams = streams.with_columns(up_neighbour=neighbour)
+    how = "same-thread" if real_threads else "inferred"
     return streams.with_columns(
-        upstream_conn_id=pl.coalesce("up_attached", "up_pool"),
+        upstream_conn_id=pl.coalesce("up_attached", "up_neighbour", "up_pool_far"),
         link=pl.when(pl.col("up_attached").is_not_null()).then(pl.lit("attached"))
-        .when(pl.col("up_pool").is_not_null()).then(pl.lit("pool-line-same-thread" if "thread" in by
-                                                            else "pool-line-inferred"))
+        .when(pl.col("up_neighbour").is_not_null()).then(pl.lit(f"pool-line-{how}"))
+        .when(pl.col("up_pool_far").is_not_null()).then(pl.lit(f"pool-line-far-{how}"))
         .otherwise(None),
-    ).drop("up_attached", "up_pool")
+    ).drop("up_attached", "up_pool", "up_pool_ts", "up_write", "up_write_ts", "up_pool_far", "up_neighbour")
 
 
 def connection_links(events: pl.DataFrame) -> pl.DataFrame:
@@ -276,8 +302,17 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         _kind(EventKind.CONTINUING_FILTER_CHAIN) | pl.col("filter").fill_null("").str.contains("upstream_codec"))
     streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
                    strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
-    streams = streams.with_columns(us_tx_beg_us=pl.coalesce(
+    # Envoy <= 1.23 has no upstream filter chain (no `proxying headers`, no `upstream_codec` line): there the
+    # codec's encodeHeaders shows only as the `writing N bytes` it queues on the upstream connection right after
+    # `pool ready` (every version logs it; `write returns` comes an event later, after the stamp).
+    queued = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
+                   & pl.col("conn_id").is_not_null()).rename({"conn_id": "upstream_conn_id"})
+    streams = asof(streams, queued, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN,
+                   strategy="forward", take={"ts_us": "us_queued_ts"}, tolerance=1_000_000)
+    streams = streams.with_columns(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
         pl.min_horizontal("us_encoded_ts", pl.coalesce("us_written_ts", "us_encoded_ts")), "us_tx_start_ts"))
+        .otherwise(pl.coalesce(pl.min_horizontal("us_queued_ts", pl.coalesce("us_written_ts", "us_queued_ts")),
+                               "us_tx_start_ts")))
     # The router sees the response headers (`upstream response headers`, else `upstream headers complete`).
     streams = streams.with_columns(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
     up_reads = reads.select("origin", "ts_us", upstream_conn_id="conn_id")
@@ -297,20 +332,41 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
     streams = streams.join(_main_threads(events), on="origin", how="left")
-    return _finish(streams)
+    return _finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
+        pl.col("origin_socket_lines").fill_null(False)))
+
+
+#: Lines of the connection logger at trace level: without them (debug captures) a request's life is
+#: bounded by its HTTP lines instead (docs/phases.md, "Debug-level and cut-off captures").
+SOCKET_KINDS = (EventKind.SOCKET_EVENT, EventKind.READ_RETURNS, EventKind.WRITE_RETURNS, EventKind.SSL_READ_RETURNS,
+                EventKind.SSL_WRITE_RETURNS)
+
+
+def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:
+    """Origins whose capture holds socket lines (one row each, ``origin_socket_lines = true``)."""
+    return _pick(events, ("origin",), pl.col("kind").is_in(SOCKET_KINDS)).unique().with_columns(
+        origin_socket_lines=pl.lit(True))
 
 
 def _finish(s: pl.DataFrame) -> pl.DataFrame:
     ds_rx_end = pl.coalesce("end_stream_ts", pl.when(pl.col("hdr_end_stream")).then(pl.col("hdr_ts")))
     us_rx_end = pl.when(pl.col("us_hdr_end_stream").fill_null(False)).then(pl.col("us_rx_beg_us")).otherwise(
         pl.col("us_complete_ts"))
+    # The response's end: DS_TX_END, else (debug level, Envoy < 1.26 or HTTP/2: the last `encoding data` is a
+    # trace line) the codec client's `response complete` upstream once the headers were encoded.
+    response_end = pl.coalesce("ds_tx_end_us", pl.when(pl.col("us_complete_ts") >= pl.col("enc_hdr_ts")).then(
+        pl.col("us_complete_ts")))
     uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
                          pl.col("stream_id").cast(pl.String)])
     # Not client traffic: Envoy's own async streams (no `new stream`), and the admin interface (served on
     # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
     admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(
         "path", "route_url").fill_null("").str.contains(ADMIN_PATHS)
-    internal = (pl.col("new_stream_ts").is_null() | (pl.col("conn_id") == 0) & pl.col("route_ts").is_null()
+    # Only the connection manager logs these; Envoy's async streams never do. A stream with one of them is a
+    # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
+    hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
+        "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts"))
+    internal = (~hcm
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))) | admin)
     return s.with_columns(
         request_uid=uid,
@@ -327,9 +383,13 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         us_rx_end_us=us_rx_end,
         ds_tx_beg_us=pl.col("enc_hdr_ts"),
         life_start_us=pl.coalesce("read_start_ts", "parse_start_ts", "new_stream_ts"),
-        life_end_us=pl.coalesce("life_end_ts", "ds_tx_end_us"),
-        complete=(pl.col("new_stream_ts").is_not_null() & pl.col("ds_tx_end_us").is_not_null()
-                  & pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null()),
+        response_end_ts=response_end,
+        life_end_us=pl.coalesce("life_end_ts", response_end),
+        # Whole life inside the capture: from `new stream` to the response's end, and where the capture has
+        # socket lines, from the read that delivered the request to the write that sent the response.
+        complete=(pl.col("new_stream_ts").is_not_null() & response_end.is_not_null()
+                  & (~pl.col("origin_socket_lines")
+                     | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
     ).with_columns(outcome=_outcome())
 
 

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
 from envoy_dissector.analysis.export import kind_of, write
+from envoy_dissector.analysis.quality import require_request_lines
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import select
 from envoy_dissector.cli.parse import add_input_arguments
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_for(sources, quiet=args.quiet) as advance:
         capture = dissect(sources, format=args.format, log_format=args.log_format, redact=not args.no_redact,
                           progress=advance, name=name, shapes=shape_cache)
+    require_request_lines(capture.quality(), name)
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)
     for out in args.output:

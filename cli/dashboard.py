@@ -1,12 +1,17 @@
-"""`envoy-dissect dashboard`: the web UI on 127.0.0.1 (a bundled demo capture when none is given)."""
+"""`envoy-dissect dashboard`: the web UI on 127.0.0.1 (a bundled demo capture when none is given),
+served by waitress. Any other --host needs an access token (generated and printed unless given)."""
 from __future__ import annotations
 
 import argparse
 import os
 import signal
+import socket
 
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.formats import FORMAT_IDS
+
+TOKEN_ENV = "ENVOY_DISSECTOR_TOKEN"
+MIN_TOKEN_CHARS = 16
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,37 +20,87 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("captures", nargs="*", metavar="CAPTURE",
                    help="logs to load at start, shown to every browser session (default: the bundled demo)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1; anything else exposes uploaded logs to the network)")
+                   help="address to bind (default 127.0.0.1; anything else serves the network and requires an "
+                        "access token)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--token", metavar="TOKEN",
+                   help=f"access token every request must carry (?token= once, then a cookie); default: "
+                        f"${TOKEN_ENV}, else generated and printed when --host is not loopback")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a name browsers reach the server by (Host header), besides the bind address, this "
+                        "machine's names and localhost; repeatable; '*' turns the check off")
     p.add_argument("--max-upload-mb", type=float, default=2048, metavar="N",
-                   help="refuse uploads larger than N MB (default 2048)")
-    p.add_argument("--max-datasets", type=int, default=8, metavar="N",
-                   help="uploaded datasets kept in memory, least recently used dropped first (default 8)")
+                   help="refuse uploads holding more than N MB of log text, decompressed (default 2048)")
+    p.add_argument("--max-datasets", type=int, default=4, metavar="N",
+                   help="uploaded datasets kept per browser session, its least recently used dropped first "
+                        "(default 4)")
+    p.add_argument("--max-sessions", type=int, default=16, metavar="N",
+                   help="browser sessions holding uploads at once; more are refused until one is idle (default 16)")
+    p.add_argument("--session-idle-minutes", type=float, default=60, metavar="M",
+                   help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
     p.add_argument("--format", default="auto",
                    choices=["auto", *FORMAT_IDS],
                    help="envelope format of CAPTURE (default: detected)")
     p.add_argument("--log-format", metavar="STRING", help="the Envoy --log-format CAPTURE was written with")
     p.add_argument("--no-redact", action="store_true",
-                   help="keep secret header values of CAPTURE (uploads are always redacted)")
-    p.add_argument("--debug", action="store_true", help="Dash debug mode (reloader, dev tools)")
+                   help="keep secret header values of CAPTURE (uploads are always redacted; loopback only)")
+    p.add_argument("--debug", action="store_true",
+                   help="Dash debug mode on Flask's development server (reloader, dev tools; loopback only)")
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def access_token(args: argparse.Namespace, loopback: bool) -> str | None:
+    """The token to require: given (option or environment), else generated off loopback, else none."""
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if token is not None and (len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token):
+        raise UsageError(f"--token must be at least {MIN_TOKEN_CHARS} printable characters without spaces")
+    if token is None and not loopback:
+        from envoy_dissector.dashboard.access import new_token
+
+        token = new_token()
+    return token
+
+
+def check_limits(args: argparse.Namespace, loopback: bool) -> None:
     if args.max_upload_mb <= 0:
         raise UsageError("--max-upload-mb must be positive")
+    for name in ("max_datasets", "max_sessions", "session_idle_minutes"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    if not loopback and args.debug:
+        raise UsageError("--debug runs Flask's development server with its debugger: loopback only")
+    if not loopback and args.no_redact:
+        raise UsageError("--no-redact would show secrets to everyone who can reach the server: loopback only")
+
+
+def browse_url(host: str, port: int, token: str | None) -> str:
+    shown = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+def run(args: argparse.Namespace) -> int:
+    from envoy_dissector.dashboard.access import AccessPolicy, is_loopback
+
+    loopback = is_loopback(args.host)
+    check_limits(args, loopback)
+    token = access_token(args, loopback)
     from envoy_dissector.dashboard.app import create_app
+    from envoy_dissector.dashboard.server import serve
     from envoy_dissector.dashboard.upload import remove_upload_dir
     from envoy_dissector.parser.sources import expand
 
     captures = [s.name for s in expand(args.captures)] if args.captures else []
     fmt = "custom" if args.log_format else args.format
+    policy = AccessPolicy.for_bind(args.host, token=token, extra_hosts=args.allowed_host)
     app = create_app(captures, demo=True if args.demo else None, max_upload_mb=args.max_upload_mb,
-                     max_datasets=args.max_datasets,
+                     max_datasets=args.max_datasets, max_sessions=args.max_sessions,
+                     session_idle_s=args.session_idle_minutes * 60, policy=policy,
                      dissect_kw={"format": fmt, "log_format": args.log_format, "redact": not args.no_redact})
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: binding {args.host}: anyone who can reach it can upload logs and see shared captures")
+    if not loopback:
+        print(f"warning: binding {args.host}: everyone with the address below (token included) can upload logs "
+              "and see the shared captures; plain HTTP, so run it behind TLS on untrusted networks")
     upload_dir = app.server.config["DISSECTOR_UPLOAD_DIR"]
 
     def stop(signum: int, _frame: object) -> None:
@@ -54,9 +109,12 @@ def run(args: argparse.Namespace) -> int:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    print(f"envoy-dissector dashboard on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    print(f"envoy-dissector dashboard on {browse_url(args.host, args.port, token)} (Ctrl-C to stop)", flush=True)
     try:
-        app.run(host=args.host, port=args.port, debug=args.debug)
+        if args.debug:
+            app.run(host=args.host, port=args.port, debug=True)
+        else:
+            serve(app, args.host, args.port, max_body_bytes=int(args.max_upload_mb * 1024 * 1024))
     finally:
         remove_upload_dir(upload_dir)
     return 0

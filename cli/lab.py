@@ -17,6 +17,8 @@ from envoy_dissector.lab.load import MAX_TOTAL_REQUESTS
 from envoy_dissector.lab.scenarios import SCENARIOS, get_scenario
 from envoy_dissector.parser.errors import UsageError
 
+LOG_LEVELS = ("trace", "debug", "info")
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``lab`` subcommand to an ``argparse`` subparsers object."""
@@ -35,6 +37,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--requests", type=int, metavar="N",
                         help=f"total requests (default: the scenario's; max {MAX_TOTAL_REQUESTS})")
     parser.add_argument("--concurrency", type=int, metavar="N", help="override Envoy's --concurrency")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, metavar="LEVEL",
+                        help=f"Envoy's -l level ({', '.join(LOG_LEVELS)}; default trace): debug makes the "
+                             "captures users often have (no socket lines)")
     parser.add_argument("--list", action="store_true", help="list scenarios and log formats, then exit")
     parser.set_defaults(run=run)
     return parser
@@ -90,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from envoy_dissector.lab.run import run_scenario
 
     out = run_scenario(args.scenario, args.out, log_format=args.log_format, requests=args.requests,
-                       concurrency=args.concurrency)
+                       concurrency=args.concurrency, log_level=args.log_level)
     meta = json.loads((out / "meta.json").read_text())
     counts = meta["counts"]
     print(f"{meta['scenario']}: {counts['client_requests']} requests, status {counts['status']}, "

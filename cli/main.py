@@ -4,7 +4,8 @@ Each subcommand lives in its own module of this package and registers itself thr
 ``register(subparsers)`` function; ``SUBCOMMANDS`` lists them, imported explicitly.
 Exit codes (docs/output.md): 0 ok, 1 internal error, 2 unreadable input or nothing parseable,
 3 not an Envoy log in any known format, 4 an optional extra is not installed, 5-9 Kubernetes
-failures (fetch/capture), 64 usage error, 130 interrupted.
+failures (fetch/capture; 8 also when `analyze` finds no request line: info level), 64 usage error,
+130 interrupted.
 """
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from envoy_dissector.cli import analyze, compare, dashboard, kube, lab, parse
+from envoy_dissector.cli import analyze, compare, dashboard, fleet, kube, lab, parse
 from envoy_dissector.parser.errors import DissectorError
 
-SUBCOMMANDS = (parse, analyze, compare, lab, kube, dashboard)
+SUBCOMMANDS = (parse, analyze, compare, fleet, lab, kube, dashboard)
 
 
 def build_parser() -> argparse.ArgumentParser:

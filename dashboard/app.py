@@ -1,4 +1,5 @@
-"""``create_app``: the Dash app, its dataset registry and the streaming upload route.
+"""``create_app``: the Dash app, its dataset registry, the streaming upload route and the guards
+(access token and Host allow-list, callback request checks) on its Flask server.
 
 >>> app = create_app(demo=False)
 >>> app.title
@@ -13,6 +14,7 @@ from typing import Any
 
 from dash import Dash
 
+from envoy_dissector.dashboard import access, callback_input
 from envoy_dissector.dashboard.callbacks import register_callbacks
 from envoy_dissector.dashboard.datasets import Registry, demo_sources, load_shared
 from envoy_dissector.dashboard.grid import Pager
@@ -24,20 +26,27 @@ ASSETS = Path(__file__).parent / "assets"
 
 
 def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
-               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, max_datasets: int = 8, workers: int = 2,
-               registry: Registry | None = None, dissect_kw: dict[str, Any] | None = None) -> Dash:
+               max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB, max_datasets: int = 4, max_sessions: int = 16,
+               max_pending: int = 4, session_idle_s: float = 3600.0, workers: int = 2,
+               policy: access.AccessPolicy | None = None, registry: Registry | None = None,
+               dissect_kw: dict[str, Any] | None = None) -> Dash:
     """Build the dashboard.
 
     Args:
         captures: logs analysed now and shown to every session (read-only).
         demo: also load the bundled demo captures; default: only when no capture is given.
-        max_upload_mb: uploads larger than this are refused (HTTP 413).
-        max_datasets: uploaded datasets kept in memory (least recently used dropped first).
+        max_upload_mb: uploads holding more log text than this (decompressed) are refused (HTTP 413).
+        max_datasets: uploaded datasets kept per browser session (its least recently used dropped first).
+        max_sessions: browser sessions holding uploads at once (more are refused with 503).
+        max_pending: analyses one session may have waiting or running.
+        session_idle_s: a session unused this long gives its room to a new one.
         workers: uploads analysed at once.
+        policy: access token and Host allow-list (default: loopback names, no token).
         registry: an existing registry (tests).
         dissect_kw: ``format``/``log_format``/``redact`` for ``captures``.
     """
-    registry = registry or Registry(max_datasets=max_datasets, workers=workers)
+    registry = registry or Registry(max_datasets=max_datasets, max_sessions=max_sessions, max_pending=max_pending,
+                                    session_idle_s=session_idle_s, workers=workers)
     if demo is None:
         demo = not captures
     if demo:
@@ -47,6 +56,8 @@ def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
 
     app = Dash(__name__, title="envoy-dissector", assets_folder=str(ASSETS), suppress_callback_exceptions=True,
                update_title=None)  # type: ignore[arg-type]  # None: keep the title while updating
+    access.install(app.server, policy or access.AccessPolicy.for_bind("127.0.0.1"))
+    callback_input.install(app.server, lambda: [k for k, v in app.callback_map.items() if "callback" in v])
     max_bytes = int(max_upload_mb * 1024 * 1024)
     upload_dir = make_upload_dir()
     atexit.register(remove_upload_dir, upload_dir)

@@ -12,6 +12,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, no_update
 from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.dashboard import views
+from envoy_dissector.dashboard.callback_input import checked
 from envoy_dissector.dashboard.datasets import Dataset, Registry
 from envoy_dissector.dashboard.grid import Pager
 
@@ -19,14 +20,35 @@ LOOP_MARGIN_US = 2_000
 
 
 def _token(session: dict[str, Any] | None) -> str | None:
-    return (session or {}).get("token")
+    token = (session or {}).get("token")
+    return token if isinstance(token, str) else None
+
+
+def _text(value: Any) -> str | None:
+    """A string from the browser, or None for anything else."""
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    """An integer from the browser (a float is truncated), or None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) < 2**62:  # NaN too
+        return None
+    return int(value)
+
+
+def _uid(selected: dict[str, Any] | None, ds: Dataset) -> str | None:
+    """The request chosen in this dataset (``selected-request`` store), else the slowest one."""
+    if selected and selected.get("dataset") == ds.id and isinstance(selected.get("uid"), str):
+        return str(selected["uid"])
+    return slowest_request(ds)
 
 
 def session_view(registry: Registry, token: str | None, current: str | None,
                  seen: list[str] | None = None) -> dict[str, Any]:
     """What the header shows for a session: dataset options and choice, job progress and messages;
     ``seen`` are the finished jobs already reported to this browser."""
-    pending, finished = registry.poll(token, set(seen or ()))
+    seen = [j for j in seen or () if isinstance(j, str)]
+    pending, finished = registry.poll(token, set(seen))
     visible = registry.visible(token)
     ids = [d.id for d in visible]
     new = [j.dataset_id for j in finished if j.state == "done" and j.dataset_id in ids]
@@ -47,6 +69,13 @@ def session_view(registry: Registry, token: str | None, current: str | None,
             "seen": list(seen or ()) + [j.id for j in finished]}
 
 
+def _highlight(state: dict[str, Any] | None, ds: Dataset) -> list[int] | None:
+    """The highlighted connection ids of the event-loop state, when it is this dataset's."""
+    if not state or state.get("dataset") != ds.id or not isinstance(state.get("highlight"), list):
+        return None
+    return [c for c in (_int(v) for v in state["highlight"][:100]) if c is not None] or None
+
+
 def slowest_request(ds: Dataset) -> str | None:
     r = counted(ds.capture.requests)
     if r.height == 0:
@@ -58,11 +87,16 @@ def slowest_request(ds: Dataset) -> str | None:
 
 def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None) -> None:
     pager = pager or Pager()
+    registry.on_evict(pager.forget)
+
+    def callback(*deps: Any, **kw: Any) -> Any:
+        """``app.callback`` with the arguments checked against the function's annotations."""
+        return lambda func: app.callback(*deps, **kw)(checked(func))
 
     def dataset(dataset_id: str | None, session: dict[str, Any] | None) -> Dataset | None:
         return registry.get(dataset_id, _token(session))
 
-    @app.callback(
+    @callback(
         Output("dataset", "options"), Output("dataset", "value"),
         Output("compare-a", "options"), Output("compare-b", "options"),
         Output("analysis-progress", "value"), Output("analysis-progress", "hidden"),
@@ -84,17 +118,17 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
                 not v["pending"], message, cls, not v["pending"],
                 v["seen"] if v["seen"] != (seen or []) else no_update)
 
-    @app.callback(Output("compare-a", "value"), Output("compare-b", "value"),
+    @callback(Output("compare-a", "value"), Output("compare-b", "value"),
                   Input("compare-a", "options"), State("compare-a", "value"), State("compare-b", "value"))
     def compare_defaults(options: list[dict[str, str]] | None, a: str | None, b: str | None) -> tuple[Any, Any]:
-        ids = [o["value"] for o in options or []]
+        ids = [o.get("value") for o in options or []]
         if len(ids) < 2:
             return no_update, no_update
         if ids[0] not in (a, b):  # a new upload (listed first) becomes B; the previous B becomes A
             return (b if b in ids else ids[1]), ids[0]
         return (a if a in ids else ids[1]), (b if b in ids else ids[0])
 
-    @app.callback(Output("overview", "children"), Input("dataset", "value"), State("session", "data"))
+    @callback(Output("overview", "children"), Input("dataset", "value"), State("session", "data"))
     def show_overview(dataset_id: str | None, session: dict[str, Any] | None) -> Any:
         ds = dataset(dataset_id, session)
         return views.overview(ds) if ds else "Choose a dataset, or upload a log."
@@ -110,7 +144,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         prevent_initial_call=True,
     )
 
-    @app.callback(Output("requests-grid", "getRowsResponse"), Output("requests-count", "children"),
+    @callback(Output("requests-grid", "getRowsResponse"), Output("requests-count", "children"),
                   Input("requests-grid", "getRowsRequest"),
                   State("dataset", "value"), State("search", "value"), State("session", "data"))
     def grid_rows(request: dict[str, Any] | None, dataset_id: str | None, search: str | None,
@@ -123,15 +157,15 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         total = ds.capture.requests.height
         return page, f"{page['rowCount']:,} of {total:,} requests (incl. internal ones) match"
 
-    @app.callback(Output("selected-request", "data"), Output("tabs", "value", allow_duplicate=True),
+    @callback(Output("selected-request", "data"), Output("tabs", "value", allow_duplicate=True),
                   Input("requests-grid", "cellClicked"), State("dataset", "value"), prevent_initial_call=True)
     def open_request(cell: dict[str, Any] | None, dataset_id: str | None) -> tuple[Any, Any]:
-        if not cell or not cell.get("rowId"):
+        if not cell or not _text(cell.get("rowId")):
             return no_update, no_update
-        return {"dataset": dataset_id, "uid": cell["rowId"]}, "waterfall"
+        return {"dataset": _text(dataset_id), "uid": cell["rowId"]}, "waterfall"
 
     # -- waterfall -----------------------------------------------------------------------------------
-    @app.callback(Output("waterfall-graph", "figure"), Output("waterfall-side", "children"),
+    @callback(Output("waterfall-graph", "figure"), Output("waterfall-side", "children"),
                   Output("waterfall-hint", "children"), Output("log-lines", "children", allow_duplicate=True),
                   Input("selected-request", "data"), Input("dataset", "value"), State("session", "data"),
                   prevent_initial_call="initial_duplicate")
@@ -140,7 +174,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None:
             return {}, None, "Choose a dataset.", None
-        uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
+        uid = _uid(selected, ds)
         if uid is None:
             return {}, None, "This capture has no requests.", None
         try:
@@ -151,7 +185,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
                 else "The slowest complete request; click a row in Requests to open another.")
         return fig, side, hint, None
 
-    @app.callback(Output("log-lines", "children"), Input("show-lines", "n_clicks"),
+    @callback(Output("log-lines", "children"), Input("show-lines", "n_clicks"),
                   State("selected-request", "data"), State("dataset", "value"), State("session", "data"),
                   prevent_initial_call=True)
     def show_lines(_n: int | None, selected: dict[str, Any] | None, dataset_id: str | None,
@@ -159,10 +193,15 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None:
             return None
-        uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
-        return views.log_lines(ds.capture, uid) if uid else None
+        uid = _uid(selected, ds)
+        if uid is None:
+            return None
+        try:
+            return views.log_lines(ds.capture, uid)
+        except KeyError:
+            return f"Request {uid} is not in this dataset."
 
-    @app.callback(Output("loop-state", "data", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True),
+    @callback(Output("loop-state", "data", allow_duplicate=True), Output("tabs", "value", allow_duplicate=True),
                   Output("loop-thread", "value", allow_duplicate=True),
                   Input({"type": "conn-loop", "conn": ALL, "wait": ALL}, "n_clicks"),
                   State("selected-request", "data"), State("dataset", "value"), State("session", "data"),
@@ -172,22 +211,25 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None or not any(clicks) or not isinstance(ctx.triggered_id, dict):
             return no_update, no_update, no_update
-        uid = selected["uid"] if selected and selected.get("dataset") == ds.id else slowest_request(ds)
-        if uid is None:
+        uid, wait, conn = _uid(selected, ds), _int(ctx.triggered_id.get("wait")), _int(ctx.triggered_id.get("conn"))
+        if uid is None or wait is None or conn is None:
             return no_update, no_update, no_update
-        start, end, thread = views.wait_window(ds.capture, uid, ctx.triggered_id["wait"], LOOP_MARGIN_US)
-        return ({"dataset": ds.id, "start": start, "end": end, "highlight": [ctx.triggered_id["conn"]]}, "loop",
-                thread)
+        try:
+            start, end, thread = views.wait_window(ds.capture, uid, wait, LOOP_MARGIN_US)
+        except KeyError:
+            return no_update, no_update, no_update
+        return {"dataset": ds.id, "start": start, "end": end, "highlight": [conn]}, "loop", thread
 
-    @app.callback(Output("search", "value"), Output("tabs", "value", allow_duplicate=True),
+    @callback(Output("search", "value"), Output("tabs", "value", allow_duplicate=True),
                   Input({"type": "conn-requests", "conn": ALL, "wait": ALL}, "n_clicks"), prevent_initial_call=True)
     def jump_to_requests(clicks: list[int | None]) -> tuple[Any, Any]:
         if not any(clicks) or not isinstance(ctx.triggered_id, dict):
             return no_update, no_update
-        return f"C{ctx.triggered_id['conn']}", "requests"
+        conn = _int(ctx.triggered_id.get("conn"))
+        return (f"C{conn}", "requests") if conn is not None else (no_update, no_update)
 
     # -- event loop ----------------------------------------------------------------------------------
-    @app.callback(Output("loop-state", "data", allow_duplicate=True),
+    @callback(Output("loop-state", "data", allow_duplicate=True),
                   Input("loop-graph", "relayoutData"), Input("loop-reset", "n_clicks"),
                   State("loop-state", "data"), State("dataset", "value"), State("session", "data"),
                   prevent_initial_call=True)
@@ -196,7 +238,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None:
             return no_update
-        keep = (state or {}).get("highlight") if (state or {}).get("dataset") == ds.id else None
+        keep = _highlight(state, ds)
         if ctx.triggered_id == "loop-reset":
             return {"dataset": ds.id, "start": None, "end": None, "highlight": keep}
         zero, _, _ = views.loop_window(ds.capture, None, None)
@@ -205,7 +247,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
             return no_update
         return {"dataset": ds.id, "start": window[0], "end": window[1], "highlight": keep}
 
-    @app.callback(Output("loop-graph", "figure"), Output("loop-info", "children"),
+    @callback(Output("loop-graph", "figure"), Output("loop-info", "children"),
                   Input("loop-state", "data"), Input("loop-thread", "value"), Input("dataset", "value"),
                   State("session", "data"))
     def show_loop(state: dict[str, Any] | None, thread: int | None, dataset_id: str | None,
@@ -214,14 +256,15 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if ds is None:
             return {}, ""
         st = state if state and state.get("dataset") == ds.id else {}
-        fig = views.event_loop_figure(ds.capture, thread=thread, start_us=st.get("start"), end_us=st.get("end"),
-                                      highlight=st.get("highlight"))
-        zero, start, end = views.loop_window(ds.capture, st.get("start"), st.get("end"))
-        marked = ", ".join(f"C{c}" for c in st.get("highlight") or [])
+        start_us, end_us, highlight = _int(st.get("start")), _int(st.get("end")), _highlight(state, ds)
+        fig = views.event_loop_figure(ds.capture, thread=_int(thread), start_us=start_us, end_us=end_us,
+                                      highlight=highlight)
+        zero, start, end = views.loop_window(ds.capture, start_us, end_us)
+        marked = ", ".join(f"C{c}" for c in highlight or [])
         info = f"window +{start - zero:,}..+{end - zero:,} µs" + (f" · highlighted {marked}" if marked else "")
         return fig, info
 
-    @app.callback(Output("utilisation-graph", "figure"), Output("workers-panel", "children"),
+    @callback(Output("utilisation-graph", "figure"), Output("workers-panel", "children"),
                   Output("loop-thread", "options"), Input("dataset", "value"), State("session", "data"))
     def show_workers(dataset_id: str | None, session: dict[str, Any] | None) -> tuple[Any, ...]:
         ds = dataset(dataset_id, session)
@@ -231,7 +274,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
                 views.thread_options(ds.capture))
 
     # -- compare -------------------------------------------------------------------------------------
-    @app.callback(Output("compare-table-div", "children"), Output("compare-graph", "figure"),
+    @callback(Output("compare-table-div", "children"), Output("compare-graph", "figure"),
                   Input("compare-a", "value"), Input("compare-b", "value"), State("session", "data"))
     def show_compare(a_id: str | None, b_id: str | None, session: dict[str, Any] | None) -> tuple[Any, Any]:
         a, b = dataset(a_id, session), dataset(b_id, session)

@@ -3,9 +3,15 @@
 Each browser session holds a random token (``dcc.Store(storage_type="session")``);
 an upload becomes a dataset owned by that token, so two sessions never see each
 other's data. Shared datasets (the bundled demo, captures given on the command
-line) have no owner and are visible read-only to everyone. Uploaded datasets are
-kept in an LRU of bounded size; analysis runs on a small thread pool and reports
-progress as a fraction of the bytes read.
+line) have no owner and are visible read-only to everyone.
+
+Memory is bounded per session, never across sessions: each session keeps at most
+``max_datasets`` uploads (its own least recently used one is dropped, with its files),
+at most ``max_sessions`` sessions hold uploads at once (a new one is refused with
+503 while all are active; one idle for ``session_idle_s`` is dropped to make room),
+and a session has at most ``max_pending`` analyses queued. So one session's uploads
+never evict another session's data. Analysis runs on a small thread pool and
+reports progress as a fraction of the bytes read.
 
 Nothing here touches Dash: the callbacks call these methods.
 
@@ -16,6 +22,7 @@ Nothing here touches Dash: the callbacks call these methods.
 from __future__ import annotations
 
 import secrets
+import shutil
 import struct
 import threading
 import time
@@ -41,6 +48,14 @@ TOKEN_BYTES = 18
 JOB_TTL_S = 600
 
 
+class RegistryFull(Exception):
+    """An upload cannot be taken now; ``status`` is the HTTP status to answer with (429 or 503)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def new_id() -> str:
     """A random, unguessable id (tokens, dataset ids, job ids)."""
     return secrets.token_urlsafe(TOKEN_BYTES)
@@ -62,6 +77,8 @@ class Dataset:
     #: session token of the browser session that uploaded it; ``None`` = shared read-only (demo, CLI)
     owner: str | None
     created: float = field(default_factory=time.time)
+    #: files or directories that belong to this dataset only (spill files...), removed when it is dropped
+    files: tuple[Path, ...] = ()
     _summary: dict[str, Any] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -75,6 +92,14 @@ class Dataset:
             if self._summary is None:
                 self._summary = self.capture.summary()
             return self._summary
+
+    def release(self) -> None:
+        """Remove the dataset's own files (called when it is dropped from the registry)."""
+        for f in self.files:
+            if f.is_dir():
+                shutil.rmtree(f, ignore_errors=True)
+            else:
+                f.unlink(missing_ok=True)
 
 
 @dataclass
@@ -145,43 +170,69 @@ class Registry:
     """Datasets by id and analysis jobs by id, thread-safe.
 
     Args:
-        max_datasets: uploaded datasets kept (least recently used ones are dropped first);
-            shared datasets do not count.
+        max_datasets: uploaded datasets kept per browser session (its least recently used one is
+            dropped first); shared datasets do not count.
+        max_sessions: sessions holding uploads (or analyses) at once; past it new sessions are refused.
+        max_pending: analyses a session may have queued or running at once.
+        session_idle_s: a session unused this long is dropped (with its datasets) when room is needed.
         workers: analyses run at once; more uploads wait in the queue.
         analyse: the function building a ``Capture`` (``dissect``; tests may pass a slower one).
     """
 
-    def __init__(self, *, max_datasets: int = 8, workers: int = 2, analyse: Analyse = dissect) -> None:
-        self.max_datasets = max_datasets
+    def __init__(self, *, max_datasets: int = 4, max_sessions: int = 16, max_pending: int = 4,
+                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect) -> None:
+        self.max_datasets = max(1, max_datasets)
+        self.max_sessions = max(1, max_sessions)
+        self.max_pending = max(1, max_pending)
+        self.session_idle_s = session_idle_s
         self._datasets: OrderedDict[str, Dataset] = OrderedDict()
         self._jobs: dict[str, Job] = {}
+        self._last_used: dict[str, float] = {}
+        self._evict_listeners: list[Callable[[str], None]] = []
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="dissect-job")
         self._analyse = analyse
 
     # -- datasets ---------------------------------------------------------------------------------
-    def add(self, capture: Capture, *, name: str, owner: str | None) -> Dataset:
-        """Register an analysed capture; ``owner=None`` makes it shared read-only."""
-        ds = Dataset(id=new_id(), name=name, capture=capture, owner=owner)
+    def on_evict(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(dataset_id)`` whenever a dataset is dropped (caches keyed by dataset)."""
+        self._evict_listeners.append(listener)
+
+    def add(self, capture: Capture, *, name: str, owner: str | None, files: Sequence[Path] = ()) -> Dataset:
+        """Register an analysed capture; ``owner=None`` makes it shared read-only. Past the owner's cap
+        its own least recently used dataset is dropped (never another session's)."""
+        ds = Dataset(id=new_id(), name=name, capture=capture, owner=owner, files=tuple(files))
         with self._lock:
             self._datasets[ds.id] = ds
-            self._evict()
+            if owner is not None:
+                self._touch(owner)
+                mine = [k for k, d in self._datasets.items() if d.owner == owner]
+                dropped = [self._datasets.pop(k) for k in mine[: max(0, len(mine) - self.max_datasets)]]
+            else:
+                dropped = []
+        self._released(dropped)
         return ds
 
-    def _evict(self) -> None:
-        owned = [k for k, d in self._datasets.items() if not d.shared]
-        for key in owned[: max(0, len(owned) - self.max_datasets)]:
-            del self._datasets[key]
+    def _released(self, dropped: Sequence[Dataset]) -> None:
+        for d in dropped:
+            d.release()
+            for listener in self._evict_listeners:
+                listener(d.id)
+
+    def _touch(self, owner: str | None) -> None:
+        if owner is not None:
+            self._last_used[owner] = time.time()
 
     def get(self, dataset_id: str | None, owner: str | None) -> Dataset | None:
         """The dataset if it is shared or owned by ``owner``; ``None`` otherwise (also for unknown ids)."""
-        if not dataset_id:
+        if not dataset_id or not isinstance(dataset_id, str):
             return None
         with self._lock:
             ds = self._datasets.get(dataset_id)
             if ds is None or not (ds.shared or (owner is not None and ds.owner == owner)):
                 return None
             self._datasets.move_to_end(dataset_id)
+            self._touch(owner if ds.owner == owner else None)
             return ds
 
     def visible(self, owner: str | None) -> list[Dataset]:
@@ -189,6 +240,8 @@ class Registry:
         with self._lock:
             mine = [d for d in self._datasets.values() if owner is not None and d.owner == owner]
             shared = [d for d in self._datasets.values() if d.shared]
+            if mine:
+                self._touch(owner)
         return sorted(mine, key=lambda d: d.created, reverse=True) + sorted(shared, key=lambda d: d.created)
 
     def ids(self) -> set[str]:
@@ -202,15 +255,64 @@ class Registry:
             if ds is None or ds.shared or ds.owner != owner:
                 return False
             del self._datasets[dataset_id]
-            return True
+        self._released([ds])
+        return True
+
+    # -- sessions ------------------------------------------------------------------------------------
+    def _pending(self, owner: str) -> int:
+        return sum(1 for j in self._jobs.values() if j.owner == owner and j.state in ("queued", "running"))
+
+    def _active_sessions(self) -> set[str]:
+        owners = {d.owner for d in self._datasets.values() if d.owner is not None}
+        owners |= {j.owner for j in self._jobs.values() if j.owner is not None and j.state in ("queued", "running")}
+        return owners
+
+    def sessions(self) -> int:
+        """Sessions holding uploads or analyses now."""
+        with self._lock:
+            return len(self._active_sessions())
+
+    def expire_idle(self, now: float | None = None) -> int:
+        """Drop the datasets of sessions unused for ``session_idle_s`` (none with an analysis running);
+        returns how many sessions were dropped."""
+        now = time.time() if now is None else now
+        with self._lock:
+            idle = {o for o in self._active_sessions()
+                    if self._pending(o) == 0 and now - self._last_used.get(o, 0.0) > self.session_idle_s}
+            dropped = [self._datasets.pop(k) for k, d in list(self._datasets.items()) if d.owner in idle]
+            for o in idle:
+                self._last_used.pop(o, None)
+        self._released(dropped)
+        return len(idle)
+
+    def admit(self, owner: str) -> None:
+        """Raise :class:`RegistryFull` when ``owner`` may not start another analysis now."""
+        with self._lock:
+            if self._pending(owner) >= self.max_pending:
+                raise RegistryFull(429, f"{self.max_pending} of your uploads are still being analysed: "
+                                        "wait for one to finish")
+            if owner in self._active_sessions():
+                return
+        if self.sessions() >= self.max_sessions:
+            self.expire_idle()
+        with self._lock:
+            if len(self._active_sessions()) >= self.max_sessions:
+                raise RegistryFull(503, f"the server holds data for {self.max_sessions} browser sessions, its "
+                                        "limit: try again later (or ask whoever runs it for --max-sessions)")
 
     # -- jobs ---------------------------------------------------------------------------------------
     def submit(self, path: Path, *, name: str, owner: str | None, delete: bool = True,
-               log_format: str | None = None) -> Job:
-        """Analyse ``path`` in the background; the file is deleted afterwards when ``delete``."""
-        job = Job(id=new_id(), owner=owner, name=name, path=path, total_bytes=decompressed_size(path),
+               log_format: str | None = None, total_bytes: int | None = None) -> Job:
+        """Analyse ``path`` in the background; the file is deleted afterwards when ``delete``.
+        ``total_bytes``: its decompressed size when known (else read from the gzip trailer). Raises
+        :class:`RegistryFull` (see :meth:`admit`) for an owned upload that may not start now."""
+        job = Job(id=new_id(), owner=owner, name=name, path=path,
+                  total_bytes=total_bytes if total_bytes is not None else decompressed_size(path),
                   delete=delete, log_format=log_format or None)
         with self._lock:
+            if owner is not None:
+                self.admit(owner)
+                self._touch(owner)
             self._jobs[job.id] = job
         self._pool.submit(self._run, job)
         return job
@@ -247,10 +349,12 @@ class Registry:
         browser keeps them, so a poll whose answer was lost is simply answered again)."""
         now = time.time()
         with self._lock:
-            mine = [j for j in self._jobs.values() if j.owner == owner]
-            for j in mine:  # forget jobs finished long ago
+            for j in list(self._jobs.values()):  # forget jobs finished long ago (every session's)
                 if j.finished is not None and now - j.finished > JOB_TTL_S:
                     del self._jobs[j.id]
+            mine = [j for j in self._jobs.values() if j.owner == owner]
+            if mine:
+                self._touch(owner)
             pending = [j for j in mine if j.state in ("queued", "running")]
             finished = [j for j in mine if j.state in ("done", "error") and j.id not in seen
                         and now - (j.finished or now) <= JOB_TTL_S]
@@ -289,5 +393,5 @@ def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path,
     return out
 
 
-__all__ = ["Dataset", "Job", "Registry", "decompressed_size", "demo_sources", "load_shared", "new_id",
+__all__ = ["Dataset", "Job", "Registry", "RegistryFull", "decompressed_size", "demo_sources", "load_shared", "new_id",
            "valid_token"]

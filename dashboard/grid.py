@@ -90,11 +90,14 @@ def _condition(frame: pl.DataFrame, col: str, cond: dict[str, Any]) -> pl.Expr |
             v = float(value)
         except (TypeError, ValueError):
             return None
-        to = cond.get("filterTo")
+        try:
+            to = float(cond["filterTo"]) if cond.get("filterTo") is not None else None
+        except (TypeError, ValueError):
+            to = None
         ops = {
             "equals": c == v, "notEqual": c != v, "lessThan": c < v, "lessThanOrEqual": c <= v,
             "greaterThan": c > v, "greaterThanOrEqual": c >= v,
-            "inRange": (c >= v) & (c <= float(to)) if to is not None else c >= v,
+            "inRange": (c >= v) & (c <= to) if to is not None else c >= v,
         }
         return ops.get(str(kind))
     s = c.cast(pl.String).str.to_lowercase()
@@ -113,11 +116,13 @@ def _condition(frame: pl.DataFrame, col: str, cond: dict[str, Any]) -> pl.Expr |
 def filter_expr(frame: pl.DataFrame, filter_model: dict[str, Any] | None) -> pl.Expr | None:
     """A polars predicate for AG Grid's ``filterModel`` (text and number filters, AND/OR conditions)."""
     exprs: list[pl.Expr] = []
-    for col, model in (filter_model or {}).items():
+    for col, model in (filter_model if isinstance(filter_model, dict) else {}).items():
         if col not in frame.columns or not isinstance(model, dict):
             continue
         if "conditions" in model:
-            parts = [e for e in (_condition(frame, col, m) for m in model["conditions"]) if e is not None]
+            conditions = model["conditions"] if isinstance(model["conditions"], list) else []
+            parts = [e for e in (_condition(frame, col, m) for m in conditions if isinstance(m, dict))
+                     if e is not None]
             if not parts:
                 continue
             combined = parts[0]
@@ -158,8 +163,8 @@ def search_expr(text: str | None) -> pl.Expr | None:
 
 
 def apply_sort_model(frame: pl.DataFrame, sort_model: list[dict[str, Any]] | None) -> pl.DataFrame:
-    keys = [(m["colId"], m.get("sort") == "desc") for m in (sort_model or [])
-            if isinstance(m, dict) and m.get("colId") in frame.columns]
+    keys = [(m["colId"], m.get("sort") == "desc") for m in (sort_model if isinstance(sort_model, list) else [])
+            if isinstance(m, dict) and isinstance(m.get("colId"), str) and m["colId"] in frame.columns]
     if not keys:
         return frame
     return frame.sort([k for k, _ in keys], descending=[d for _, d in keys], nulls_last=True)
@@ -178,6 +183,13 @@ def query(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,
 def to_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """JSON-ready rows."""
     return frame.to_dicts()
+
+
+def _row_index(value: Any, default: int) -> int:
+    """A row index from the browser (garbage: ``default``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= 2**53:  # NaN too
+        return default
+    return int(value)
 
 
 class Pager:
@@ -204,12 +216,12 @@ class Pager:
     def rows(self, dataset_id: str, requests: pl.DataFrame, request: dict[str, Any] | None,
              search: str | None = None) -> dict[str, Any]:
         """``getRowsResponse`` for a ``getRowsRequest``: ``{"rowData": [...], "rowCount": N}``."""
-        request = request or {}
-        start = max(0, int(request.get("startRow") or 0))
-        end = max(start, int(request.get("endRow") or start + BLOCK_ROWS))
+        request = request if isinstance(request, dict) else {}
+        start = max(0, _row_index(request.get("startRow"), 0))
+        end = max(start, _row_index(request.get("endRow"), start + BLOCK_ROWS))
         end = min(end, start + 1000)  # a page, never the whole capture
-        key = (dataset_id, json.dumps(request.get("filterModel") or {}, sort_keys=True),
-               json.dumps(request.get("sortModel") or [], sort_keys=True), (search or "").strip())
+        key = (dataset_id, json.dumps(request.get("filterModel") or {}, sort_keys=True, default=str),
+               json.dumps(request.get("sortModel") or [], sort_keys=True, default=str), (search or "").strip())
         with self._lock:
             frame = self._cache.get(key)
             if frame is not None:
@@ -230,6 +242,13 @@ class Pager:
                 del self._cache[key]
             for frame_key in [k for k in self._frames if k not in keep]:
                 del self._frames[frame_key]
+
+    def forget(self, dataset_id: str) -> None:
+        """Drop the cached frames of one dataset (it was evicted)."""
+        with self._lock:
+            for key in [k for k in self._cache if k[0] == dataset_id]:
+                del self._cache[key]
+            self._frames.pop(dataset_id, None)
 
     def count(self, dataset_id: str, requests: pl.DataFrame, search: str | None,
               filter_model: dict[str, Any] | None = None) -> int:

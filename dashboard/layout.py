@@ -27,7 +27,7 @@ def header(upload_url: str, max_bytes: int) -> html.Div:
             dcc.Dropdown(id="dataset", clearable=False, placeholder="loading…", className="dataset-dropdown"),
         ], className="picker"),
         html.Div([
-            html.Div(["Drop an Envoy / istio-proxy trace log here (.log, .txt, .gz) or choose one: "],
+            html.Div(["Drop an Envoy / istio-proxy trace log here (plain text or gzip, any name) or choose one: "],
                      className="drop-text"),
             # assets/upload.js puts <input type=file id=upload-file> here and streams the file to upload_url
             html.Span(id="upload-input-slot"),

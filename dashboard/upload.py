@@ -5,6 +5,11 @@ encoding); the server writes it to a private temporary file in chunks and starts
 a callback: fine for kilobytes, wrong for the hundreds of megabytes trace logs reach. Here the body
 streams from ``request.stream`` to disk in 1 MiB chunks, so memory stays flat whatever the size.
 
+What the file holds decides, never its name (``.jsonl``, a rotated ``.log.1``, no extension are all
+fine): :class:`~envoy_dissector.dashboard.content.ContentMeter` checks the bytes as they stream in,
+decompressing gzip as a stream with the cap counting the **decompressed** bytes, so a gzip bomb is
+refused after one chunk of work.
+
 Protocol (``assets/upload.js`` speaks it)::
 
     POST <prefix>_dissector/upload?name=<file name>[&log_format=<Envoy --log-format, custom formats only>]
@@ -13,9 +18,11 @@ Protocol (``assets/upload.js`` speaks it)::
     <file bytes>
 
     200 {"job": ID, "bytes": N}            analysis started; poll the registry for its progress
-    400 {"error": TEXT}                    no session, empty body, ...
-    413 {"error": TEXT}                    larger than the configured cap
-    415 {"error": TEXT}                    not a .log, .txt or .gz file
+    400 {"error": TEXT}                    no session, empty body, corrupt or truncated gzip
+    413 {"error": TEXT}                    more log text (decompressed) than the configured cap
+    415 {"error": TEXT}                    not a text log (binary, an archive, another compression)
+    429 {"error": TEXT}                    this session already has the most analyses waiting
+    503 {"error": TEXT}                    the server holds the most sessions it may
 """
 from __future__ import annotations
 
@@ -28,23 +35,17 @@ from typing import IO
 
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from envoy_dissector.dashboard.datasets import Registry, valid_token
+from envoy_dissector.dashboard.content import ContentMeter, ContentRefused, too_large_message
+from envoy_dissector.dashboard.datasets import Registry, RegistryFull, valid_token
 
 ROUTE = "/_dissector/upload"
-ALLOWED_SUFFIXES: tuple[str, ...] = (".log", ".txt", ".gz")
 CHUNK_BYTES = 1024 * 1024
 SESSION_HEADER = "X-Dissector-Session"
 MAX_LOG_FORMAT = 2000
-
-
-class UploadTooLarge(Exception):
-    """The body exceeds the configured cap."""
-
-
-def too_large_message(max_bytes: int) -> str:
-    return (f"file is larger than this server's upload limit of {max_bytes / 1e6:.0f} MB "
-            f"(start it with --max-upload-mb to raise it, or analyse the file with `envoy-dissect analyze`)")
+#: raw body allowed beyond the cap on log text (gzip framing of an incompressible file)
+BODY_SLACK_BYTES = 1024 * 1024
 
 
 def safe_name(name: str | None) -> str:
@@ -54,31 +55,29 @@ def safe_name(name: str | None) -> str:
     return base[-120:]
 
 
-def allowed(name: str) -> bool:
-    return name.lower().endswith(ALLOWED_SUFFIXES)
-
-
-def save_stream(stream: IO[bytes], directory: Path, suffix: str, max_bytes: int,
-                chunk_bytes: int = CHUNK_BYTES) -> tuple[Path, int]:
-    """Copy ``stream`` into a new private file in ``directory``; raise UploadTooLarge past ``max_bytes``
-    (the partial file is removed). Returns the path and the byte count."""
-    fd, name = tempfile.mkstemp(prefix="upload-", suffix=suffix, dir=directory)
+def save_stream(stream: IO[bytes], directory: Path, max_bytes: int,
+                chunk_bytes: int = CHUNK_BYTES) -> tuple[Path, ContentMeter]:
+    """Copy ``stream`` into a new private file in ``directory`` while a :class:`ContentMeter` checks it;
+    on :class:`ContentRefused` (or any error) the partial file is removed. Returns the path (suffix
+    ``.gz`` for gzip content, ``.log`` otherwise) and the meter (kind, raw and text byte counts)."""
+    fd, name = tempfile.mkstemp(prefix="upload-", suffix=".part", dir=directory)
     path = Path(name)
-    written = 0
+    meter = ContentMeter(max_bytes)
     try:
         with os.fdopen(fd, "wb") as out:
             while True:
                 data = stream.read(chunk_bytes)
                 if not data:
                     break
-                written += len(data)
-                if written > max_bytes:
-                    raise UploadTooLarge(written)
+                meter.feed(data)
                 out.write(data)
+        meter.finish()
+        final = path.with_suffix(".gz" if meter.kind == "gzip" else ".log")
+        path.rename(final)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    return path, written
+    return final, meter
 
 
 def make_upload_dir() -> Path:
@@ -99,21 +98,28 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
         if not valid_token(token):
             return jsonify(error="upload without a browser session: reload the page"), 400
         name = safe_name(request.args.get("name"))
-        if not allowed(name):
-            return jsonify(error=f"{name}: choose an Envoy / istio-proxy log file (.log, .txt or .gz)"), 415
+        try:
+            registry.admit(token)
+        except RegistryFull as exc:
+            return jsonify(error=f"{name}: {exc}"), exc.status
         length = request.content_length
         if length is not None and length > max_bytes:
             return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
-        suffix = ".gz" if name.lower().endswith(".gz") else ".log"
+        # Flask's MAX_CONTENT_LENGTH is sized for callbacks; here the meter caps the log text
+        request.max_content_length = max_bytes + BODY_SLACK_BYTES
         try:
-            path, size = save_stream(request.stream, directory, suffix, max_bytes)
-        except UploadTooLarge:
+            path, meter = save_stream(request.stream, directory, max_bytes)
+        except ContentRefused as exc:
+            return jsonify(error=f"{name}: {exc}"), exc.status
+        except RequestEntityTooLarge:
             return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
-        if size == 0:
-            path.unlink(missing_ok=True)
-            return jsonify(error=f"{name}: the file is empty"), 400
         log_format = (request.args.get("log_format") or "").strip()[:MAX_LOG_FORMAT] or None
-        job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format)
-        return jsonify(job=job.id, bytes=size)
+        try:
+            job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
+                                  total_bytes=meter.text_bytes)
+        except RegistryFull as exc:
+            path.unlink(missing_ok=True)
+            return jsonify(error=f"{name}: {exc}"), exc.status
+        return jsonify(job=job.id, bytes=meter.raw_bytes)
 
     server.add_url_rule(route, endpoint="dissector_upload", view_func=upload, methods=["POST"])

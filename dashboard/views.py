@@ -302,7 +302,7 @@ def window_from_relayout(relayout: dict[str, Any] | None, zero: int) -> tuple[in
         return None
     try:
         return zero + int(float(x0)), zero + int(float(x1))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

@@ -59,7 +59,7 @@ def _count_lines(path: Path) -> int:
 
 
 def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DEFAULT_LOG_FORMAT,
-                 requests: int | None = None, *, concurrency: int | None = None,
+                 requests: int | None = None, *, concurrency: int | None = None, log_level: str | None = None,
                  startup_timeout_s: float = 20.0) -> Path:
     """Run scenario ``name`` against a fresh Envoy and write a capture into ``out_dir``.
 
@@ -71,6 +71,7 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
             or a raw Envoy ``--log-format`` pattern.
         requests: total request count (spread over the scenario's connections); default: the scenario's.
         concurrency: override Envoy's ``--concurrency``.
+        log_level: override Envoy's ``-l`` level (``debug`` gives a capture without socket lines).
         startup_timeout_s: how long to wait for Envoy's admin ``/ready``.
 
     Returns:
@@ -89,6 +90,8 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
     envoy_settings = scenario.envoy
     if concurrency is not None:
         envoy_settings = dataclasses.replace(envoy_settings, concurrency=concurrency)
+    if log_level is not None:
+        envoy_settings = dataclasses.replace(envoy_settings, log_level=log_level)
 
     started = time.time()
     upstream_log = out / "upstream.jsonl"

@@ -89,10 +89,11 @@ lifecycle
 
 // ---- connection ----
 socketEvent : 'socket event: ' events=INT ;
-readReady : 'read ready. dispatch_buffered_data=' dispatch_buffered=INT
-          | 'read ready. dispatch buffered_data=' dispatch_buffered=INT ;
+// `=1`/`=0` (1.19's bool bit-field, int 1.22+), `=true`/`=false` (other builds); plain `read ready` before 1.16
+readReady : ('read ready. dispatch_buffered_data=' | 'read ready. dispatch buffered_data=') dispatch_buffered=(INT | WORD)
+          | 'read ready' ;
 writeReady : 'write ready' ;
-writingBytes : 'writing ' bytes=INT ' bytes, end_stream ' end_stream=WORD ;
+writingBytes : 'writing ' bytes=INT ' bytes' (', end_stream ' end_stream=WORD)? ;
 writeFlushComplete : 'write flush complete' ;
 readDisable : 'readDisable: disable=' disable=WORD ' disable_count=' count=INT ' state=' state=INT ' buffer_length=' buffer_length=INT ;
 raisingConnectionEvent : 'raising connection event ' event=INT ;
@@ -119,7 +120,7 @@ tlsFailure : ('remote address:' | 'TLS error: ') reason=rest ;
 rstClose : ('read: rst close from peer' | 'write: rst close from peer.') ;
 
 // ---- listener ----
-newConnection : 'new connection from ' address=rest ;
+newConnection : 'new connection from ' address=rest | 'new connection' ;  // the latter: logger `main`, <= 1.15
 connectionOnEvent : ('[C' conn_id=INT '] connection on event ' | 'tcp connection on event ') event=INT ;
 addingToCleanupList : 'adding to cleanup list' ;
 
@@ -128,7 +129,7 @@ parsingBytes : 'parsing ' bytes=INT ' bytes' ;
 parsedBytes : 'parsed ' bytes=INT ' bytes' ;
 messageBegin : 'message begin' ;
 completedHeader : 'completed header: key=' header_key=headerKey ' value=' header_value=rest ;
-onHeadersComplete : 'onHeadersCompleteBase' | 'onHeadersCompleteImpl' ;
+onHeadersComplete : 'onHeadersCompleteBase' | 'onHeadersCompleteImpl' | 'headers complete' ;  // last: <= 1.13
 serverOnHeadersComplete : 'Server: onHeadersComplete size=' count=INT ;
 clientOnHeadersComplete : 'Client: onHeadersComplete size=' count=INT ;
 statusCode : 'status_code ' status=INT ;
@@ -139,7 +140,7 @@ directDispatchedBytes : 'direct-dispatched ' bytes=INT ' bytes' ;
 // ---- HTTP/2 codec ----
 h2DispatchingBytes : 'dispatching ' bytes=INT ' bytes' ;
 h2DispatchedBytes : 'dispatched ' bytes=INT ' bytes' ;
-h2AboutToRecvFrame : 'about to recv frame type=' frame_type=INT ', flags=' flags=INT ', stream_id=' h2_stream_id=INT ;
+h2AboutToRecvFrame : 'about to recv frame type=' frame_type=INT ', flags=' flags=INT (', stream_id=' h2_stream_id=INT)? ;  // no id: <= 1.15
 h2TrackInboundFrame : 'track inbound frame type=' frame_type=INT ' flags=' flags=INT ' length=' bytes=INT ' padding_length=' INT ;
 h2RecvFrame : 'recv frame type=' (frame_type=INT | frame_name=WORD) (' stream_id=' h2_stream_id=INT)? ;
 h2VisitorFrameHeader : 'Http2Visitor::OnFrameHeader(' h2_stream_id=INT ', ' bytes=INT ', ' frame_type=INT ', ' flags=INT ')' ;
@@ -195,7 +196,7 @@ routerDecodingTrailers : 'router decoding trailers:' ;
 upstreamHeadersComplete : 'upstream headers complete: end_stream=' end_stream=WORD ;
 upstream1xx : 'upstream 100 continue' | 'upstream 1xx (' status=INT ').' ;
 upstreamTimeout : 'upstream timeout' ;
-upstreamReset : 'upstream reset: reset reason: ' reason=rest ;
+upstreamReset : ('upstream reset: reset reason: ' | 'upstream reset: reset reason ') reason=rest ;  // no colon: <= 1.13
 performingRetry : 'performing retry' ;
 poolReady : 'pool ready' ;
 attachedUpstreamConnection : 'Attached upstream connection [C' upstream_conn_id=INT '] to downstream connection [C' conn_id=INT ']' ;
@@ -213,13 +214,15 @@ poolUsingExisting : 'using existing connection' | 'using existing fully connecte
 poolCreatingStream : 'creating stream' ;
 poolTryingNewConnection : 'trying to create new connection' ;
 poolCreatingConnection : 'creating a new connection' (' (connecting=' count=INT ')')? ;
-poolQueueingStream : 'queueing stream due to no available connections' (' (ready=' INT ' busy=' INT ' connecting=' count=INT ')')? ;
-poolAttachingToNextStream : 'attaching to next stream' ;
+// `request` wording: Envoy <= 1.15 (pools spoke of requests before streams)
+poolQueueingStream : ('queueing stream due to no available connections' | 'queueing request due to no available connections')
+                     (' (ready=' INT ' busy=' INT ' connecting=' count=INT ')')? ;
+poolAttachingToNextStream : 'attaching to next stream' | 'attaching to next request' ;
 poolDestroyingStream : 'destroying stream: ' count=INT (' remaining' | ' active remaining, readyForStream ' WORD ', currentUnusedCapacity ' INT) ;
-poolClientDisconnected : 'client disconnected, failure reason: ' reason=rest ;
+poolClientDisconnected : 'client disconnected, failure reason: ' reason=rest | 'client disconnected, failure reason:' ;
 poolConnectTimeout : 'connect timeout' ;
-poolOverflow : 'max pending streams overflow' | 'max streams overflow' ;
-poolCancellingStream : 'cancelling pending stream' ;
+poolOverflow : 'max pending streams overflow' | 'max streams overflow' | 'max pending requests overflow' | 'max requests overflow' ;
+poolCancellingStream : 'cancelling pending stream' | 'cancelling pending request' ;
 sawUpstreamClose : 'saw upstream close connection' | 'response before request complete' ;
 responseComplete : 'response complete' ;
 clientConnecting : 'connecting' ;
@@ -252,7 +255,7 @@ loadShedNoise : 'LoadShedPoint ' anything ;
 poolStateNoise : 'ConnPoolImplBase ' anything | 'invoking ' anything | 'not creating a new connection' anything
                | 'closing idle client ' anything | 'draining ' anything | 'creating new preconnect connection'
                | 'maximum streams per connection, ' anything | 'max connection duration reached, ' anything
-               | 'remote goaway' | 'Decreasing stream capacity by ' anything | 'Increasing stream capacity by ' anything ;
+               | 'remote goaway' | 'moving to ready' | 'Decreasing stream capacity by ' anything | 'Increasing stream capacity by ' anything ;
 poolPreconnectNoise : 'per-upstream shouldCreateNewConnection returns ' anything | 'predictive shouldCreateNewConnection returns ' anything ;
 codecClientNoise : 'encode complete' | 'waiting for encode to complete' ;
 h2SessionNoise : 'updating connection-level initial window size to ' anything | 'Recouping ' anything
@@ -270,7 +273,7 @@ connectionCloseNoise : 'Not closing conn, socket is not open' | 'closeSocket: so
                      | 'both sides are half closed or it is final close after flush state'
                      | 'connection closing type=AbortReset, setting LocalReset to the detected close type.'
                      | 'close during connected callback' | 'connected on local interface ' anything
-                     | 'raising bind error' | 'raising immediate error' ;
+                     | 'raising bind error' | 'raising immediate error' | 'setting delayed close timer with timeout ' anything ;
 routerCleanupNoise : 'Executing cleanup(): ' anything ;
 dispatcherNoise : 'running ' anything | 'destroying dispatcher ' anything | 'shutdown destroyed ' anything
                 | 'clearing deferred deletion list' anything | 'item added to deferred deletion list' anything ;

@@ -262,7 +262,9 @@ def _typed(df: pl.DataFrame) -> pl.DataFrame:
         col = pl.col(name)
         if name in QUOTED_FIELDS:
             col = col.str.strip_prefix("'").str.strip_suffix("'")
-        if name == "stream_id":
+        if name == "dispatch_buffered":  # a bool: printed 0/1 or false/true depending on the build
+            col = col.str.to_lowercase().replace({"false": "0", "true": "1"}).cast(pl.Int64, strict=False)
+        elif name == "stream_id":
             col = col.cast(pl.UInt64, strict=False)
         elif name in INT_FIELDS:
             col = col.cast(pl.Int64, strict=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from envoy_dissector.parser.distinct import Distinct, distinct
+from envoy_dissector.parser.layouts import fold_header_records, location_in_message
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, group_names
 from envoy_dissector.parser.redact import redact_frame, rows_where
 from envoy_dissector.parser.schema import RECORD_COLUMNS
@@ -19,6 +20,11 @@ from envoy_dissector.parser.schema import RECORD_COLUMNS
 # A physical line that may continue the record above it: a header-dump line,
 # a blank line, or Istio's `\tthread=N` trailer.
 CONTINUATION = r"^(?:'[^']*', '.*'|\s*|\t?thread=\d+)$"
+#: A physical line that is neither a record start nor a CONTINUATION still continues the record above
+#: it when it reads like the rest of a multi-line message (config dumps, ``policy { ... }``, dynamic
+#: metadata): indented, a closing brace, ``key: value`` / ``key {``, or a line ending in an opening brace.
+#: Anything else (a paste's ``...``, another program's output) is malformed.
+MESSAGE_CONTINUES = r"^(?:[ \t]+[^\s]|[}\])][,;]?[ \t]*$|[A-Za-z_][A-Za-z0-9_.-]*(?::[ \t]|:$| \{[ \t]*$)|.*\{[ \t]*$)"
 _LEVEL_SHORT = {"T": "trace", "D": "debug", "I": "info", "W": "warning", "E": "error", "C": "critical", "O": "off"}
 
 
@@ -119,8 +125,17 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], redact: bool, multiline: p
     for name, (_needs, expr) in _outputs(fields).items():
         exprs[name] = pl.col(f"out__{name}") if f"out__{name}" in df.columns else expr
     typed = {name: exprs.get(name, pl.lit(None)).cast(dtype) for name, dtype in _OUTPUT_TYPES.items()}
+    if "loc__source" in df.columns:  # the location an older layout wrote inside the message
+        typed["source"] = pl.coalesce(typed["source"], pl.col("loc__source"))
     df = df.with_columns(ts_us=pl.coalesce(_timestamp(fields, df.columns), pl.col("wrapper_ts_us")), **typed)
     return df
+
+
+def _older_layouts(df: pl.DataFrame, fields: frozenset[str]) -> pl.DataFrame:
+    """Location inside the message (layouts without ``%g``) and one-header-per-record dumps."""
+    if "source_file" not in fields:
+        df = location_in_message(df)
+    return fold_header_records(df)
 
 
 def _strip_trailing_newlines(df: pl.DataFrame, multiline: pl.Expr | None = None) -> pl.DataFrame:
@@ -248,7 +263,7 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
         opener = pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":")).otherwise(None).forward_fill()
         opener = (opener if one_origin else opener.over("origin")).fill_null(False)
         others = others.with_columns(is_cont=pl.col("is_cont") | lines.select(opener).to_series().filter(
-            ~lines["is_start"]))
+            ~lines["is_start"]) | pl.col("raw").str.contains(MESSAGE_CONTINUES))
     others = others.with_columns(is_cont=pl.col("is_cont") & (pl.col("rid") > 0))
     malformed = others.filter(~pl.col("is_cont")).select("line_no", "origin", "raw")
     starts = lines.filter(pl.col("is_start")).select("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
@@ -262,6 +277,7 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: bool = True) -> 
         starts = _strip_suffix(starts, fmt)
     if fmt.message_escaping != "none":
         starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
+    starts = _older_layouts(starts, fmt.fields)
     # without escaping, a newline in a message can only come from folding
     multiline = pl.col("n_lines") > 1 if fmt.message_escaping == "none" else None
     df = _finish(starts, fmt.fields, redact, multiline)
@@ -314,8 +330,8 @@ def _json_envelope(df: pl.DataFrame, lines: pl.DataFrame, fmt: JsonFormat, redac
     """Records (``df``, with the message and a ``tag__`` column) and the malformed ``lines`` (not ``is_start``)."""
     malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
     df = df.with_columns(message=pl.col("tag__") + pl.col("message"), n_lines=pl.lit(1, dtype=pl.Int64)).drop("tag__")
-    df = _finish(df, fmt.fields, redact)
-    return Envelope(_select(df).with_columns(n_lines=pl.lit(1, dtype=pl.Int64)), malformed)
+    df = _finish(_older_layouts(df, fmt.fields), fmt.fields, redact)
+    return Envelope(_select(df).with_columns(n_lines=df["n_lines"]), malformed)
 
 
 def _tags(cid: pl.Expr, sid: pl.Expr) -> pl.Expr:
@@ -341,7 +357,23 @@ def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: bool = 
     for key in fmt.keys:
         df = df.unnest(f"__{key}")
     df = df.with_columns(tag__=_tags(raw.str.json_path_match("$.ConnectionId"), raw.str.json_path_match("$.StreamId")))
-    return _json_envelope(df, lines, fmt, redact)
+    env = _json_envelope(df, lines, fmt, redact)
+    return _recover_unescaped(env, fmt, redact) if fmt.as_text is not None else env
+
+
+def _recover_unescaped(env: Envelope, fmt: JsonFormat, redact: bool) -> Envelope:
+    """Read as text the malformed lines a layout with an unescaped message (``"msg":"%_"``) wrote:
+    a quote in the message makes the line invalid JSON, but the pattern read as text still splits it."""
+    text_fmt = fmt.as_text
+    assert text_fmt is not None
+    bad = env.malformed.with_columns(wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
+    fits = bad["raw"].str.contains(text_fmt.start) & bad["raw"].str.ends_with(text_fmt.pattern[text_fmt.pattern.rindex("%") + 2:])
+    if not fits.any():
+        return env
+    recovered = split_text(bad.filter(fits).select("line_no", "raw", "origin", "wrapper_ts_us"), text_fmt, redact=redact)
+    records = pl.concat([env.records, recovered.records.select(env.records.columns)], how="vertical_relaxed")
+    malformed = pl.concat([bad.filter(~fits).select(env.malformed.columns), recovered.malformed])
+    return Envelope(records.sort("line_no"), malformed.sort("line_no"))
 
 
 def split_envelope(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, *, redact: bool = True) -> Envelope:

@@ -19,6 +19,7 @@ class InputError(DissectorError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
                  expected: str | None = None, found: str | None = None) -> None:
         self.path, self.line, self.expected, self.found = path, line, expected, found
+        self.message = message
         where = path or ""
         if path and line is not None:
             where = f"{path}:{line}"

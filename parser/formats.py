@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, get_args
@@ -47,10 +46,19 @@ KNOWN_FORMATS: tuple[KnownFormat, ...] = (
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","caller":"%g:%#","msg":"%j","thread":%t}'),
     KnownFormat("istio-json", "Istio JSON without caller and thread (1.10-1.16)",
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","msg":"%j"}'),
+    KnownFormat("istio-json", "Istio JSON with the bare logger as scope (1.9 and older)",
+                '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"%n","msg":"%_"}'),
 )
 
 _CONTINUATION = re.compile(CONTINUATION)
-_JSON_LIKE = re.compile(r'^\{.*"(?:msg|message)"\s*:')
+
+
+class LowMatchError(FormatError):
+    """No known format reads half of the record lines; ``best`` is the one that reads most."""
+
+    def __init__(self, best: Detection, rates: list[str], message: str, **where: object) -> None:
+        super().__init__(message, **where)  # type: ignore[arg-type]
+        self.best, self.rates = best, rates
 
 
 @dataclass(frozen=True)
@@ -65,32 +73,51 @@ class Detection:
         return _compiled(self.pattern)
 
 
-def _json_rate(lines: list[str], keys: Iterable[str]) -> float:
-    """Share of lines that are JSON objects carrying every key of the format."""
-    wanted = set(keys)
+def _json_rate(lines: list[str], keys: dict[str, str], as_text: TextFormat | None = None) -> float:
+    """Share of lines that are JSON objects carrying every key of the format, each value of its shape.
+
+    A line that is not valid JSON but matches the pattern read as text (a message with unescaped
+    quotes, as Istio 1.9 and older wrote them) counts too: the envelope recovers it.
+    """
+    wanted = {key: re.compile(pattern) for key, pattern in keys.items()}
+    recover = re.compile(as_text.record) if as_text is not None else None
     ok = 0
     for line in lines:
-        if not _JSON_LIKE.match(line):
+        if not line.startswith("{"):
             continue
         try:
             obj = json.loads(line)
         except ValueError:
-            continue
-        ok += isinstance(obj, dict) and wanted <= obj.keys()
+            obj = None
+        if isinstance(obj, dict):
+            ok += all(key in obj and _value_matches(pattern, obj[key]) for key, pattern in wanted.items())
+        elif obj is None and recover is not None:
+            ok += recover.match(line) is not None
     return ok / len(lines)
+
+
+def _value_matches(pattern: re.Pattern[str], value: object) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        return False
+    return pattern.match(value if isinstance(value, str) else str(value)) is not None
 
 
 def _rate(compiled: TextFormat | JsonFormat, sample: list[str]) -> float:
     if isinstance(compiled, JsonFormat):
-        return _json_rate(sample, compiled.keys)
+        return _json_rate(sample, compiled.keys, compiled.as_text)
     start = re.compile(compiled.start)
     return sum(1 for line in sample if start.match(line)) / len(sample)
 
 
+#: A record's first line starts like a log line: a bracket, a digit (a date) or a JSON object. Other lines
+#: (indented text, `}`, `policy {`, header-dump lines) continue the record above them.
+_MAY_START_RECORD = re.compile(r"^[\[{0-9]")
+
+
 def _record_heads(lines: list[str]) -> list[str]:
-    """Non-blank sample lines, without those that continue a record (header dumps, `\tthread=` trailers)."""
+    """Non-blank sample lines that may start a record (not header dumps, `\tthread=` trailers, config dumps)."""
     sample = [line for line in lines if line.strip()][:2000]
-    heads = [line for line in sample if not _CONTINUATION.match(line)]
+    heads = [line for line in sample if _MAY_START_RECORD.match(line) and not _CONTINUATION.match(line)]
     return heads or sample
 
 
@@ -116,9 +143,9 @@ def detect_format(lines: list[str], *, source: str = "input", only: str | None =
             best = Detection(known.id, known.label, known.pattern, rate)
     assert best is not None
     if best.match_rate < 0.5:
-        raise FormatError(
-            "not an Envoy / istio-proxy log in any known format; tried " + ", ".join(rates)
-            + " — pass --format/--log-format if it uses a custom --log-format",
+        raise LowMatchError(
+            best, rates, "not an Envoy / istio-proxy log in any known format (tried " + ", ".join(rates)
+            + "); if Envoy ran with its own --log-format, pass it with --log-format",
             path=source, line=1, expected="an Envoy log line", found=sample[0][:120],
         )
     return best

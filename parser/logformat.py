@@ -154,6 +154,15 @@ class JsonFormat:
     keys: dict[str, str] = field(default_factory=dict)
     fields: frozenset[str] = frozenset()
 
+    @cached_property
+    def as_text(self) -> TextFormat | None:
+        """The pattern read as text, for lines that are not valid JSON because the message was not
+        JSON-escaped (``%v``/``%_`` inside quotes: a quote in the message ends the string early).
+        None when the message is ``%j`` (then an invalid line is a broken line)."""
+        if '"%j"' in self.pattern:
+            return None
+        return compile_text_format(self.pattern)
+
 
 def _compile_parts(pattern: str) -> tuple[list[str], set[str], str, bool]:
     """Returns regex pieces, fields, message flag, and whether the message was seen."""

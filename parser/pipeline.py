@@ -18,17 +18,21 @@ from typing import Any, Protocol
 import polars as pl
 
 from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
+from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import single_origin, split_envelope
-from envoy_dissector.parser.errors import FormatError, InputError
+from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.headers import header_columns
+from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+from envoy_dissector.parser.redact import redact_text
 from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.wrappers import detect_wrappers, strip_sample, unwrap
+from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 MALFORMED_EXAMPLES = 5
+MALFORMED_SAMPLE = 200
 #: Chunks in flight. Two more than the cores: polars ops release the GIL, and the block reader and the
 #: Python between polars calls leave gaps the extra threads fill (2 cores: 3 -> 4 workers was +10 %).
 #: Each holds a block's frames (~180 MB at 16 MiB), so the cap keeps peak RSS near 1 GB on any machine.
@@ -56,6 +60,8 @@ class Diagnostics:
     grammar_calls: int = 0
     #: records the fast path handed to the grammar one by one (values unlike their shape's representative)
     fallback_lines: int = 0
+    #: raw text of the first malformed lines (for hints; not part of the summary)
+    malformed_sample: list[str] = field(default_factory=list, repr=False)
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -128,7 +134,7 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
 @dataclass
 class _SourceState:
     detection: Detection
-    wrappers: list[str]
+    wrappers: tuple[AnyWrapper, ...]
     carry: pl.DataFrame | None = None
 
 
@@ -143,43 +149,32 @@ def _choose_format(sample: list[str], source: Source, format: str, log_format: s
     return detect_format(sample, source=source.name)
 
 
-def _detect(sample: list[str], source: Source, format: str, log_format: str | None) -> tuple[Detection, list[str]]:
-    """Wrappers, then the envelope format under them.
+def _detect(sample: list[str], source: Source, format: str, log_format: str | None) -> Found:
+    """Wrappers and the envelope format under them, decided together (``parser/detect.py``).
 
     A log format may itself start with an RFC 3339 time and a space (``%Y-%m-%dT%T.%fZ %l ...``),
-    which looks like ``kubectl logs --timestamps``: the wrapper is kept only if the format
-    matches the lines at least as well with it stripped as without.
+    which looks like ``kubectl logs --timestamps``: the wrapper is kept only if the format then
+    matches more lines than without it.
     """
-    wrappers = detect_wrappers(sample)
-    try:
-        detection: Detection | None = _choose_format(strip_sample(sample, wrappers), source, format, log_format)
-        error: FormatError | None = None
-    except FormatError as exc:
-        detection, error = None, exc
-    if "kubectl-timestamps" in wrappers:
-        inner = [w for w in wrappers if w != "kubectl-timestamps"]
-        try:
-            alt = _choose_format(strip_sample(sample, inner), source, format, log_format)
-        except FormatError:
-            alt = None
-        if alt is not None and (detection is None or alt.match_rate > detection.match_rate):
-            return alt, inner
-    if detection is None:
-        assert error is not None
-        raise error
-    return detection, wrappers
+    return detect(sample, lambda lines: _choose_format(lines, source, format, log_format), source=source.name)
 
 
-def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics) -> None:
+def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | None = None,
+                     redact: bool = True) -> None:
+    """Count malformed lines (``lines``: how many, when ``malformed`` holds one example for a whole file)."""
     if malformed.height == 0:
         return
-    diag.lines_malformed += malformed.height
-    for origin, n in malformed.group_by("origin").len().iter_rows():
+    diag.lines_malformed += malformed.height if lines is None else lines
+    counts = malformed.group_by("origin").len().iter_rows() if lines is None else [(malformed["origin"][0], lines)]
+    for origin, n in counts:
         diag.by_origin.setdefault(origin, {}).setdefault("lines_malformed", 0)
         diag.by_origin[origin]["lines_malformed"] += n
     room = MALFORMED_EXAMPLES - len(diag.malformed_examples)
     for line_no, origin, raw in malformed.head(max(room, 0)).iter_rows():
-        diag.malformed_examples.append(f"{origin}:{line_no}: {raw[:160]}")
+        diag.malformed_examples.append(f"{origin}:{line_no}: {(redact_text(raw) if redact else raw)[:160]}")
+    room = MALFORMED_SAMPLE - len(diag.malformed_sample)
+    if room > 0:
+        diag.malformed_sample.extend(malformed["raw"].head(room).to_list())
 
 
 def _account(events: pl.DataFrame, diag: Diagnostics) -> None:
@@ -236,7 +231,9 @@ def _last_start(lines: pl.DataFrame, fmt: TextFormat, window: int = 4096) -> int
     n = lines.height
     while True:
         lo = max(0, n - window)
-        found = lines["raw"].slice(lo).str.contains(fmt.start).arg_true()
+        tail = lines["raw"].slice(lo)
+        # a one-header-per-record dump (Envoy <= 1.8) stays in the chunk of the record it folds into
+        found = (tail.str.contains(fmt.start) & ~tail.str.contains(HEADER_RECORD_LINE)).arg_true()
         if found.len():
             return lo + int(found[-1])
         if lo == 0:
@@ -270,42 +267,64 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast))
             while len(pending) > max(1, workers):
-                yield from _finish_chunk(pending.popleft().result(), diag)
+                yield from _finish_chunk(pending.popleft().result(), diag, redact)
 
+        skipped: list[InputError] = []
         for source in sources:
             state: _SourceState | None = None
             last_bytes = 0
             next_line_no = 1
             kwargs = {"block_bytes": block_bytes} if block_bytes else {}
-            for block in read_blocks(source, **kwargs):
-                if progress is not None:
-                    progress(block.bytes_read - last_bytes)
-                    last_bytes = block.bytes_read
-                lines = _lines_frame(block, next_line_no)
-                next_line_no += lines.height
-                diag.lines_read += lines.height
-                if state is None:
-                    sample = lines.head(2000)["raw"].to_list()
-                    detection, wrappers = _detect(sample, source, format, log_format)
-                    state = _SourceState(detection, wrappers)
-                    _note_detection(diag, detection, wrappers)
-                    formats_seen[detection.format_id] += 1
-                lines = unwrap(lines, state.wrappers, source.name)
-                max_hold = max(lines.height, 10_000)
-                if state.carry is not None and state.carry.height:
-                    lines = pl.concat([state.carry, lines], how="vertical_relaxed")
-                lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
-                if lines.height:
-                    yield from submit(lines, state)
+            blocks = read_blocks(source, **kwargs)
+            try:
+                for block in blocks:
+                    if progress is not None:
+                        progress(block.bytes_read - last_bytes)
+                        last_bytes = block.bytes_read
+                    lines = _lines_frame(block, next_line_no)
+                    next_line_no += lines.height
+                    diag.lines_read += lines.height
+                    if state is None:
+                        if b"\r\n" in block.data[:1 << 20]:
+                            _note_wrapper(diag, "crlf")
+                        sample = lines.head(2000)["raw"].to_list()
+                        found = _detect(sample, source, format, log_format)
+                        state = _SourceState(found.detection, found.wrappers)
+                        _note_detection(diag, found.detection, found.wrapper_ids)
+                        formats_seen[found.detection.format_id] += 1
+                    lines = unwrap(lines, state.wrappers, source.name)
+                    max_hold = max(lines.height, 10_000)
+                    if state.carry is not None and state.carry.height:
+                        lines = pl.concat([state.carry, lines], how="vertical_relaxed")
+                    lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
+                    if lines.height:
+                        yield from submit(lines, state)
+            except InputError as exc:  # FormatError too
+                if len(sources) == 1:
+                    raise
+                skipped.append(exc)
+                if state is None:  # nothing of this file became records: its lines are malformed
+                    unread = next_line_no - 1 + _count_remaining_lines(blocks, diag)
+                    if unread:
+                        example = pl.DataFrame({"line_no": [exc.line or 1], "origin": [source.name],
+                                                "raw": [exc.found if exc.found is not None else "(not read)"]})
+                        _count_malformed(example, diag, lines=unread, redact=redact)
+                    diag.warn(f"skipped a file: {exc}")
+                else:
+                    diag.warn(f"stopped reading {source.name} at line {next_line_no}: {exc}")
             if state is not None and state.carry is not None and state.carry.height:
                 yield from submit(state.carry, state)
+        if skipped and len(skipped) == len(sources):
+            raise skipped[0]
         while pending:
-            yield from _finish_chunk(pending.popleft().result(), diag)
+            yield from _finish_chunk(pending.popleft().result(), diag, redact)
     if shapes is not None and classifier.grammar_calls:
         shapes.save(classifier.rules)
     diag.shapes = len(classifier.seen)
     diag.grammar_calls = classifier.grammar_calls
     diag.fallback_lines = classifier.fallback_lines
+    for hint in malformed_hints(diag.malformed_sample):
+        diag.warn(f"{diag.lines_malformed} malformed lines; they look like {hint}")
     if formats_seen:
         diag.format = formats_seen.most_common(1)[0][0]
 
@@ -320,12 +339,29 @@ def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: C
     return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA), env.malformed  # type: ignore[arg-type]
 
 
-def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics) -> Iterator[Chunk]:
+def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics, redact: bool) -> Iterator[Chunk]:
     events, malformed = result
-    _count_malformed(malformed, diag)
+    _count_malformed(malformed, diag, redact=redact)
     _account(events, diag)
     if events.height:
         yield Chunk(events["origin"][0], events)
+
+
+def _count_remaining_lines(blocks: Iterator[Block], diag: Diagnostics) -> int:
+    """Lines left in a skipped file (counted as read), without parsing them; 0 if it cannot be read."""
+    n = 0
+    try:
+        for block in blocks:
+            n += block.data.count(b"\n") + (0 if block.data.endswith(b"\n") else 1)
+    except InputError:
+        pass
+    diag.lines_read += n
+    return n
+
+
+def _note_wrapper(diag: Diagnostics, wrapper_id: str) -> None:
+    if wrapper_id not in diag.wrappers:
+        diag.wrappers.append(wrapper_id)
 
 
 def _note_detection(diag: Diagnostics, detection: Detection, wrappers: list[str]) -> None:
@@ -333,8 +369,7 @@ def _note_detection(diag: Diagnostics, detection: Detection, wrappers: list[str]
     diag.format_label = diag.format_label or detection.label
     diag.log_format = diag.log_format or detection.pattern
     for w in wrappers:
-        if w not in diag.wrappers:
-            diag.wrappers.append(w)
+        _note_wrapper(diag, w)
     if "%e" in detection.pattern and "%f" not in detection.pattern:
         diag.warn("timestamps have millisecond resolution (%e): microsecond attribution is coarse; "
                   "use %f in --log-format for µs")

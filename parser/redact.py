@@ -1,6 +1,8 @@
 """Redaction of secrets in header dumps and header lines (on by default everywhere)."""
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 SENSITIVE_HEADERS: tuple[str, ...] = (
@@ -12,6 +14,18 @@ REDACTED = "[redacted]"
 _NAMES = "|".join(SENSITIVE_HEADERS)
 _DUMP_LINE = rf"(?im)^('(?:{_NAMES})', ').*$"
 _HEADER_LINE = rf"(?i)(completed header: key=(?:{_NAMES}) value=).*$"
+
+
+_ANY_TEXT = rf"""(?i)((?:{_NAMES})["']?\s*[:=,]\s*["']?(?:Bearer |Basic )?)[^"',;\s]+"""
+_ANY_TEXT_RE: re.Pattern[str] | None = None
+
+
+def redact_text(text: str) -> str:
+    """Redact a sensitive header's value wherever it appears in free text (quoted malformed lines)."""
+    global _ANY_TEXT_RE
+    if _ANY_TEXT_RE is None:
+        _ANY_TEXT_RE = re.compile(_ANY_TEXT)
+    return _ANY_TEXT_RE.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | None = None) -> pl.Series:

@@ -1,4 +1,4 @@
-"""Layers point one way: parser -> analysis -> {dashboard, cli}; kube and lab sit beside analysis on the parser.
+"""Layers point one way: parser -> analysis -> {dashboard, fleet, cli}; kube and lab sit beside analysis on the parser.
 
 Each package is imported in a fresh interpreter, and every ``envoy_dissector`` module that import pulled in
 (the whole import graph) is checked against what the layer may use; the sources of every module are also
@@ -21,8 +21,9 @@ ALLOWED: dict[str, set[str]] = {
     "analysis": {"parser"},
     "kube": {"parser"},
     "lab": {"parser"},
+    "fleet": {"parser", "analysis"},
     "dashboard": {"parser", "analysis"},
-    "cli": {"parser", "analysis", "kube", "lab", "dashboard"},
+    "cli": {"parser", "analysis", "kube", "lab", "fleet", "dashboard"},
 }
 
 REPO = Path(__file__).resolve().parents[1]

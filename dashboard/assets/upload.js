@@ -5,13 +5,12 @@
  * events drive a progress bar. When the server has accepted the file it answers {"job": ID}; we tell
  * Dash through dash_clientside.set_props on the 'upload-job' store, and a server callback polls the
  * analysis job from there. The session token (from the 'session' sessionStorage store) ties the
- * upload to this browser tab only.
+ * upload to this browser tab only. Any file name is fine: the server judges the content (text or gzip).
  */
 (function () {
   'use strict';
   var ZONE = 'upload-drop';
   var INPUT = 'upload-file';
-  var ACCEPT = /\.(log|txt|gz)$/i;
 
   function setProps(id, props) {
     if (window.dash_clientside && window.dash_clientside.set_props) {
@@ -40,10 +39,6 @@
   function upload(file, zone) {
     var url = zone.getAttribute('data-url');
     var cap = Number(zone.getAttribute('data-max-bytes') || 0);
-    if (!ACCEPT.test(file.name)) {
-      message(file.name + ': choose an Envoy / istio-proxy log file (.log, .txt or .gz)', 'error');
-      return;
-    }
     if (cap && file.size > cap) {
       message(file.name + ' (' + mb(file.size) + ') is larger than this server\'s upload limit of ' +
               mb(cap) + ' (start it with --max-upload-mb to raise it)', 'error');
@@ -97,7 +92,6 @@
       input.type = 'file';
       input.id = INPUT;
       input.multiple = true;
-      input.accept = '.log,.txt,.gz';
       slot.appendChild(input);
     }
   }

@@ -68,3 +68,28 @@ def test_waterfall_has_phases_and_filter_rows():
     labels = " ".join(fig.data[0].y)
     assert "filter_chain" in labels and "envoy.filters.http.lua" in labels and "upstream_wait" in labels
     assert fig.layout.xaxis.range[0] <= 0
+
+
+def test_log_content_reaches_plotly_escaped(tmp_path):
+    """Plotly renders <a href>, <b>, <br> in titles, ticks, legends and hover: log content is escaped."""
+    import gzip
+    import re
+    from pathlib import Path
+
+    from envoy_dissector.analysis import dissect
+    from envoy_dissector.analysis.figures import event_loop, plain, waterfall
+
+    text = gzip.decompress(Path("fixtures/istio-thread/lua-cpu/envoy.log.gz").read_bytes()).decode()
+    text = text.replace("':path', '/'", "':path', '/<a href=\"http://evil.example/\">x</a>'")
+    text = text.replace("filter=envoy.filters.http.lua ", "filter=<b>lua</b> ")
+    path = tmp_path / "<br>x.log"
+    path.write_text(text)
+    cap = dissect(str(path))
+    row = cap.request(cap.requests.filter(cap.requests["path"].str.contains("evil"))["request_uid"][0])
+    fig = waterfall(row, cap.request_phases(row))
+    assert "/&lt;a href=\"http://evil.example/\"&gt;x&lt;/a&gt;" in fig.layout.title.text
+    labels = " ".join(fig.data[0].y)
+    assert "&lt;b&gt;lua&lt;/b&gt;" in labels and not re.search(r"<[ab][ >]", labels)
+    lanes = " ".join(event_loop(cap.loop).data[0].y)
+    assert "&lt;br&gt;x.log · thread" in lanes and "<br>" not in lanes
+    assert plain("a&b<c>") == "a&amp;b&lt;c&gt;"

@@ -106,12 +106,20 @@ def _log_in(d: Path) -> Path | None:
     return logs[0] if logs else None
 
 
-def discover() -> list[Truth]:
-    """Every fixture capture with Envoy's access log (multi-pod: one Truth per pod, on the interleaved log)."""
+def level_of(meta: dict[str, Any]) -> str:
+    """Envoy's ``-l`` level of a lab capture (captures from before the option existed are trace)."""
+    return str(meta.get("settings", {}).get("envoy", {}).get("log_level", "trace"))
+
+
+def discover(levels: tuple[str, ...] = ("trace",)) -> list[Truth]:
+    """Every fixture capture with Envoy's access log at one of ``levels`` (multi-pod: one Truth per pod, on the
+    interleaved log). Debug-level captures (fixtures/debug-level/) are asked for explicitly."""
     out = []
     for access in sorted(FIXTURES.rglob("access.jsonl")):
         d = access.parent
         meta = json.loads((d / "meta.json").read_text())
+        if level_of(meta) not in levels:
+            continue
         log = _log_in(d)
         prefix = None
         if log is None:  # kubectl/multi-pod/<pod>/: the pods' logs are interleaved one level up

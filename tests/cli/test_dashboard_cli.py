@@ -17,19 +17,58 @@ def test_dashboard_subcommand_defaults():
     assert args.captures == ["a.log"] and args.port == 9000 and args.max_upload_mb == 10
 
 
-def test_dashboard_runs_the_app(monkeypatch):
-    from dash import Dash
+@pytest.fixture
+def served(monkeypatch):
+    """What the CLI hands to waitress (nothing is bound)."""
+    from envoy_dissector.dashboard import server
 
     seen = {}
 
-    def fake_run(self, host, port, debug):
-        seen.update(host=host, port=port, app=self)
+    def fake_serve(app, host, port, *, max_body_bytes, threads=8):
+        seen.update(host=host, port=port, app=app, max_body_bytes=max_body_bytes)
 
-    monkeypatch.setattr(Dash, "run", fake_run)
+    monkeypatch.setattr(server, "serve", fake_serve)
+    monkeypatch.delenv("ENVOY_DISSECTOR_TOKEN", raising=False)
+    return seen
+
+
+def test_dashboard_runs_the_app_on_waitress(served, capsys):
     assert main(["dashboard", "fixtures/istio-thread/keepalive/envoy.log.gz", "--port", "8123"]) == 0
-    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123
-    reg = seen["app"].server.config["DISSECTOR_REGISTRY"]
+    assert served["host"] == "127.0.0.1" and served["port"] == 8123
+    assert served["max_body_bytes"] == 2048 * 1024 * 1024
+    reg = served["app"].server.config["DISSECTOR_REGISTRY"]
     assert [d.name for d in reg.visible(None)] == ["envoy.log.gz"]  # the given capture, no demo
+    assert reg.max_datasets == 4 and reg.max_sessions == 16
+    assert "http://127.0.0.1:8123/ " in capsys.readouterr().out  # loopback: no token
+
+
+def test_a_network_bind_generates_and_prints_a_token(served, capsys):
+    assert main(["dashboard", "--host", "0.0.0.0", "--port", "8124", "--allowed-host", "dissector.example"]) == 0
+    out = capsys.readouterr().out
+    assert "?token=" in out and "warning: binding 0.0.0.0" in out
+    token = out.split("?token=")[1].split()[0]
+    assert len(token) >= 32
+    client = served["app"].server.test_client()
+    assert client.get("/", headers={"Host": "dissector.example:8124"}).status_code == 401
+    r = client.get(f"/?token={token}", headers={"Host": "dissector.example:8124"})
+    assert r.status_code == 303 and "token" not in r.headers["Location"]
+    assert client.get("/", headers={"Host": "dissector.example:8124"}).status_code == 200  # the cookie
+    assert client.get("/", headers={"Host": "evil.example:8124"}).status_code == 403
+
+
+def test_a_given_token_is_used(served, capsys, monkeypatch):
+    monkeypatch.setenv("ENVOY_DISSECTOR_TOKEN", "from-the-environment-0123")
+    assert main(["dashboard", "--host", "0.0.0.0"]) == 0
+    assert "?token=from-the-environment-0123" in capsys.readouterr().out
+    assert main(["dashboard", "--token", "given-on-the-command-line", "--port", "8125"]) == 0
+    assert "http://127.0.0.1:8125/?token=given-on-the-command-line" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--host", "0.0.0.0", "--debug"], ["--host", "10.1.2.3", "--no-redact"],
+                                  ["--token", "short"], ["--max-datasets", "0"], ["--max-sessions", "-1"]])
+def test_refused_combinations(served, argv):
+    assert main(["dashboard", *argv]) == 64
+    assert not served
 
 
 def test_missing_capture_is_an_input_error(capsys):

@@ -198,7 +198,7 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
 
 
 def test_not_an_envoy_log_and_size_cap(dash_duo, make_app, tmp_path, artifacts):
-    app = make_app(max_upload_mb=0.05)  # 50 KiB
+    app = make_app(max_upload_mb=1)  # 1 MiB of log text
     dash_duo.start_server(app)
     dash_duo.wait_for_contains_text("#dataset", "demo", timeout=TIMEOUT)
     bad = tmp_path / "notes.txt"
@@ -215,9 +215,18 @@ def test_not_an_envoy_log_and_size_cap(dash_duo, make_app, tmp_path, artifacts):
     dash_duo.wait_for_contains_text("#job-message", "dropped.log", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#job-message", "not an Envoy / istio-proxy log", timeout=TIMEOUT)
     big = tmp_path / "big.log"
-    big.write_bytes(b"x" * 100_000)
+    big.write_bytes(b"x" * 1_200_000)
     dash_duo.find_element("#upload-file").send_keys(str(big))
     dash_duo.wait_for_contains_text("#upload-message", "upload limit", timeout=TIMEOUT)
+    # a small gzip holding more than the cap: refused by the server, which counts decompressed bytes
+    import gzip
+
+    packed = tmp_path / "packed.log.gz"
+    packed.write_bytes(gzip.compress(b"2026-11-22T01:09:40.050266Z\tinfo\tenvoy main x\thello\n" * 40_000))
+    assert packed.stat().st_size < 100_000
+    dash_duo.find_element("#upload-file").send_keys(str(packed))
+    dash_duo.wait_for_contains_text("#upload-message", "packed.log.gz: more than this server's upload limit of 1 MB "
+                                    "of log text (decompressed)", timeout=TIMEOUT)
     shot(dash_duo, artifacts, "6-errors")
     # a capture written with a custom --log-format: given in the header, it is sent with the upload
     dash_duo.find_element(".options summary").click()
@@ -265,3 +274,90 @@ def test_two_sessions_stay_apart(dash_duo, second_browser, app, artifacts, named
         br.find_element("#dataset").click()
     shot(dash_duo, artifacts, "7-session-a")
     shot(dash_br, artifacts, "7-session-b")
+
+
+HOSTILE_PATH = '/<a href="http://evil.example/">x</a><b>bold</b>'
+HOSTILE_FILTER = "<b>lua</b>"
+
+
+@pytest.fixture
+def hostile_capture(tmp_path):
+    """The lua-cpu capture with markup where log content goes: every ``:path``, the filter name, every
+    x-request-id; and a file name with markup (it becomes the origin: lane labels, uids)."""
+    import gzip
+    import re
+
+    text = gzip.decompress(LUA.read_bytes()).decode()
+    text = text.replace("':path', '/'", f"':path', '{HOSTILE_PATH}'")
+    text = text.replace("filter=envoy.filters.http.lua ", f"filter={HOSTILE_FILTER} ")
+    text = re.sub(r"'x-request-id', '([0-9a-f-]+)'", r"'x-request-id', '<i>\1</i>'", text)
+    path = tmp_path / "<b>hostile<br>.log"
+    path.write_text(text)
+    return path
+
+
+def no_markup(br, selector: str) -> None:
+    """No element under ``selector`` made from markup in the capture: a link, or a bold/italic element
+    (Plotly: a styled tspan) holding exactly the text the markup wrapped (``x``, ``bold``, ``lua``, an
+    x-request-id, the file name), or a line break inside the file name."""
+    found = br.driver.execute_script(
+        "const root = document.querySelector(arguments[0]); if (!root) return 'missing';"
+        "const wrapped = /^(x|bold|lua|hostile.*|[0-9a-f-]{36})$/;"
+        "const styled = Array.from(root.querySelectorAll('b, i, strong, em, tspan[style*=\"bold\"], "
+        "tspan[style*=\"italic\"]')).filter(e => wrapped.test(e.textContent.trim()));"
+        "const broken = Array.from(root.querySelectorAll('text, div, span, option'))"
+        "  .filter(e => e.textContent.includes('hostile') && e.querySelector('br, tspan.line'));"
+        "return Array.from(root.querySelectorAll('a')).concat(styled, broken).map(e => e.outerHTML).join(' | ');",
+        selector)
+    assert found == "", f"{selector}: {found}"
+
+
+def text_of(br, selector: str) -> str:
+    return br.driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.textContent).join(' | ');", selector)
+
+
+def test_log_content_is_never_markup(dash_br, dashboard_process, hostile_capture, artifacts):
+    """Markup in log content shows as text everywhere (waterfall title, tick labels, hover, grid, facts, log
+    lines, event-loop lanes, dataset list), on the real server (waitress) with an access token."""
+    server = dashboard_process(str(hostile_capture), "--token", "browser-token-0123456789")
+    dash_br.server_url = server.url  # ?token= once: the cookie carries it afterwards
+    assert "token" not in dash_br.driver.current_url
+    name = "<b>hostile<br>.log"
+    dash_br.wait_for_contains_text("#dataset", name, timeout=TIMEOUT)
+    dash_br.wait_for_text_to_equal("#overview-title", name, timeout=TIMEOUT)
+    for sel in ("#dataset", "#overview"):
+        no_markup(dash_br, sel)
+
+    # grid cells: the path and x-request-id as text
+    open_tab(dash_br, "requests")
+    row = until(lambda: grid_row_with_path(dash_br, HOSTILE_PATH), what="a grid row with the hostile path")
+    assert "<i>" in text_of(dash_br, '.ag-center-cols-container .ag-row [col-id="x_request_id"]')
+    no_markup(dash_br, "#requests-grid")
+    shot(dash_br, artifacts, "8-markup-grid")
+    row.find_elements_by_css_selector('[col-id="status"]')[0].click()
+
+    # waterfall: title, tick labels and hover as text, no link anywhere in the figure
+    dash_br.wait_for_element("#waterfall-graph .main-svg", timeout=TIMEOUT)
+    until(lambda: HOSTILE_PATH in text_of(dash_br, "#waterfall-graph .gtitle"), what="the path in the title")
+    until(lambda: HOSTILE_FILTER in text_of(dash_br, "#waterfall-graph .ytick text"), what="the filter tick")
+    index = dash_br.driver.execute_script(
+        "const gd = document.querySelector('#waterfall-graph .js-plotly-plot');"
+        "const i = gd.data[0].y.findIndex(y => y.includes('lua'));"
+        "Plotly.Fx.hover(gd, [{curveNumber: 0, pointNumber: i}]); return i;")
+    assert index >= 0
+    hover = until(lambda: text_of(dash_br, "#waterfall-graph .hoverlayer"), what="a hover label")
+    assert HOSTILE_FILTER in hover, hover
+    for sel in ("#waterfall-graph", "#request-facts"):
+        no_markup(dash_br, sel)
+    assert HOSTILE_PATH in dash_br.find_element("#request-facts").text
+    shot(dash_br, artifacts, "9-markup-waterfall")
+    dash_br.find_element("#show-lines").click()
+    dash_br.wait_for_contains_text("#log-lines-text", f"':path', '{HOSTILE_PATH}'", timeout=TIMEOUT)
+    no_markup(dash_br, "#log-lines")
+
+    # event loop: lanes named after the file (the origin) as text
+    open_tab(dash_br, "loop")
+    until(lambda: f"{name} · thread" in text_of(dash_br, "#loop-graph .ytick text"), what="lane labels")
+    no_markup(dash_br, "#loop-graph")
+    assert dash_br.driver.execute_script("return location.host") == f"127.0.0.1:{server.port}"

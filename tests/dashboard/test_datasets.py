@@ -10,6 +10,7 @@ import pytest
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import (
     Registry,
+    RegistryFull,
     decompressed_size,
     demo_sources,
     load_shared,
@@ -56,6 +57,63 @@ def test_lru_cap_drops_least_recently_used_uploads_never_shared(capture):
     reg.add(capture, name="3", owner="t")
     assert reg.get(second.id, "t") is None and reg.get(first.id, "t") is first
     assert reg.get(demo.id, "t") is demo
+
+
+def test_one_sessions_uploads_never_evict_another_sessions(capture, tmp_path):
+    reg = Registry(max_datasets=2)
+    evicted: list[str] = []
+    reg.on_evict(evicted.append)
+    other = reg.add(capture, name="other", owner="tok-b")
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    (spill / "part.parquet").write_bytes(b"x")
+    first = reg.add(capture, name="1", owner="tok-a", files=[spill])
+    for n in range(2, 8):
+        reg.add(capture, name=str(n), owner="tok-a")
+    assert [d.name for d in reg.visible("tok-a")] == ["7", "6"]
+    assert reg.get(other.id, "tok-b") is other  # untouched by tok-a's seven uploads
+    assert first.id in evicted and other.id not in evicted and len(evicted) == 5
+    assert not spill.exists()  # the evicted dataset's files are removed
+
+
+def test_sessions_are_capped_and_idle_ones_give_their_room(capture):
+    reg = Registry(max_sessions=2, session_idle_s=60)
+    a = reg.add(capture, name="a", owner="tok-a")
+    reg.add(capture, name="b", owner="tok-b")
+    reg.admit("tok-a")  # a session already holding data may go on
+    with pytest.raises(RegistryFull) as full:
+        reg.admit("tok-c")
+    assert full.value.status == 503 and "2 browser sessions" in str(full.value)
+    assert reg.get(a.id, "tok-a") is a
+    reg._last_used["tok-b"] -= 3600  # tok-b went quiet an hour ago
+    reg.admit("tok-c")
+    assert reg.visible("tok-b") == [] and reg.sessions() == 1
+
+
+def test_pending_analyses_per_session_are_capped(tmp_path):
+    import threading
+
+    gate = threading.Event()
+
+    def slow(*args, **kwargs):
+        gate.wait(30)
+        return dissect(str(FIXTURE))
+
+    reg = Registry(max_pending=2, workers=1, analyse=slow)
+    jobs = []
+    for n in range(2):
+        path = tmp_path / f"{n}.gz"
+        shutil.copyfile(FIXTURE, path)
+        jobs.append(reg.submit(path, name=f"{n}.gz", owner="t"))
+    with pytest.raises(RegistryFull) as full:
+        reg.admit("t")
+    assert full.value.status == 429
+    reg.admit("u")  # another session is not held up by t's queue
+    gate.set()
+    for job in jobs:
+        assert reg.wait(job).state == "done"
+    reg.admit("t")
+    reg.shutdown(wait=True)
 
 
 def test_job_analyses_in_background_reports_progress_and_deletes_the_file(tmp_path):

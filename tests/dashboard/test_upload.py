@@ -1,14 +1,17 @@
-"""upload: the streaming route (raw body to a private temp file in chunks), size cap, bad input."""
+"""upload: the streaming route (raw body to a private temp file in chunks), acceptance by content, size
+cap counting decompressed bytes, bad input, per-session admission."""
 from __future__ import annotations
 
+import gzip
 import io
 from pathlib import Path
 
 import pytest
 
 from envoy_dissector.dashboard.app import create_app
+from envoy_dissector.dashboard.content import ContentRefused
 from envoy_dissector.dashboard.datasets import new_id
-from envoy_dissector.dashboard.upload import UploadTooLarge, allowed, safe_name, save_stream
+from envoy_dissector.dashboard.upload import safe_name, save_stream
 
 FIXTURE = Path("fixtures/istio-thread/lua-cpu/envoy.log.gz")
 
@@ -49,17 +52,48 @@ def test_refusals(app):
     client = app.server.test_client()
     assert post(client, b"x\n", "a.log").status_code == 400  # no session token
     assert post(client, b"x\n", "a.log", "not-a-token").status_code == 400
-    assert post(client, b"x\n", "a.exe", new_id()).status_code == 415
     assert post(client, b"", "a.log", new_id()).status_code == 400
+    r = post(client, b"MZ\x90\x00\x03\x00\x00\x00" * 100, "a.log", new_id())
+    assert r.status_code == 415 and "binary content" in r.json["error"]
+    r = post(client, b"PK\x03\x04" + b"x" * 100, "logs.zip", new_id())
+    assert r.status_code == 415 and "zip archive" in r.json["error"]
+    r = post(client, gzip.compress(b"a line\n" * 100)[:-12], "cut.log.gz", new_id())
+    assert r.status_code == 400 and "ends early" in r.json["error"]
+    assert list(app.server.config["DISSECTOR_UPLOAD_DIR"].iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["envoy.jsonl", "istio-proxy.log.1", "capture", "proxy.LOG.2.gz", "x.exe"])
+def test_accepted_by_content_whatever_the_name(app, name):
+    client, token = app.server.test_client(), new_id()
+    r = post(client, FIXTURE.read_bytes(), name, token)
+    assert r.status_code == 200, r.json
+    reg = app.server.config["DISSECTOR_REGISTRY"]
+    job = reg.wait(reg.job(r.json["job"], token))
+    assert job.state == "done", job.error
+    assert [d.name for d in reg.visible(token)] == [name]
+
+
+def test_gzip_cap_counts_decompressed_bytes(app):
+    client = app.server.test_client()
+    text = b"2026-11-22T01:09:40.050266Z\tinfo\tenvoy main x\thello\n" * 30_000  # 1.5 MiB, cap is 1 MiB
+    body = gzip.compress(text)
+    assert len(body) < 100_000
+    r = post(client, body, "small.log.gz", new_id())
+    assert r.status_code == 413 and "decompressed" in r.json["error"] and "1 MB" in r.json["error"]
+    assert list(app.server.config["DISSECTOR_UPLOAD_DIR"].iterdir()) == []
 
 
 def test_save_stream_chunks_and_cap(tmp_path):
-    path, n = save_stream(io.BytesIO(b"a" * 10_000), tmp_path, ".log", 10_000, chunk_bytes=1000)
-    assert n == 10_000 and path.read_bytes() == b"a" * 10_000
+    path, meter = save_stream(io.BytesIO(b"a\n" * 5_000), tmp_path, 10_000, chunk_bytes=1000)
+    assert meter.text_bytes == meter.raw_bytes == 10_000 and path.read_bytes() == b"a\n" * 5_000
+    assert path.suffix == ".log" and meter.lines == 5_000
     assert oct(path.stat().st_mode & 0o777) == "0o600"
-    with pytest.raises(UploadTooLarge):
-        save_stream(io.BytesIO(b"a" * 10_001), tmp_path, ".log", 10_000, chunk_bytes=1000)
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    with pytest.raises(ContentRefused) as err:
+        save_stream(io.BytesIO(b"a\n" * 5_001), tmp_path, 10_000, chunk_bytes=1000)
+    assert err.value.status == 413
+    gz, meter = save_stream(io.BytesIO(gzip.compress(b"b\n" * 4_000)), tmp_path, 10_000, chunk_bytes=100)
+    assert gz.suffix == ".gz" and meter.kind == "gzip" and meter.text_bytes == 8_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, gz.name])
 
 
 def test_names():
@@ -67,7 +101,6 @@ def test_names():
     assert safe_name("C:\\logs\\istio proxy.log") == "istio proxy.log"
     assert safe_name("<script>.log") == "_script_.log"
     assert safe_name(None) == "upload.log"
-    assert allowed("a.LOG") and allowed("b.txt") and allowed("c.log.gz") and not allowed("d.zip")
 
 
 def test_upload_with_a_custom_log_format(app):

@@ -9,6 +9,8 @@ from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import KNOWN_FORMATS, detect_format, detection_by_id
 from envoy_dissector.parser.pipeline import parse, parse_text
 
+from conftest import NO_THREAD_DIRS
+
 MS_WARNING = "millisecond"
 THREAD_WARNING = "no thread ids"
 
@@ -46,7 +48,7 @@ def test_resolution_and_thread_warnings(fixture_log, parsed_fixture):
     ms = any(MS_WARNING in w for w in warnings)
     no_thread = any(THREAD_WARNING in w for w in warnings)
     assert ms == (fixture_log.top == "envoy")
-    assert no_thread == (fixture_log.top in {"istio", "old-format", "istio-json-old"})
+    assert no_thread == (fixture_log.top in NO_THREAD_DIRS)
     if fixture_log.pattern is not None:  # and the same facts from the pattern Envoy was started with
         assert ms == ("%e" in fixture_log.pattern)
         assert no_thread == ("%t" not in fixture_log.pattern)
@@ -68,7 +70,7 @@ def test_timestamps_are_epoch_microseconds_in_capture_time(fixture_log, parsed_f
 
 def test_threads_present_exactly_when_the_format_has_them(fixture_log, parsed_fixture):
     events = parsed_fixture(fixture_log).events
-    has_thread = fixture_log.top not in {"istio", "old-format", "istio-json-old"}
+    has_thread = fixture_log.top not in NO_THREAD_DIRS
     assert (events["thread"].null_count() == 0) == has_thread
     assert (events["thread"].null_count() == events.height) == (not has_thread)
 

@@ -1,0 +1,264 @@
+"""Capture quality: what a capture's log level, timestamps and thread ids allow to be attributed, said first.
+
+Users paste what they have: debug-level logs (no socket lines), Envoy's default layout (millisecond
+timestamps), Istio text without thread ids, excerpts cut at both ends. ``assess`` reads which levels and
+which lines a capture holds and turns that into plain statements ("debug level: no socket lines,
+downstream_read/downstream_write and event-loop queueing cannot be measured") for the top of every report,
+``summary.json`` (``capture_quality``) and ``Capture.quality()``. docs/output.md lists the fields.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
+from envoy_dissector.analysis.requests import SOCKET_KINDS
+from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.kinds import EventKind
+
+if TYPE_CHECKING:
+    from envoy_dissector.analysis.capture import Capture
+    from envoy_dissector.analysis.findings import Finding
+
+#: Lines Envoy writes only at trace level (on the request path).
+TRACE_KINDS = (*SOCKET_KINDS, EventKind.PARSING_BYTES, EventKind.PARSED_BYTES, EventKind.H2_DISPATCHING_BYTES,
+               EventKind.MESSAGE_BEGIN, EventKind.COMPLETED_HEADER, EventKind.DECODE_HEADERS_CALLED,
+               EventKind.ENCODE_HEADERS_CALLED, EventKind.PROXYING_HEADERS, EventKind.UPSTREAM_RESPONSE_HEADERS,
+               EventKind.ENCODING_DATA, EventKind.WRITING_BYTES, EventKind.READ_READY, EventKind.WRITE_READY)
+#: Request lines Envoy writes at debug level.
+DEBUG_REQUEST_KINDS = (EventKind.NEW_STREAM, EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTE_MATCH,
+                       EventKind.POOL_READY, EventKind.UPSTREAM_HEADERS_COMPLETE, EventKind.ENCODING_HEADERS,
+                       EventKind.CODEC_COMPLETED_ENCODING, EventKind.ROUTER_DECODING_HEADERS,
+                       EventKind.REQUEST_END_STREAM, EventKind.LOCAL_REPLY)
+LEVEL_ORDER = ("trace", "debug", "info", "warning", "error", "critical")
+#: Fewer client requests than this: no rate is given (a handful of requests is not a rate).
+MIN_REQUESTS_FOR_RPS = 20
+#: Findings that rest on differences of a few µs: left out when the timestamps are coarser.
+SUB_MS_FINDINGS = ("observer-effect",)
+#: Findings that compare phases or event-loop waits within requests: left out at a coarse tick unless the
+#: median request spans at least this many ticks (else the figures they quote are rounding).
+SHARE_FINDINGS = ("proxy-time", "slow-upstream", "saturated-worker-", "wasm-share", "tracing-share")
+MIN_TICKS_FOR_SHARES = 10
+RAISE_LEVEL_HINT = ("raise Envoy's level while reproducing: `istioctl proxy-config log POD --level trace` "
+                    "(Istio), Envoy's admin `curl -X POST 'localhost:15000/logging?level=trace'` (or start Envoy "
+                    "with `-l trace`), or let `envoy-dissect capture POD` do it and put the levels back "
+                    "(docs/kubernetes.md)")
+_SPANS = (("downstream_read", "b0", "b1"), ("header_parse", "b1", "b2"), ("filter_chain", "b2", "b3"),
+          ("router", "b3", "b4"), ("upstream_send", "b4", "b5"), ("upstream_wait", "b5", "b6"),
+          ("response_parse", "b6", "b7"), ("encode", "b7", "b8"), ("downstream_write", "b8", "b9"))
+
+
+class NoRequestLines(DissectorError):
+    """The capture has no request line at all (info level, or no traffic): nothing to attribute."""
+
+    exit_code = 8
+
+
+@dataclass(frozen=True)
+class CaptureQuality:
+    #: the most detailed level the capture shows: ``trace``, ``debug`` or ``info`` (info and above)
+    level: str
+    #: records per level as logged (``{"trace": N, "debug": N, ...}``; ``unknown`` when the format has none)
+    levels: dict[str, int]
+    #: records that belong to HTTP requests (have a stream id, or are a request lifecycle line)
+    request_lines: int
+    #: ``read returns``/``write returns``/``socket event`` lines exist (connection logger at trace)
+    socket_lines: bool
+    #: per-filter lines (``decode headers called``) exist
+    filter_lines: bool
+    #: timestamp tick in µs: 1 (µs), 1000 (ms) or 1 000 000 (s)
+    timestamp_tick_us: int
+    #: real thread ids in the records (not inferred lanes)
+    thread_ids: bool
+    #: phases that are 0 only because their lines are not in the capture
+    unmeasured_phases: list[str] = field(default_factory=list)
+    #: phases measured from fallback lines (their meaning shifts slightly; docs/phases.md)
+    approximate_phases: list[str] = field(default_factory=list)
+    #: what can and cannot be attributed, one sentence each
+    statements: list[str] = field(default_factory=list)
+
+    @property
+    def resolution(self) -> str:
+        return {1: "µs", 1000: "ms"}.get(self.timestamp_tick_us, "s")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["timestamp_resolution"] = self.resolution
+        return d
+
+
+def _levels(records: pl.DataFrame) -> dict[str, int]:
+    if "level" not in records.columns or records.height == 0:
+        return {}
+    counts = records.select(pl.col("level").fill_null(EventKind.UNKNOWN).str.to_lowercase().replace(
+        {"warn": "warning", "err": "error", "crit": "critical", "dbg": "debug", "trc": "trace"})).to_series()
+    return dict(sorted(counts.value_counts().iter_rows(), key=lambda kv: (
+        LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
+
+
+def _tick(ts: pl.Series) -> int:
+    ts = ts.drop_nulls()
+    if ts.len() == 0:
+        return 1
+    if (ts % 1000 != 0).any():
+        return 1
+    return 1000 if (ts % 1_000_000 != 0).any() else 1_000_000
+
+
+def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) -> CaptureQuality:
+    """Level, timestamp tick and thread ids of a capture, and what they allow to be attributed."""
+    levels = _levels(records)
+    kinds = set(events["kind"].cast(pl.String).unique().to_list()) if events.height else set()
+    has_trace = bool(kinds & set(TRACE_KINDS)) or levels.get("trace", 0) > 0
+    has_debug = bool(kinds & set(DEBUG_REQUEST_KINDS)) or levels.get("debug", 0) > 0
+    level = "trace" if has_trace else "debug" if has_debug else "info"
+    on_request = pl.col("stream_id").is_not_null() | pl.col("kind").cast(pl.String).is_in(
+        [*DEBUG_REQUEST_KINDS, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
+    request_lines = events.filter(on_request).height if events.height else 0
+    socket_lines = bool(kinds & set(SOCKET_KINDS))
+    filter_lines = EventKind.DECODE_HEADERS_CALLED in kinds
+    tick = _tick(records["ts_us"]) if records.height else 1
+    thread_ids = bool(records.height and records.select((pl.col("thread") >= 0).any()).item())
+    unmeasured: list[str] = []
+    approximate: list[str] = []
+    said: list[str] = []
+    if request_lines == 0 and level == "info":
+        said.append(f"info level: no request lines, nothing can be attributed; {RAISE_LEVEL_HINT}")
+    elif request_lines == 0:
+        said.append(f"{level} level but no HTTP request in the capture (TCP traffic only, or no traffic while it "
+                    "was captured): no phases to attribute")
+    else:
+        client = requests.filter(~pl.col("internal")) if requests.height else requests
+        if not socket_lines:
+            unmeasured += ["downstream_read", "response_parse", "downstream_write"]
+            approximate += ["header_parse", "upstream_send", "upstream_wait"]
+            why = ("debug level: no socket lines" if level == "debug" else
+                   "trace level but no socket lines in the capture (connection logger below trace, or left out of "
+                   "the excerpt)")
+            said.append(f"{why}, so downstream_read, response_parse, downstream_write and "
+                        "event-loop queueing cannot be measured (shown as 0), nor worker utilisation; a request's "
+                        "life runs from "
+                        "`new stream` to the response's end; header_parse starts at `new stream`, upstream_send "
+                        "ends at the upstream `encode complete`/`writing`, upstream_wait includes response parsing"
+                        + ("; no per-filter breakdown (wasm_us, tracing_us are 0)" if not filter_lines else ""))
+        if not filter_lines and socket_lines:
+            said.append("no `decode headers called` lines (trace level): no per-filter breakdown, wasm_us and "
+                        "tracing_us are 0")
+        if client.height and not client["complete"].any():
+            said.append(f"no complete request: all {client.height} client request(s) are cut by the capture or "
+                        "lack their first/last line; they are listed below with the phases known")
+    if tick >= 1000:
+        unit = "ms" if tick == 1000 else "s"
+        said.append(f"{unit} timestamps: every figure is ±1 {unit} and shown in {unit}, phases shorter than the tick "
+                    f"show as 0; no finding rests on smaller differences"
+                    + (" (Envoy's default layout: add %f to --log-format for µs)" if tick == 1000 else ""))
+    if not thread_ids:
+        said.append("no thread ids: workers are inferred from which connections a request links (lanes), so "
+                    "utilisation and event-loop queueing are estimates with lower confidence")
+    return CaptureQuality(level=level, levels=levels, request_lines=request_lines, socket_lines=socket_lines,
+                          filter_lines=filter_lines, timestamp_tick_us=tick, thread_ids=thread_ids,
+                          unmeasured_phases=unmeasured, approximate_phases=approximate, statements=said)
+
+
+def require_request_lines(quality: CaptureQuality, name: str) -> None:
+    """Raise ``NoRequestLines`` (exit 8) when the capture cannot hold a request line: info level and above.
+
+    A debug/trace capture without HTTP requests (TCP proxying, no traffic) is analysed: its report says so.
+    """
+    if quality.request_lines or quality.level != "info":
+        return
+    counts = ", ".join(f"{k} {v}" for k, v in quality.levels.items()) or "no level field"
+    raise NoRequestLines(f"{name}: no request lines ({counts}): the log is at info level, and Envoy logs "
+                         f"requests only at debug and trace; {RAISE_LEVEL_HINT}")
+
+
+def capture_span(records: pl.DataFrame, requests: pl.DataFrame) -> dict[str, Any]:
+    """Span of the capture over all records (not only requests), request counts, and a rate when meaningful.
+
+    ``rps`` is null with fewer than ``MIN_REQUESTS_FOR_RPS`` client requests.
+    """
+    client = requests.filter(~pl.col("internal")) if requests.height else requests
+    complete = int(client["complete"].sum()) if client.height else 0
+    start = records["ts_us"].min() if records.height else None
+    end = records["ts_us"].max() if records.height else None
+    duration = (int(end) - int(start)) / 1e6 if start is not None and end is not None else 0.0  # type: ignore[arg-type]
+    rps = client.height / duration if client.height >= MIN_REQUESTS_FOR_RPS and duration > 0 else None
+    return {"start_us": start, "end_us": end, "duration_s": duration, "requests": client.height,
+            "requests_complete": complete, "requests_incomplete": client.height - complete,
+            "internal_requests": requests.height - client.height, "rps": rps}
+
+
+def at_resolution(findings: list[Finding], quality: CaptureQuality, requests: pl.DataFrame) -> list[Finding]:
+    """Findings minus those resting on differences below the timestamp tick.
+
+    At a ms (or s) tick: never the per-record observer cost; phase shares, slow-upstream/proxy-time and
+    saturated workers (whose evidence is event-loop waits) only when the median complete request spans at
+    least ``MIN_TICKS_FOR_SHARES`` ticks.
+    """
+    tick = quality.timestamp_tick_us
+    if tick <= 1:
+        return findings
+    counted = requests.filter(pl.col("complete") & ~pl.col("internal")) if requests.height else requests
+    median = counted["total_us"].median() if counted.height else None
+    long_enough = median is not None and float(median) >= MIN_TICKS_FOR_SHARES * tick  # type: ignore[arg-type]
+    return [f for f in findings if f.id not in SUB_MS_FINDINGS
+            and (long_enough or not f.id.startswith(SHARE_FINDINGS))]
+
+
+def _missing(text: str | None) -> set[str]:
+    return {part.split(" ", 1)[0] for part in (text or "").split(", ") if part}
+
+
+def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, Any]]:
+    """Client requests not complete: the phases whose two boundaries are both in the capture, and what is missing."""
+    if requests.height == 0 or "first_ts" not in requests.columns:
+        return []
+    client = requests.filter(~pl.col("internal") & ~pl.col("complete"))
+    out = []
+    for row in client.sort("first_ts", nulls_last=True).head(limit).iter_rows(named=True):
+        missing = _missing(row.get("missing_boundaries"))
+        unmeasured = set((row.get("unmeasured_phases") or "").split(", "))
+        known = {phase: row[f"{phase}_us"] for phase, a, b in _SPANS
+                 if a not in missing and b not in missing and phase not in unmeasured and row.get(f"{phase}_us")}
+        out.append({"request_uid": row["request_uid"], "method": row.get("method"), "path": row.get("path"),
+                    "status": row.get("status"), "outcome": row.get("outcome"), "known_phases_us": known,
+                    "missing_boundaries": [f"{b} {BOUNDARY_NAMES[b]}" for b in sorted(missing)]})
+    return out
+
+
+def _duration(us: int | float | None, tick: int) -> str:
+    if us is None:
+        return "-"
+    if tick >= 1000 or us >= 10_000:
+        return f"{us / 1000:.0f} ms" if tick >= 1000 else f"{us / 1000:.2f} ms"
+    return f"{int(us)} µs"
+
+
+def _short_uid(uid: str, capture: Capture) -> str:
+    """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
+    one_origin = capture.requests["origin"].n_unique() <= 1
+    return ":".join(uid.rsplit(":", 2)[-2:]) if one_origin else uid
+
+
+def quality_lines(capture: Capture) -> list[str]:
+    """The report's first block: capture quality, then (when no request is complete) the partial requests."""
+    q = capture.quality()
+    level = q.level + ("" if q.socket_lines or q.level == "info" else " (no socket lines)")
+    lines = [f"capture quality: {level} · {q.resolution} timestamps · "
+             + ("thread ids" if q.thread_ids else "no thread ids")]
+    lines += [f"  - {s}" for s in q.statements]
+    partial = partial_requests(capture.requests) if not capture.requests.filter(
+        ~pl.col("internal") & pl.col("complete")).height else []
+    if partial:
+        lines.append("")
+        lines.append(f"partial requests (first {len(partial)}): phases known · boundaries missing")
+        for p in partial:
+            what = f"{p['method'] or '?'} {p['path'] or '?'} → {p['status'] or '?'}"
+            known = ", ".join(f"{k} {_duration(v, q.timestamp_tick_us)}" for k, v in p["known_phases_us"].items())
+            lines.append(f"  {_short_uid(p['request_uid'], capture)}  {what}  ({p['outcome']})")
+            lines.append(f"      known: {known or 'none'}")
+            lines.append(f"      missing: {', '.join(p['missing_boundaries']) or 'none'}")
+    lines.append("")
+    return lines
