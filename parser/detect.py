@@ -114,7 +114,8 @@ def _search(head: list[str], choose: Choose) -> Found | None:
     return best
 
 
-def _envelope_anywhere(head: list[str], chain: Sequence[AnyWrapper]) -> tuple[tuple[AnyWrapper, ...], AnyWrapper] | None:
+def _envelope_anywhere(head: list[str],
+                       chain: Sequence[AnyWrapper]) -> tuple[tuple[AnyWrapper, ...], AnyWrapper] | None:
     """A ``prefix`` wrapper when most lines hold a known envelope after text no known wrapper reads."""
     lines = strip_sample(head, chain)
     starts = [line for line in lines if not _CONTINUATION.match(line)] or lines

@@ -367,10 +367,12 @@ def _recover_unescaped(env: Envelope, fmt: JsonFormat, redact: bool) -> Envelope
     text_fmt = fmt.as_text
     assert text_fmt is not None
     bad = env.malformed.with_columns(wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
-    fits = bad["raw"].str.contains(text_fmt.start) & bad["raw"].str.ends_with(text_fmt.pattern[text_fmt.pattern.rindex("%") + 2:])
+    tail = text_fmt.pattern[text_fmt.pattern.rindex("%") + 2:]
+    fits = bad["raw"].str.contains(text_fmt.start) & bad["raw"].str.ends_with(tail)
     if not fits.any():
         return env
-    recovered = split_text(bad.filter(fits).select("line_no", "raw", "origin", "wrapper_ts_us"), text_fmt, redact=redact)
+    recovered = split_text(bad.filter(fits).select("line_no", "raw", "origin", "wrapper_ts_us"), text_fmt,
+                           redact=redact)
     records = pl.concat([env.records, recovered.records.select(env.records.columns)], how="vertical_relaxed")
     malformed = pl.concat([bad.filter(~fits).select(env.malformed.columns), recovered.malformed])
     return Envelope(records.sort("line_no"), malformed.sort("line_no"))

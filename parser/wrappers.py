@@ -58,7 +58,8 @@ class Wrapper:
         raw = pl.col("raw")
         if self.origin or self.timestamp:
             parts = raw.str.extract_groups(self.anchored)
-            cols = {f"_w_{g}": parts.struct.field(g) for g in (*self.origin, *([self.timestamp] if self.timestamp else []))}
+            groups = (*self.origin, *([self.timestamp] if self.timestamp else []))
+            cols = {f"_w_{g}": parts.struct.field(g) for g in groups}
             lines = lines.with_columns(**cols)
             if self.origin:
                 lines = _set_origin(lines, pl.concat_str([pl.col(f"_w_{g}") for g in self.origin], separator="/"))

@@ -14,13 +14,11 @@ import re
 
 import polars as pl
 import pytest
+from test_loop import independent_queue
+from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.pipeline import analyse
-
-from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
-
-from test_loop import independent_queue
 
 LEGACY = [t for t in discover() if t.rel.startswith("legacy-1.19/")]
 LAYOUTS = ("plain", "source-prefix")

@@ -155,7 +155,7 @@ def test_ten_sessions_upload_at_once_without_cross_talk(dashboard_process, capsy
             for o in uploaded:
                 fixture = o["label"].split(" · ")[0].split("-", 2)[2].removesuffix(".log.gz")
                 assert o["label"].endswith(f" · {expected[fixture]} requests"), o["label"]
-            assert [o for o in options if not o["label"].startswith("uploaded: ")][0]["label"].startswith(
+            assert next(o for o in options if not o["label"].startswith("uploaded: "))["label"].startswith(
                 "envoy.log.gz")  # the shared capture
         # no session can open another's dataset, and its own open with the right content
         for i, s in enumerate(sessions):
