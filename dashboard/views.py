@@ -68,7 +68,8 @@ def facts(ds: Dataset) -> html.Div:
         card("requests", f"{cap['requests']:,}", "overview-requests"),
         card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
         card("span", f"{cap['duration_s']:.3f} s", "overview-span"),
-        card("rate", f"{cap['rps']:,.0f} rps", "overview-rps"),
+        # rps is null for fewer than 20 requests (Capture.capture_span), as in the terminal report
+        card("rate", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "–", "overview-rps"),
         card("format", str(s["format"]), "overview-format"),
         card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
     ], className="facts")
