@@ -10,8 +10,8 @@ from __future__ import annotations
 from envoy_dissector.analysis.capture import Capture, dissect
 from envoy_dissector.analysis.compare import compare
 from envoy_dissector.analysis.findings import Finding
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PARTITION_PHASES, Milestone, Phase
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PARTITION_PHASES, PHASE_COLUMNS, Milestone, Phase
 from envoy_dissector.parser.kinds import EventKind
 
-__all__ = ["CONTRACT_COLUMNS", "PARTITION_PHASES", "Capture", "EventKind", "Finding", "Milestone", "Phase", "compare",
-           "dissect"]
+__all__ = ["CONTRACT_COLUMNS", "PARTITION_PHASES", "PHASE_COLUMNS", "Capture", "EventKind", "Finding", "Milestone",
+           "Phase", "compare", "dissect"]

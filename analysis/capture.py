@@ -17,6 +17,7 @@ from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
+from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
@@ -101,6 +102,20 @@ class Capture:
         """Capture span over all records, request counts, and ``rps`` (null for fewer than 20 requests)."""
         return capture_span(self.records, self.requests)
 
+    def origins(self) -> list[dict[str, Any]]:
+        """One entry per origin (input file, pod/container, restart run): its format and its own span."""
+        d = self.diagnostics_dict()
+        by_source: dict[str, str] = d.get("format_by_source") or {}
+        names = sorted(set(self.requests["origin"].unique().to_list()) | set(d.get("by_origin") or {}))
+        out = []
+        for origin in names:
+            fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),
+                                                d["format"])
+            mine = pl.col("origin") == origin
+            out.append({"origin": origin, "format": fmt,
+                        **capture_span(self.records.filter(mine), self.requests.filter(mine))})
+        return out
+
     def summary(self) -> dict[str, Any]:
         """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups."""
         workers = self.workers()
@@ -109,11 +124,10 @@ class Capture:
             "format": self.format,
             "wrappers": self.wrappers,
             "capture_quality": quality.as_dict(),
-            "capture": self.span(),
+            "capture": {**self.span(), "origins": self.origins()},
             "diagnostics": self.diagnostics_dict(),
             "phases": percentiles(self.requests),
-            "workers": [{"origin": o, "thread": t, "utilisation": round(u or 0.0, 4), "busy_us": b,
-                         "requests": n, "connections": c} for o, t, u, b, n, c in workers.iter_rows()],
+            "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
             "tls_handshakes": tls_counts(self.events),
             "stitching": self.stitching.as_dict(),
@@ -186,21 +200,32 @@ class Capture:
     def event_loop(self, thread: int | None = None, start: int | None = None, end: int | None = None) -> go.Figure:
         from envoy_dissector.analysis import figures
 
-        return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end)
+        return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end, internal=self.internal_work())
+
+    def internal_work(self) -> pl.DataFrame:
+        """Envoy's own work on the workers (tracing span flushes): ``origin, thread, start_us, end_us, label``."""
+        if "internal_work" not in self._cache:
+            from envoy_dissector.analysis.tracing import flush_bursts
+
+            requests = self.requests.with_columns(conn_id=pl.col("downstream_conn_id"))
+            bursts = flush_bursts(requests, self.events)
+            self._cache["internal_work"] = bursts.select(
+                "origin", "thread", "start_us", "end_us",
+                label=pl.lit("tracing flush ") + pl.col("flush_uid").str.split(":").list.last())
+        return self._cache["internal_work"]
 
     def _repr_html_(self) -> str:
         s = self.summary()
         cap = s["capture"]
-        rows = "".join(
-            f"<tr><td>{p}</td><td>{v['p50']}</td><td>{v['p90']}</td><td>{v['p99']}</td><td>{v['max']}</td></tr>"
-            for p, v in s["phases"].items())
+        rows = "".join("<tr><td>" + "</td><td>".join([p, *(format_us(v[k]) for k in ("p50", "p90", "p99", "max"))])
+                       + "</td></tr>" for p, v in s["phases"].items())
         finds = "".join(f"<li><b>{f['severity']}</b>: {f['title']} — {f['evidence']}</li>" for f in s["findings"])
         rate = f", {cap['rps']:.0f} rps" if cap["rps"] is not None else ""
         quality = "".join(f"<li>{line}</li>" for line in s["capture_quality"]["statements"])
         return (f"<div><b>envoy-dissector capture</b> {self.name}: format {self.format}, "
                 f"{cap['requests']} requests ({cap['requests_complete']} complete) over "
                 f"{cap['duration_s']:.3f} s{rate}<ul>{quality}</ul>"
-                f"<table><tr><th>phase (µs)</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
+                f"<table><tr><th>phase</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
                 f"<ul>{finds}</ul></div>")
 
 

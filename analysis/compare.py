@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from envoy_dissector.analysis.stats import QUANTILES, SUMMARY_COLUMNS, counted, percentiles
+from envoy_dissector.analysis.units import column_unit, in_unit
 
 if TYPE_CHECKING:
     from envoy_dissector.analysis.capture import Capture
@@ -38,12 +39,12 @@ def compare(a: Capture, b: Capture) -> pl.DataFrame:
                             b_requests=pl.lit(counted(b.requests).height))
 
 
-def _short(v: object, signed: bool = False) -> str:
+def _cell(v: object, unit: str, signed: bool = False) -> str:
+    """A number of a column whose unit is in the header (the project's one formatter, ``units.in_unit``)."""
     if v is None:
         return "–"
-    n = int(v)  # type: ignore[call-overload]
-    text = f"{n / 1000:.1f}ms" if abs(n) >= 10_000 else f"{n}µs"
-    return ("+" + text) if signed and n > 0 else text
+    text = in_unit(v, unit)  # type: ignore[arg-type]
+    return ("+" + text) if signed and float(v) > 0 else text  # type: ignore[arg-type]
 
 
 def render_comparison(table: pl.DataFrame, a_name: str, b_name: str) -> str:
@@ -53,16 +54,17 @@ def render_comparison(table: pl.DataFrame, a_name: str, b_name: str) -> str:
     """
     n_a = table["a_requests"][0] if table.height else 0
     n_b = table["b_requests"][0] if table.height else 0
+    shown = [row for row in table.iter_rows(named=True)
+             if not all(row[f"{side}_{s}"] in (None, 0) for side in ("a", "b") for s in STATS)]
+    hidden = [row["phase"] for row in table.iter_rows(named=True) if row not in shown]
+    # One unit per quantile's three columns: ms once any of them reaches 10 ms.
+    units = {q: column_unit(row[f"{side}_{q}"] for row in shown for side in ("a", "b", "delta")) for q in QUANTILES}
     lines = [f"A: {a_name} ({n_a} requests)", f"B: {b_name} ({n_b} requests)", "",
-             f"{'':<17}" + "".join(f"{q:^27}" for q in QUANTILES),
+             f"{'':<17}" + "".join(f"{q + ' (' + units[q] + ')':^27}" for q in QUANTILES),
              f"{'phase':<17}" + "".join(f"{'A':>9}{'B':>9}{'B−A':>9}" for _ in QUANTILES)]
-    hidden = []
-    for row in table.iter_rows(named=True):
-        if all(row[f"{side}_{s}"] in (None, 0) for side in ("a", "b") for s in STATS):
-            hidden.append(row["phase"])
-            continue
-        cells = "".join(f"{_short(row[f'a_{q}']):>9}{_short(row[f'b_{q}']):>9}{_short(row[f'delta_{q}'], True):>9}"
-                        for q in QUANTILES)
+    for row in shown:
+        cells = "".join(f"{_cell(row[f'a_{q}'], units[q]):>9}{_cell(row[f'b_{q}'], units[q]):>9}"
+                        f"{_cell(row[f'delta_{q}'], units[q], True):>9}" for q in QUANTILES)
         lines.append(f"{row['phase']:<17}{cells}")
     if hidden:
         lines.append(f"(zero in both captures: {', '.join(hidden)})")

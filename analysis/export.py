@@ -9,7 +9,7 @@ import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.trace_export import trace_events
-from envoy_dissector.parser.errors import InputError, UsageError
+from envoy_dissector.parser.errors import OutputError, UsageError
 
 SUFFIXES = (".trace.json", ".parquet", ".csv", ".jsonl", ".json")
 
@@ -44,4 +44,4 @@ def write(capture: Capture, path: str, requests: pl.DataFrame | None = None) -> 
         else:
             Path(path).write_text(json.dumps(trace_events(capture), default=_json_default))
     except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", path=path) from exc
+        raise OutputError(f"cannot write: {exc.strerror}", path=path) from exc

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import polars as pl
 
 from envoy_dissector.analysis.schema import PHASE_COLUMNS, Phase
-from envoy_dissector.analysis.stats import counted
+from envoy_dissector.analysis.stats import counted, percentile
+from envoy_dissector.analysis.units import format_us
 
 PHASE_COLORS: dict[str, str] = {
     Phase.DOWNSTREAM_READ: "#8dd3c7", Phase.HEADER_PARSE: "#80b1d3", Phase.FILTER_CHAIN: "#bebada",
@@ -72,7 +73,7 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
         bases.append((start or t0) - t0)
         widths.append(max(int(dur or 0), 1))
         colors.append(PHASE_COLORS.get(phase, "#999999"))
-        texts.append(f"{dur} µs")
+        texts.append(format_us(dur))
     fig = go.Figure(go.Bar(
         y=labels, x=widths, base=bases, orientation="h", marker_color=colors, text=texts,
         textposition="outside", hovertemplate="%{y}<br>start +%{base} µs<br>%{x} µs<extra></extra>",
@@ -85,8 +86,10 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
             text=[m.upper() for m, _ in marks], hovertemplate="%{text} at +%{x} µs<extra></extra>",
             name="Envoy milestones", showlegend=False))
     target = f"{request.get('method') or ''} {request.get('authority') or ''}{request.get('path') or ''}"
-    title = (f"{plain(target)} → {request.get('status')} · {request.get('total_us')} µs total · loop queue "
-             f"{request.get('loop_queue_us')} µs")
+    title = (f"{plain(target)} → {request.get('status')} · total {format_us(request.get('total_us'))} (Envoy's "
+             f"duration {format_us(request.get('envoy_duration_us'))}) · loop queue "
+             f"{format_us(request.get('loop_queue_us'))} inside, {format_us(request.get('queue_before_read_us'))} "
+             "before the first read")
     fig.update_traces(cliponaxis=False, selector=dict(type="bar"))
     fig.update_yaxes(autorange="reversed", automargin=True)
     left = min(min(bases, default=0), 0)
@@ -104,7 +107,7 @@ def phase_distribution(requests: pl.DataFrame) -> go.Figure:
         if r.height == 0:
             break
         s = r[col]
-        q = [float(s.quantile(x, interpolation="nearest") or 0) for x in (0.0, 0.25, 0.5, 0.75, 0.99)]
+        q = [percentile(s, x) or 0.0 for x in (0.0, 0.25, 0.5, 0.75, 0.99)]
         name = col.removesuffix("_us")
         fig.add_trace(go.Box(name=name, q1=[q[1]], median=[q[2]], q3=[q[3]], lowerfence=[q[0]], upperfence=[q[4]],
                              marker_color=PHASE_COLORS.get(name, "#999")))
@@ -148,10 +151,12 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
 
 def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int | None = None,
                end_us: int | None = None, highlight: list[int] | None = None,
-               zero_us: int | None = None) -> go.Figure:
+               zero_us: int | None = None, internal: pl.DataFrame | None = None) -> go.Figure:
     """One lane per worker, busy slices as bars (coloured by event kind). Windows with too many slices
     are shown as busy-fraction buckets instead.
 
+    ``internal`` (``origin, thread, start_us, end_us, label``: Envoy's own work, such as tracing span flushes)
+    is drawn over the slices it ran inside, as its own trace.
     ``highlight`` connection ids get a red outline and their own trace; ``zero_us`` fixes the x origin
     (µs) so a zoomed window keeps the coordinates of the whole capture (the dashboard re-queries the
     window server-side on zoom); by default the first slice shown is 0."""
@@ -202,6 +207,18 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                 marker=dict(color="#e41a1c", line=dict(color="#e41a1c", width=2)), width=0.35,
                 customdata=[f"C{c}" for c in mine["conn_id"].to_list()],
                 hovertemplate="%{customdata} (highlighted)<br>+%{base} µs, %{x} µs<extra></extra>"))
+    if internal is not None and internal.height:
+        work = internal.join(lo.select("origin", "thread").unique(), on=["origin", "thread"], how="semi").filter(
+            (pl.col("end_us") >= first) & (pl.col("start_us") <= int(lo["end_us"].max())))  # type: ignore[arg-type]
+        if work.height:
+            work = work.with_columns(
+                lane=_lane(pl.col("origin")) + pl.lit(" · thread ") + pl.col("thread").cast(pl.String))
+            fig.add_trace(go.Bar(
+                y=work["lane"].to_list(), x=(work["end_us"] - work["start_us"]).clip(lower_bound=1).to_list(),
+                base=(work["start_us"] - t0).to_list(), orientation="h", name="internal work", width=0.3,
+                marker=dict(color="#ff7f00", line=dict(color="#a65628", width=1)),
+                customdata=[plain(label) for label in work["label"].to_list()],
+                hovertemplate="%{customdata}<br>+%{base} µs, %{x} µs<extra></extra>"))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title=f"µs since {t0}")
     return _layout(fig, f"Event loop: busy slices per worker{note}", height=200 + 40 * lanes["lane"].n_unique())
@@ -271,7 +288,8 @@ def compare_table(summary_a: dict[str, Any], summary_b: dict[str, Any]) -> list[
         a, b = summary_a["phases"][phase], summary_b["phases"][phase]
         rows.append({"phase": phase, **{f"a_{k}": a[k] for k in ("p50", "p90", "p99")},
                      **{f"b_{k}": b[k] for k in ("p50", "p90", "p99")},
-                     "diff_p50": b["p50"] - a["p50"], "diff_p99": b["p99"] - a["p99"]})
+                     **{f"diff_{k}": b[k] - a[k] if a[k] is not None and b[k] is not None else None
+                        for k in ("p50", "p99")}})
     return rows
 
 

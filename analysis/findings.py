@@ -1,4 +1,8 @@
-"""Findings: what the numbers say, with evidence and the fix users apply."""
+"""Findings: what the numbers say, with evidence and the fix users apply.
+
+Severity follows measured harm — how long requests waited, how many, how often — never a busy share
+alone. The rules and thresholds are listed in docs/findings.md (keep the two in step).
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -6,17 +10,29 @@ from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.stats import counted
+from envoy_dissector.analysis.loop import WAITED_US
+from envoy_dissector.analysis.stats import counted, median, percentile
+from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.kinds import EventKind
 
 Severity = Literal["info", "warning", "critical"]
+#: The one severity order (most severe first): report, summary.json and dashboard sort by it.
+SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 
-SATURATED_UTILISATION = 0.8
+#: Saturation: a worker whose requests waited for it (docs/findings.md, "saturated-worker").
+SATURATION_WAITED_SHARE = 0.25  # share of the worker's requests that waited ≥ WAITED_US: warning
+SATURATION_MIN_WAITED = 3
+SATURATION_CRITICAL_SHARE = 0.5  # ... and this share, and waiting was at least half the median request's time
+SATURATION_CRITICAL_WAIT_SHARE = 0.5
 IMBALANCE_RATIO = 1.5
+IMBALANCE_MIN_REQUESTS = 10
 SHARE_WARNING = 0.10
 CHURN_SHARE = 0.2
 CHURN_REUSE = 3.0  # requests per upstream connection above which new connections are warm-up
 SLOW_UPSTREAM_SHARE = 0.5
+SLOW_FILTER_US = 100
+SLOW_FILTER_SHARE = 0.10  # of the median total: below it a slow filter is info
+SERVER_ERRORS_CRITICAL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -27,57 +43,109 @@ class Finding:
     evidence: str
     fix: str = ""
 
+    @property
+    def rank(self) -> int:
+        """Position in :data:`SEVERITY_ORDER` (0 = most severe)."""
+        return SEVERITY_ORDER[self.severity]
+
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
 
 
-def _ms(value: object) -> str:
-    """µs as text; ``value`` is a polars aggregate (int, float or None)."""
-    if not isinstance(value, (int, float)):
-        return "?"
-    us = value
-    return f"{us / 1000:.2f} ms" if abs(us) >= 1000 else f"{us:.0f} µs"
+def _waited(requests: pl.DataFrame) -> pl.Series:
+    """Each request's event-loop wait: before its first read plus inside its life."""
+    return (requests["queue_before_read_us"].fill_null(0) + requests["loop_queue_us"].fill_null(0)).alias("wait")
 
 
 def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]:
+    """A worker whose requests waited for it: enough of them, long enough (utilisation is context only)."""
     out = []
     r = counted(requests)
-    for origin, thread, util, _busy, n, _conns in workers.iter_rows():
-        if util is None or util < SATURATED_UTILISATION or not n:
+    for w in workers.iter_rows(named=True):
+        mine = r.filter((pl.col("origin") == w["origin"]) & (pl.col("thread") == w["thread"]))
+        if mine.height == 0:
             continue
-        mine = r.filter((pl.col("origin") == origin) & (pl.col("thread") == thread))
-        queue = mine["loop_queue_us"].median() if mine.height else None
-        total = mine["total_us"].median() if mine.height else None
+        wait = _waited(mine)
+        waited = int((wait >= WAITED_US).sum())
+        share = waited / mine.height
+        if waited < SATURATION_MIN_WAITED or share < SATURATION_WAITED_SHARE:
+            continue
+        in_proxy = mine["total_us"].fill_null(0) + mine["queue_before_read_us"].fill_null(0)
+        wait_share = median(wait / in_proxy.clip(lower_bound=1)) or 0.0
+        critical = share >= SATURATION_CRITICAL_SHARE and wait_share >= SATURATION_CRITICAL_WAIT_SHARE
+        util = w["utilisation"] or 0.0
         out.append(Finding(
-            f"saturated-worker-{thread}", "critical",
-            f"Worker {thread} is saturated ({util:.0%} busy)",
-            f"{origin}: worker thread {thread} was busy {util:.0%} of the traffic window and served {n} requests; "
-            f"its requests waited a median {_ms(queue)} for the event loop (median total {_ms(total)}).",
+            f"saturated-worker-{w['thread']}", "critical" if critical else "warning",
+            f"Worker {w['thread']} is saturated: {share:.0%} of its requests waited for it",
+            f"{w['origin']}: {waited} of {mine.height} requests on worker {w['thread']} waited ≥ "
+            f"{format_us(WAITED_US)} for the event loop (median wait {format_us(median(wait))}, p90 "
+            f"{format_us(percentile(wait, 0.9))}; waiting was a median {wait_share:.0%} of a request's time in "
+            f"the proxy); the worker was busy {util:.0%} of the traffic window over "
+            f"{w['connections']} connections.",
             "Give the sidecar more CPU (raise the CPU limit) and workers (--concurrency / "
-            "proxy.istio.io/config concurrency), or spread connections across workers.",
+            "proxy.istio.io/config concurrency), or spread connections across workers; at trace level the "
+            "logging itself is part of the load (see observer-effect).",
         ))
     return out
 
 
+@dataclass(frozen=True)
+class Imbalance:
+    """How unevenly one origin's requests are spread over its workers (the one rule: findings + dashboard)."""
+
+    origin: str
+    workers: int
+    min_requests: int
+    max_requests: int
+    min_utilisation: float
+    max_utilisation: float
+    #: ``None`` when the spread is not imbalanced; else the finding's severity
+    severity: Severity | None
+
+    @property
+    def ratio(self) -> float:
+        return self.max_requests / max(self.min_requests, 1)
+
+
+def imbalance_of(origin: str, group: pl.DataFrame) -> Imbalance:
+    """Imbalanced: ≥ 2 workers, the busiest served ≥ 10 requests and ≥ 1.5× the least busy. A warning only
+    when that hurt: the busiest worker's requests waited (≥ 25% of them ≥ 1 ms) and the least busy worker's
+    median wait is at least 1 ms shorter; otherwise info."""
+    req = group["requests"].cast(pl.Int64)
+    util = group["utilisation"].fill_null(0.0)
+    top, low = int(req.max() or 0), int(req.min() or 0)  # type: ignore[arg-type]
+    severity: Severity | None = None
+    if group.height >= 2 and top >= IMBALANCE_MIN_REQUESTS and top / max(low, 1) >= IMBALANCE_RATIO:
+        severity = "info"
+        if "waited" in group.columns:
+            busiest = group.sort("requests", descending=True).row(0, named=True)
+            idlest = group.sort("requests").row(0, named=True)
+            hurt = (busiest["requests"] and busiest["waited"] >= SATURATION_WAITED_SHARE * busiest["requests"]
+                    and (busiest["wait_p50_us"] or 0) - (idlest["wait_p50_us"] or 0) >= WAITED_US)
+            severity = "warning" if hurt else "info"
+    return Imbalance(origin, group.height, low, top, float(util.min() or 0.0),  # type: ignore[arg-type]
+                     float(util.max() or 0.0), severity)  # type: ignore[arg-type]
+
+
+def imbalances(workers: pl.DataFrame) -> list[Imbalance]:
+    return [imbalance_of(str(origin), g) for (origin,), g in workers.group_by("origin", maintain_order=True)]
+
+
 def imbalance(workers: pl.DataFrame) -> list[Finding]:
     out = []
-    for origin, group in workers.group_by("origin"):
-        busy = group.filter(pl.col("requests") > 0)
-        if busy.height < 2 and group.height < 2:
+    for im in imbalances(workers):
+        if im.severity is None:
             continue
-        counts = group["requests"]
-        top, low = int(counts.max() or 0), int(counts.min() or 0)  # type: ignore[arg-type]
-        utils = group["utilisation"].drop_nulls()
-        if top >= 10 and (low == 0 or top / max(low, 1) >= IMBALANCE_RATIO):
-            detail = ", ".join(f"thread {t}: {n} requests, {u:.0%} busy" for t, n, u in
-                               group.select("thread", "requests", "utilisation").fill_null(0).iter_rows())
-            out.append(Finding(
-                "worker-imbalance", "warning", "Work is unevenly spread across workers",
-                f"{origin[0] if isinstance(origin, tuple) else origin}: {detail}"
-                + (f" (busiest {utils.max():.0%}, idlest {utils.min():.0%})" if utils.len() else ""),  # type: ignore[str-bytes-safe]
-                "Balance accepted connections across workers: listener connection_balance_config: "
-                "exact_balance (Istio: an EnvoyFilter on the inbound/outbound listener).",
-            ))
+        g = workers.filter(pl.col("origin") == im.origin).sort("thread")
+        detail = ", ".join(f"thread {w['thread']}: {w['requests']} requests, {(w['utilisation'] or 0):.0%} busy"
+                           + (f", median wait {format_us(w['wait_p50_us'])}" if "wait_p50_us" in w else "")
+                           for w in g.iter_rows(named=True))
+        out.append(Finding(
+            "worker-imbalance", im.severity, "Work is unevenly spread across workers",
+            f"{im.origin}: {detail} ({im.ratio:.1f}× more requests on the busiest).",
+            "Balance accepted connections across workers: listener connection_balance_config: "
+            "exact_balance (Istio: an EnvoyFilter on the inbound/outbound listener).",
+        ))
     return out
 
 
@@ -96,8 +164,8 @@ def shares(requests: pl.DataFrame) -> list[Finding]:
         share = float(r[column].sum() or 0) / float(total)
         if share >= SHARE_WARNING:
             out.append(Finding(f"{column[:-3]}-share", "warning", f"{what} take {share:.0%} of request time",
-                               f"{what}: median {_ms(r[column].median())} per request over {r.height} requests.",
-                               fix))
+                               f"{what}: median {format_us(median(r[column]))} per request over {r.height} "
+                               "requests.", fix))
     return out
 
 
@@ -115,7 +183,7 @@ def churn(requests: pl.DataFrame) -> list[Finding]:
     return [Finding(
         "upstream-connection-churn", "warning", f"{share:.0%} of requests opened a new upstream connection",
         f"{new.height} of {r.height} requests waited for a new upstream connection "
-        f"(median connect {_ms(new['upstream_connect_us'].median())}); {per_connection:.1f} requests per "
+        f"(median connect {format_us(median(new['upstream_connect_us']))}); {per_connection:.1f} requests per "
         "upstream connection.",
         "Reuse connections: check the upstream's keep-alive, the cluster's max_requests_per_connection and "
         "idle_timeout (Istio DestinationRule connectionPool.http).",
@@ -128,18 +196,23 @@ def retries(requests: pl.DataFrame) -> list[Finding]:
     failed = r.filter(pl.col("status") >= 500)
     out = []
     if retried.height:
-        statuses = retried.group_by("status").len().sort("len", descending=True)
+        after = retried.group_by("status").len().sort("len", descending=True)
+        attempts = int(retried["upstream_attempts"].max() or 0)  # type: ignore[arg-type]
         out.append(Finding(
             "retries", "warning", f"{retried.height} request(s) needed upstream retries",
-            f"max {retried['upstream_attempts'].max()!s} attempts; statuses after retrying: "
-            + ", ".join(f"{s}: {n}" for s, n in statuses.iter_rows())
-            + f"; median total {_ms(retried['total_us'].median())} (retry back-off is inside `router`).",
+            f"max {attempts} attempts; statuses after retrying: "
+            + ", ".join(f"{s}: {n}" for s, n in after.iter_rows())
+            + f"; median total {format_us(median(retried['total_us']))} (retry back-off is inside `router`).",
             "Fix the failing upstream; bound retries (retry_on, num_retries, per_try_timeout) so they do not "
             "multiply load.",
         ))
     if failed.height:
-        out.append(Finding("server-errors", "warning", f"{failed.height} request(s) ended with a 5xx",
-                           f"statuses: {dict(failed.group_by('status').len().iter_rows())}", ""))
+        share = failed.height / max(r.height, 1)
+        statuses: dict[int, int] = dict(failed.group_by("status").len().sort("status").iter_rows())
+        out.append(Finding(
+            "server-errors", "critical" if share >= SERVER_ERRORS_CRITICAL_SHARE else "warning",
+            f"{failed.height} request(s) ended with a 5xx ({share:.0%})",
+            f"{failed.height} of {r.height} client requests; statuses: {statuses}", ""))
     return out
 
 
@@ -147,21 +220,22 @@ def slow_side(requests: pl.DataFrame) -> list[Finding]:
     r = counted(requests).filter(pl.col("upstream_conn_id").is_not_null())
     if r.height == 0:
         return []
-    total = float(r["total_us"].median() or 0)  # type: ignore[arg-type]
-    wait = float(r["upstream_wait_us"].median() or 0)  # type: ignore[arg-type]
-    queue = float(r["loop_queue_us"].median() or 0)  # type: ignore[arg-type]
+    total = median(r["total_us"]) or 0.0
+    wait = median(r["upstream_wait_us"]) or 0.0
+    queue = median(r["loop_queue_us"]) or 0.0
     proxy = total - wait
     if total > 0 and wait / total >= SLOW_UPSTREAM_SHARE and queue < wait / 2:
         return [Finding(
             "slow-upstream", "info", "The upstream is slow, not the proxy",
-            f"median upstream_wait {_ms(wait)} of median total {_ms(total)} ({wait / total:.0%}); "
-            f"the proxy's own phases take a median {_ms(proxy)}.",
+            f"median upstream_wait {format_us(wait)} of median total {format_us(total)} ({wait / total:.0%}); "
+            f"the rest of the median request takes {format_us(proxy)}.",
             "Look at the upstream service (its latency, CPU, dependencies); the sidecar is not the bottleneck.",
         )]
     return [Finding(
         "proxy-time", "info", "Most of the time is spent in the proxy",
-        f"median total {_ms(total)}: upstream_wait {_ms(wait)}, proxy phases {_ms(proxy)}, "
-        f"event-loop queueing {_ms(queue)}.", "See the phase percentiles and the event-loop view.",
+        f"median total {format_us(total)}: upstream_wait {format_us(wait)}, the rest "
+        f"{format_us(proxy)}, of which event-loop queueing {format_us(queue)} (medians of each column).",
+        "See the phase percentiles and the event-loop view.",
     )]
 
 
@@ -179,47 +253,53 @@ def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]
     r = counted(requests)
     if gaps.len() < 5 or r.height == 0:
         return []
-    per_line = float(gaps.median() or 0)  # type: ignore[arg-type]
-    lines = r["log_lines"].median() if "log_lines" in r.columns else None
-    cost = per_line * float(lines) if lines is not None else None  # type: ignore[arg-type]
+    per_line = median(gaps) or 0.0
+    lines = median(r["log_lines"]) if "log_lines" in r.columns else None
+    cost = per_line * lines if lines is not None else None
     return [Finding(
         "observer-effect", "info", f"Trace logging itself costs about {per_line:.1f} µs per log record",
         f"median gap between back-to-back records ({gaps.len()} samples); "
-        + (f"a request here logs a median {lines:.0f} records, so ≈{_ms(cost)} of its time is the observer."  # type: ignore[str-bytes-safe]
+        + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer."
            if cost is not None else ""),
         "Phases with many log lines (header parsing, filters) are inflated by this much; turn trace logging "
         "off outside captures.",
     )]
 
 
-def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int = 100) -> list[Finding]:
-    """Filters whose own span is large (decode or encode)."""
-    uids = counted(requests).select("request_uid")
+def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int = SLOW_FILTER_US) -> list[Finding]:
+    """Filters whose own span is large (decode or encode); a warning when it is a tenth of the median request."""
+    r = counted(requests)
+    uids = r.select("request_uid")
     spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in(["filter_chain", "encode"])
                           & ~pl.col("detail").str.contains("route lookup")).join(uids, on="request_uid", how="semi")
     if spans.height == 0:
         return []
-    stats = spans.group_by("phase", "detail").agg(p50=pl.col("dur_us").median(), p99=pl.col("dur_us").quantile(0.99),
-                                                  n=pl.len()).filter(pl.col("p50") >= threshold_us)
+    total = median(r["total_us"]) or 0.0
     out = []
-    for phase, detail, p50, p99, n in stats.sort("p50", descending=True).iter_rows():
-        if detail.endswith(" (paused)"):  # the filter stopped iteration and waited (timer, external call): no CPU
-            name = detail.removesuffix(" (paused)")
-            out.append(Finding(
-                f"paused-filter-{name}", "warning", f"Filter {name} holds requests a median {_ms(p50)} ({phase})",
-                f"{name} stopped the filter chain and resumed it later: p50 {_ms(p50)}, p99 {_ms(p99)} "
-                f"over {n} requests. The worker was free meanwhile (a timer or an external call, not CPU).",
+    for (phase, detail), group in spans.group_by("phase", "detail"):
+        p50, p99, n = median(group["dur_us"]) or 0.0, percentile(group["dur_us"], 0.99), group.height
+        if p50 < threshold_us:
+            continue
+        severity: Severity = "warning" if total and p50 >= SLOW_FILTER_SHARE * total else "info"
+        if str(detail).endswith(" (paused)"):  # the filter stopped iteration and waited (timer, external call)
+            name = str(detail).removesuffix(" (paused)")
+            out.append((p50, Finding(
+                f"paused-filter-{name}", severity, f"Filter {name} holds requests a median {format_us(p50)} ({phase})",
+                f"{name} stopped the filter chain and resumed it later: p50 {format_us(p50)}, p99 {format_us(p99)} "
+                f"over {n} requests (median total {format_us(total)}). The worker was free meanwhile (a timer or "
+                "an external call, not CPU).",
                 "Check this filter's configuration (fault injection delay, ext_authz / rate-limit service "
                 "latency, Lua httpCall target).",
-            ))
+            )))
             continue
-        out.append(Finding(
-            f"slow-filter-{detail}", "warning", f"Filter {detail} takes a median {_ms(p50)} per request ({phase})",
-            f"{detail}: p50 {_ms(p50)}, p99 {_ms(p99)} over {n} requests in {phase}.",
+        out.append((p50, Finding(
+            f"slow-filter-{detail}", severity, f"Filter {detail} takes a median {format_us(p50)} per request ({phase})",
+            f"{detail}: p50 {format_us(p50)}, p99 {format_us(p99)} over {n} requests in {phase} (median total "
+            f"{format_us(total)}).",
             "Profile or simplify this filter (Lua/Wasm script cost, external calls); it runs on the worker thread "
             "and delays every other connection on it.",
-        ))
-    return out
+        )))
+    return [f for _, f in sorted(out, key=lambda pf: -pf[0])]
 
 
 def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Finding]:
@@ -232,15 +312,16 @@ def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Findin
     delayed = phases.filter(pl.col("detail").str.starts_with("tracing flush "))
     clients = counted(requests)
     work = flushes["flush_work_us"]
-    per_client = (work.sum() or 0) / max(clients.height, 1)
+    per_client = float(work.sum() or 0) / max(clients.height, 1)
     cluster = flushes["cluster"].drop_nulls().mode().to_list() if "cluster" in flushes.columns else []
     return [Finding(
         "tracing-flush", "info",
-        f"The tracer flushed spans {flushes.height} times, {_ms(work.median())} of worker time each",
+        f"The tracer flushed spans {flushes.height} times, {format_us(median(work))} of worker time each",
         f"{flushes.height} internal requests to the collector{f' (cluster {cluster[0]})' if cluster else ''} took "
-        f"{_ms(work.sum())} of worker time in all (median {_ms(work.median())}, max {_ms(work.max())} per flush; "
-        f"≈ {_ms(per_client)} per client request); they delayed {delayed['request_uid'].n_unique()} client "
-        f"requests in flight on the same worker by {_ms(delayed['dur_us'].sum())} in all (tracing_us).",
+        f"{format_us(float(work.sum()))} of worker time in all (median {format_us(median(work))}, max "
+        f"{format_us(percentile(work, 1.0))} per flush; ≈ {format_us(per_client)} per client request); they "
+        f"delayed {delayed['request_uid'].n_unique()} client requests in flight on the same worker by "
+        f"{format_us(float(delayed['dur_us'].sum()))} in all (tracing_us).",
         "Lower the sampling rate (Istio: meshConfig.defaultConfig.tracing.sampling / Telemetry API "
         "randomSamplingPercentage), send larger batches less often (Envoy runtime tracing.zipkin.min_flush_spans, "
         "tracing.zipkin.flush_interval_ms), or disable tracing where it is not used.")]
@@ -256,5 +337,4 @@ def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataF
              + slow_filters(requests, phases) + churn(requests)
              + retries(requests) + slow_side(requests) + observer_cost(events, requests)
              + tracing_flushes(requests, phases) + format_notes(notes))
-    order = {"critical": 0, "warning": 1, "info": 2}
-    return sorted(found, key=lambda f: order[f.severity])
+    return sorted(found, key=lambda f: f.rank)

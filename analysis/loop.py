@@ -6,11 +6,12 @@ lasts until the line before the next one on that thread (silent CPU such as a Lu
 script stays inside its slice). Slices separated by at most ``IDLE_GAP_US`` form a
 *busy run*: the loop never went back to waiting in between.
 
-``loop_queue_us`` estimates how long an event of the request was ready while the
-worker was serving other connections, summed over the wait points in ``WAIT_POINTS``
-(before the read that starts the request, the new upstream connection's connect
-completion, the upstream write, the upstream response read, the final downstream
-write). At each, a lower bound says when the event could have been ready at the
+``queue_before_read_us`` and ``loop_queue_us`` estimate how long an event of the request
+was ready while the worker was serving other connections, at the wait points in
+``WAIT_POINTS``: before the read that starts the request (``queue_before_read_us``, outside
+``total_us``), and inside its life (``loop_queue_us``, a share of the phases): the new
+upstream connection's connect completion, the upstream write, the upstream response read,
+the final downstream write. At each, a lower bound says when the event could have been ready at the
 earliest (e.g. the response cannot arrive before the request was written plus the
 fastest upstream wait seen for its cluster); see docs/phases.md.
 
@@ -24,9 +25,13 @@ import polars as pl
 
 from envoy_dissector.analysis.asof import asof
 from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, Phase
+from envoy_dissector.analysis.stats import percentile_expr
 from envoy_dissector.parser.kinds import EventKind
 
 IDLE_GAP_US = 100
+#: A request *waited* for its worker when its loop queueing (before its first read plus inside its life)
+#: reached this; the worker table counts such requests and findings weigh harm by them (docs/findings.md).
+WAITED_US = 1_000
 MIN_SAMPLES = 5
 #: Lines a timer callback starts with (fault delay expired, retry back-off over): after an idle gap on the
 #: thread they open a new slice, because no ``socket event`` line marks a timer event.
@@ -212,9 +217,10 @@ def _min_positive(expr: pl.Expr) -> pl.Expr:
     return expr.filter(expr >= 0).min()
 
 
+BEFORE_READ = "before read"
 #: Where a request waits for the loop: (name, event column, lower-bound column, lower bound is a slice end).
 WAIT_POINTS = (
-    ("before read", "life_start_us", "ready_read_us", False),
+    (BEFORE_READ, "life_start_us", "ready_read_us", False),
     ("upstream connect", "us_cx_end_us", "ready_connect_us", False),
     ("upstream send", "b5", "us_tx_beg_us", True),
     ("upstream wait", "us_read_start_ts", "ready_response_us", False),
@@ -223,7 +229,9 @@ WAIT_POINTS = (
 
 
 def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Adds ``loop_queue_us`` (and ``queue_<where>_us`` parts) to requests; returns detail rows for ``phases``.
+    """Adds ``queue_before_read_us`` (the wait before the request's first read, outside ``total_us``),
+    ``loop_queue_us`` (the waits inside its life, never more than ``total_us``) and the ``queue_<where>_us``
+    parts to requests; returns detail rows for ``phases``.
 
     At each wait point the request's next event is served in some slice; it was ready no
     earlier than a lower bound (see module doc) and no earlier than the start of the busy
@@ -286,8 +294,13 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     windows = w.filter(pl.col("queue") > 0).select(
         "request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "where",
         start_us="lb", end_us="slice_start")
-    parts = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS]
-    r = r.with_columns(loop_queue_us=pl.sum_horizontal(parts).cast(pl.Int64))
+    # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
+    # points lie between b0 and b9, so their sum is a share of the phases (clipped, in case windows overlap).
+    inside = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS if w[0] != BEFORE_READ]
+    r = r.with_columns(
+        queue_before_read_us=pl.col(f"queue_{BEFORE_READ.replace(' ', '_')}_us").fill_null(0).cast(pl.Int64),
+        loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
+                                        ).cast(pl.Int64))
     return r, _competitors(windows, loop)
 
 
@@ -345,28 +358,40 @@ def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame
 
 
 def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Per worker: busy share of the traffic window, requests and connections served."""
+    """Per worker: busy time inside the traffic window, its share of that window, requests and connections,
+    and the harm queueing did there: ``waited`` complete requests that waited at least ``WAITED_US`` for the
+    loop (before their first read plus inside their life) and the median of that wait (``wait_p50_us``).
+
+    The traffic window runs from the first client request's start to the last one's end in the origin;
+    ``busy_us`` counts only the slices' parts inside it (the slice that runs on to shutdown, start-up work
+    and idle threads' housekeeping stay out), so ``utilisation = busy_us / window_us`` exactly.
+    """
     if workers is not None:
         loop = loop.join(workers, on=["origin", "thread"], how="semi")
-    if loop.height == 0:
-        return pl.DataFrame(schema={"origin": pl.String, "thread": pl.Int64, "utilisation": pl.Float64,
-                                    "busy_us": pl.Int64, "requests": pl.UInt32, "connections": pl.UInt32})
-    span = loop.group_by("origin").agg(t0=pl.col("start_us").min(), t1=pl.col("end_us").max())
-    busy = loop.group_by("origin", "thread").agg(busy_us=(pl.col("end_us") - pl.col("start_us")).sum(),
-                                                 first_us=pl.col("start_us").min(), last_us=pl.col("end_us").max())
-    work = requests.filter(~pl.col("internal")).group_by("origin", "thread").agg(
+    schema = {"origin": pl.String, "thread": pl.Int64, "utilisation": pl.Float64, "busy_us": pl.Int64,
+              "requests": pl.UInt32, "connections": pl.UInt32, "window_us": pl.Int64,
+              "waited": pl.UInt32, "wait_p50_us": pl.Int64}
+    client = requests.filter(~pl.col("internal"))
+    if loop.height == 0 or client.height == 0:
+        return pl.DataFrame(schema=schema)
+    threads = loop.select("origin", "thread").unique()
+    wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
+    counted = client.filter(pl.col("complete"))
+    work = client.group_by("origin", "thread").agg(
         requests=pl.len(), connections=pl.col("downstream_conn_id").n_unique())
-    out = busy.join(span, on="origin").join(work, on=["origin", "thread"], how="left")
-    # Busy share over the traffic window (first to last request) so start-up idleness does not dilute it.
-    window = requests.filter(~pl.col("internal")).group_by("origin").agg(
-        w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+    harm = counted.group_by("origin", "thread").agg(
+        waited=(wait >= WAITED_US).sum().cast(pl.UInt32), wait_p50_us=percentile_expr(wait, 0.5))
+    window = client.group_by("origin").agg(w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
     busy_in = loop.join(window, on="origin").with_columns(
-        s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(pl.col("e") > pl.col("s")
-                                                                                           ).group_by(
-        "origin", "thread").agg(busy_window_us=(pl.col("e") - pl.col("s")).sum())
-    out = out.join(window, on="origin", how="left").join(busy_in, on=["origin", "thread"], how="left")
+        s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
+        pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum())
+    out = (threads.join(window, on="origin", how="left").join(busy_in, on=["origin", "thread"], how="left")
+           .join(work, on=["origin", "thread"], how="left").join(harm, on=["origin", "thread"], how="left"))
+    out = out.with_columns(window_us=(pl.col("w1") - pl.col("w0")).cast(pl.Int64),
+                           busy_us=pl.col("busy_us").fill_null(0).cast(pl.Int64))
     return out.with_columns(
-        utilisation=(pl.col("busy_window_us").fill_null(0) / (pl.col("w1") - pl.col("w0")).cast(pl.Float64)
-                     ).fill_nan(None).clip(0, 1),
-        requests=pl.col("requests").fill_null(0), connections=pl.col("connections").fill_null(0),
-    ).select("origin", "thread", "utilisation", "busy_us", "requests", "connections").sort("origin", "thread")
+        utilisation=(pl.col("busy_us") / pl.col("window_us").cast(pl.Float64)).fill_nan(None).clip(0, 1),
+        requests=pl.col("requests").fill_null(0).cast(pl.UInt32),
+        connections=pl.col("connections").fill_null(0).cast(pl.UInt32),
+        waited=pl.col("waited").fill_null(0).cast(pl.UInt32), wait_p50_us=pl.col("wait_p50_us").cast(pl.Int64),
+    ).select(*schema).sort("origin", "thread")

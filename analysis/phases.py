@@ -48,7 +48,8 @@ def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
 
 
 def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
-    """``<phase>_us`` columns and ``total_us``; connect time is carved out of the router span."""
+    """``<phase>_us`` columns, ``total_us`` and ``envoy_duration_us``; connect time is carved out of the router
+    span."""
     cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", "us_cx_beg_us"))
     cx_end = pl.max_horizontal(cx_beg, pl.min_horizontal("b4", pl.coalesce("us_cx_end_us", "b4")))
     hs_end = pl.max_horizontal(cx_end, pl.min_horizontal("b4", pl.coalesce("us_hs_end_us", cx_end)))
@@ -60,7 +61,9 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     exprs["tls_handshake_us"] = handshake  # null where the request waited for no handshake
     exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect - handshake.fill_null(0)
     return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end).with_columns(
-        **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64))
+        **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64),
+        # What Envoy's access log reports (%DURATION%, DS_RX_BEG:DS_TX_END), beside our socket-to-socket total.
+        envoy_duration_us=(pl.col("ds_tx_end_us") - pl.col("ds_rx_beg_us")).cast(pl.Int64))
 
 
 def phase_rows(r: pl.DataFrame) -> pl.DataFrame:

@@ -15,6 +15,7 @@ import polars as pl
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.requests import SOCKET_KINDS
+from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.kinds import EventKind
 
@@ -201,7 +202,7 @@ def at_resolution(findings: list[Finding], quality: CaptureQuality, requests: pl
     if tick <= 1:
         return findings
     counted = requests.filter(pl.col("complete") & ~pl.col("internal")) if requests.height else requests
-    median = counted["total_us"].median() if counted.height else None
+    median = stats_median(counted["total_us"]) if counted.height else None
     long_enough = median is not None and float(median) >= MIN_TICKS_FOR_SHARES * tick  # type: ignore[arg-type]
     return [f for f in findings if f.id not in SUB_MS_FINDINGS
             and (long_enough or not f.id.startswith(SHARE_FINDINGS))]

@@ -358,7 +358,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         pl.col("us_complete_ts")))
     uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
                          pl.col("stream_id").cast(pl.String)])
-    # Not client traffic: Envoy's own async streams (no `new stream`), and the admin interface (served on
+    # Not client traffic: Envoy's own async streams (no connection-manager line), and the admin interface (on
     # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
     admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(
         "path", "route_url").fill_null("").str.contains(ADMIN_PATHS)
@@ -367,7 +367,9 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
         "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts"))
     internal = (~hcm
-                | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))) | admin)
+                # (a routed stream is never the admin interface, whatever thread it runs on)
+                | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
+                   & pl.col("route_ts").is_null()) | admin)
     return s.with_columns(
         request_uid=uid,
         downstream_conn_id=pl.col("conn_id"),

@@ -62,6 +62,7 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "tls_handshake_us": pl.Int64(),
     "upstream_send_us": pl.Int64(), "upstream_wait_us": pl.Int64(), "response_parse_us": pl.Int64(),
     "encode_us": pl.Int64(), "downstream_write_us": pl.Int64(), "total_us": pl.Int64(), "loop_queue_us": pl.Int64(),
+    "envoy_duration_us": pl.Int64(), "queue_before_read_us": pl.Int64(),
 }
 CONTRACT_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA)
 

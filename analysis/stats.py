@@ -7,8 +7,36 @@ import polars as pl
 
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 
-SUMMARY_COLUMNS: tuple[str, ...] = (*PHASE_COLUMNS, "wasm_us", "tracing_us", "total_us", "loop_queue_us")
+SUMMARY_COLUMNS: tuple[str, ...] = (*PHASE_COLUMNS, "wasm_us", "tracing_us", "total_us", "loop_queue_us",
+                                     "queue_before_read_us", "envoy_duration_us")
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+
+
+def percentile_expr(column: str | pl.Expr, q: float) -> pl.Expr:
+    """The one percentile definition of the project (report, findings, summary.json, dashboard, notebook).
+
+    The value at rank ``round(q·(n−1))`` of the sorted non-null values (polars ``interpolation="nearest"``):
+    always a value that was measured, never one interpolated between two requests.
+    """
+    expr = pl.col(column) if isinstance(column, str) else column
+    return expr.quantile(q, interpolation="nearest")
+
+
+def percentile(values: pl.Series, q: float) -> float | None:
+    """:func:`percentile_expr` over one series; ``None`` when it holds no value.
+
+    >>> percentile(pl.Series([1, 2, 3, 4]), 0.5), percentile(pl.Series([], dtype=pl.Int64), 0.5)
+    (3.0, None)
+    """
+    if values.drop_nulls().len() == 0:
+        return None
+    value = values.to_frame("v").select(percentile_expr("v", q)).item()
+    return None if value is None else float(value)
+
+
+def median(values: pl.Series) -> float | None:
+    """The p50 of :func:`percentile` (the same number as the report's p50 column)."""
+    return percentile(values, 0.5)
 
 
 def counted(requests: pl.DataFrame) -> pl.DataFrame:
@@ -16,32 +44,38 @@ def counted(requests: pl.DataFrame) -> pl.DataFrame:
     return requests.filter(pl.col("complete") & ~pl.col("internal"))
 
 
-def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUMNS) -> dict[str, dict[str, int]]:
-    """``{phase: {p50, p90, p99, max}}`` in µs over counted requests (phase names without ``_us``)."""
+def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUMNS
+                ) -> dict[str, dict[str, int | None]]:
+    """``{phase: {p50, p90, p99, max}}`` in µs over counted requests (phase names without ``_us``); ``None``
+    where no counted request has a value (``tls_handshake_us`` without TLS, ``envoy_duration_us`` without
+    milestones)."""
     r = counted(requests)
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, int | None]] = {}
     if r.height == 0:
         return out
     exprs = []
     for c in columns:
         for name, q in QUANTILES.items():
-            exprs.append(pl.col(c).quantile(q, interpolation="nearest").alias(f"{c}|{name}"))
+            exprs.append(percentile_expr(c, q).alias(f"{c}|{name}"))
         exprs.append(pl.col(c).max().alias(f"{c}|max"))
     row = r.select(exprs).row(0, named=True)
     for key, value in row.items():
         c, stat = key.split("|")
-        out.setdefault(c.removesuffix("_us"), {})[stat] = int(value) if value is not None else 0
+        out.setdefault(c.removesuffix("_us"), {})[stat] = int(value) if value is not None else None
     return out
 
 
-def grouped(requests: pl.DataFrame, by: str, columns: tuple[str, ...] = ("total_us", "upstream_wait_us",
-                                                                          "loop_queue_us")) -> pl.DataFrame:
+GROUPED_COLUMNS: tuple[str, ...] = ("total_us", "envoy_duration_us", "upstream_wait_us", "loop_queue_us",
+                                    "queue_before_read_us")
+
+
+def grouped(requests: pl.DataFrame, by: str, columns: tuple[str, ...] = GROUPED_COLUMNS) -> pl.DataFrame:
     """Count and p50/p90/p99/max of ``columns`` per value of ``by`` (authority, path, cluster, status)."""
     r = counted(requests)
     exprs: list[pl.Expr] = [pl.len().alias("requests")]
     for c in columns:
         for name, q in QUANTILES.items():
-            exprs.append(pl.col(c).quantile(q, interpolation="nearest").cast(pl.Int64).alias(f"{c[:-3]}_{name}"))
+            exprs.append(percentile_expr(c, q).cast(pl.Int64).alias(f"{c[:-3]}_{name}"))
         exprs.append(pl.col(c).max().alias(f"{c[:-3]}_max"))
     return r.group_by(by).agg(exprs).sort("requests", descending=True)
 

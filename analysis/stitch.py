@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from envoy_dissector.analysis.stats import percentile
+from envoy_dissector.analysis.units import format_us
+
 PEER_COLUMNS = {"peer_origin": pl.String(), "peer_request_uid": pl.String(), "network_out_us": pl.Int64(),
                 "network_back_us": pl.Int64()}
 _NEEDED = ("request_uid", "origin", "x_request_id", "ds_rx_beg_us", "ds_tx_end_us", "us_tx_beg_us",
@@ -126,13 +129,13 @@ def render_stitching(stitching: Stitching, requests: pl.DataFrame) -> list[str]:
         return []
     lines = [f"stitched across proxies: {stitching.pairs} request pairs by x-request-id"]
     for c in stitching.clock_offsets:
-        lines.append(f"  {c.from_} → {c.to}: {c.pairs} pairs, clock offset {c.offset_us:+d} µs "
-                     f"± {c.uncertainty_us} µs")
+        lines.append(f"  {c.from_} → {c.to}: {c.pairs} pairs, clock offset "
+                     f"{'+' if c.offset_us > 0 else ''}{format_us(c.offset_us)} ± {format_us(c.uncertainty_us)}")
     net = requests.select("network_out_us", "network_back_us").drop_nulls()
     for column in ("network_out_us", "network_back_us"):
         s = net[column]
-        lines.append(f"  {column.removesuffix('_us'):<13} p50 {int(s.quantile(0.5, interpolation='nearest') or 0)} µs"
-                     f" · p90 {int(s.quantile(0.9, interpolation='nearest') or 0)} µs · max {int(s.max() or 0)} µs")  # type: ignore[arg-type]
+        lines.append(f"  {column.removesuffix('_us'):<13} p50 {format_us(percentile(s, 0.5))}"
+                     f" · p90 {format_us(percentile(s, 0.9))} · max {format_us(s.max())}")  # type: ignore[arg-type]
     if stitching.unmatched:
         lines.append("  unmatched: " + ", ".join(f"{o}: {n}" for o, n in stitching.unmatched.items()))
     return lines

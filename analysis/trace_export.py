@@ -39,14 +39,15 @@ def trace_events(capture: Capture) -> dict[str, Any]:
     if reqs.height > MAX_REQUESTS:
         reqs = reqs.sort("total_us", descending=True, nulls_last=True).head(MAX_REQUESTS)
     phases = capture.phases.join(reqs.select("request_uid", "origin", "thread"), on="request_uid")
-    for uid, origin, thread, start, end, method, path, status, total in reqs.select(
+    for uid, origin, thread, start, end, method, path, status, total, envoy, queue, before in reqs.select(
             "request_uid", "origin", "thread", "life_start_us", "life_end_us", "method", "path", "status",
-            "total_us").iter_rows():
+            "total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us").iter_rows():
         if end is None:
             continue
         base = {"cat": "request", "id": uid, "pid": pid[origin], "tid": int(thread or 0)}
         out.append({**base, "ph": "b", "name": f"{method or ''} {path or ''} {status or ''}".strip(),
-                    "ts": start - t0, "args": {"request_uid": uid, "total_us": total}})
+                    "ts": start - t0, "args": {"request_uid": uid, "total_us": total, "envoy_duration_us": envoy,
+                                               "loop_queue_us": queue, "queue_before_read_us": before}})
         out.append({**base, "ph": "e", "name": f"{method or ''} {path or ''} {status or ''}".strip(),
                     "ts": end - t0})
     for uid, phase, detail, start, end, _dur, top, origin, thread in phases.filter(

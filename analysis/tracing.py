@@ -5,9 +5,10 @@ serialises the spans and sends them through Envoy's async HTTP client — an int
 id 0, ``cluster 'zipkin' match for URL '/api/v2/spans'``) with its own router, pool and codec lines, and
 later the collector's answer on the upstream connection. On the worker thread, that work is:
 
-* the silent gap before the flush's first line (span serialisation, logged nowhere), and
+* the silent gap before the flush's first line (span serialisation, logged nowhere) when the flush runs inside
+  a client request's processing (a full batch; a flush on the tracer's timer follows idle time instead), and
 * every run of the flush's own lines (its stream and its upstream connection) not interrupted by lines
-  of other connections.
+  of other connections or by a ``socket event`` (the worker waking up after waiting for the collector).
 
 Each such burst delayed every client request in flight on the same worker at that moment: the overlap
 of the burst with a request's life is charged to that request's ``tracing_us`` and listed in ``phases``
@@ -16,6 +17,8 @@ of the burst with a request's life is charged to that request's ``tracing_us`` a
 from __future__ import annotations
 
 import polars as pl
+
+from envoy_dissector.parser.kinds import EventKind
 
 #: Collector clusters, paths and hosts of the tracers Envoy ships (Zipkin, Jaeger, OpenTelemetry, Datadog…).
 COLLECTOR = (r"(?i)zipkin|jaeger|opentelemetry|otel|datadog|skywalking|lightstep|"
@@ -42,7 +45,9 @@ def flush_bursts(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         upstream_conn_id="upstream_conn_id", first_us="life_start_us", last_us="life_end_us")
     if flushes.height == 0:
         return empty
-    lines = events.filter(pl.col("thread").is_not_null()).select(*_THREAD, "line_no", "ts_us", "conn_id", "stream_id")
+    lines = events.filter(pl.col("thread").is_not_null()).select(
+        *_THREAD, "line_no", "ts_us", "conn_id", "stream_id",
+        wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
     own_stream = lines.join(flushes.select("flush_uid", "origin", "conn_id", "stream_id"),
                             on=["origin", "conn_id", "stream_id"], how="inner").select("line_no", "origin", "flush_uid")
     bounds = own_stream.join(lines.select("origin", "line_no", "ts_us"), on=["origin", "line_no"]).group_by(
@@ -60,13 +65,23 @@ def flush_bursts(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         prev_ts=pl.col("ts_us").shift(1).over(_THREAD))
     # Lines without a connection id (deferred deletion, timers) neither belong to a burst nor break one.
     with_ids = marked.filter(pl.col("conn_id").is_not_null() | pl.col("flush_uid").is_not_null())
-    with_ids = with_ids.with_columns(run=(pl.col("flush_uid").ne_missing(pl.col("flush_uid").shift(1).over(_THREAD)))
-                                     .cast(pl.Int64).cum_sum().over(_THREAD))
+    # A burst ends at another connection's line, and at a `socket event` (the worker woke up again after
+    # waiting: for the collector's connect or answer).
+    new_run = pl.col("flush_uid").ne_missing(pl.col("flush_uid").shift(1).over(_THREAD)) | pl.col("wakeup")
+    with_ids = with_ids.with_columns(run=new_run.cast(pl.Int64).cum_sum().over(_THREAD))
     runs = with_ids.filter(pl.col("flush_uid").is_not_null()).group_by(*_THREAD, "run", "flush_uid").agg(
         head_ts=pl.col("ts_us").first(), prev_ts=pl.col("prev_ts").first(), end_us=pl.col("ts_us").last())
     runs = runs.sort("head_ts").with_columns(first=pl.col("head_ts").rank("ordinal").over("flush_uid") == 1)
-    # The flush's first burst starts where the worker stopped logging before it: span serialisation.
-    start = pl.when(pl.col("first")).then(pl.coalesce("prev_ts", "head_ts")).otherwise(pl.col("head_ts"))
+    # A flush triggered by a full batch runs inside the processing of the request whose span filled it: its first
+    # burst starts where the worker stopped logging before it (span serialisation). A flush on the tracer's
+    # timer follows an idle worker: that gap is idle time, not work.
+    clients = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null()).select(
+        *_THREAD, "life_start_us", "life_end_us")
+    inside = runs.filter("first").join(clients, on=_THREAD, how="inner").filter(
+        pl.col("head_ts").is_between("life_start_us", "life_end_us")).select(*_THREAD, "run").unique()
+    runs = runs.join(inside.with_columns(in_request=pl.lit(True)), on=[*_THREAD, "run"], how="left")
+    serialising = pl.col("first") & pl.col("in_request").fill_null(False)
+    start = pl.when(serialising).then(pl.coalesce("prev_ts", "head_ts")).otherwise(pl.col("head_ts"))
     return runs.select("flush_uid", *_THREAD, start_us=start, end_us="end_us").cast(empty.schema)  # type: ignore[arg-type]
 
 

@@ -56,8 +56,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--authority", metavar="REGEX", help="only requests whose :authority matches")
     p.add_argument("--path", metavar="REGEX", help="only requests whose path matches")
     p.add_argument("--status", help="only requests with this status: 503, 5xx, >=400")
-    p.add_argument("--top", type=int, default=5, metavar="N", help="slowest requests to list (default 5)")
+    p.add_argument("--top", type=non_negative, default=5, metavar="N", help="slowest requests to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
+
+
+def non_negative(text: str) -> int:
+    """``--top N``: a whole number ≥ 0 (argparse reports anything else as a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; use 0 or more")
+    return n
+
+
+def describe_filters(args: argparse.Namespace) -> str:
+    """The active filters as the user typed them (``--status 5xx --path ^/api``), or ``""``."""
+    return " ".join(f"--{name} {value}" for name in ("since", "until", "authority", "path", "status")
+                    if (value := getattr(args, name, None)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(capture.summary(), sys.stdout, indent=2, default=str)
         print()
     else:
-        print(render(capture, top=args.top))
+        print(render(capture, top=args.top, filters=describe_filters(args)))
     return 0

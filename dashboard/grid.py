@@ -27,7 +27,8 @@ from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, MILESTONE_COLUMNS,
 BLOCK_ROWS = 100
 #: columns shown by default (the rest of the contract can be shown from the column menu)
 VISIBLE: tuple[str, ...] = (
-    "method", "path", "status", "total_us", "loop_queue_us", "thread", "downstream_conn_id", "upstream_conn_id",
+    "method", "path", "status", "total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us", "thread",
+    "downstream_conn_id", "upstream_conn_id",
     "upstream_attempts", "complete", "internal", "authority", "protocol", "downstream_read_us", "header_parse_us",
     "filter_chain_us", "router_us", "upstream_connect_us", "upstream_send_us", "upstream_wait_us",
     "response_parse_us", "encode_us", "downstream_write_us", "x_request_id",

@@ -13,21 +13,17 @@ from dash import dcc, html
 
 from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
 from envoy_dissector.analysis.schema import Phase
+from envoy_dissector.analysis.units import format_us
 from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000
 MAX_FINDINGS = 25
 MAX_WORKER_ROWS = 40
 _CONN_IDS = re.compile(r"\bC(\d+)\b")
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-def us(value: float | None) -> str:
-    """µs as text, in ms past 10 ms."""
-    if value is None:
-        return "–"
-    return f"{value / 1000:.1f} ms" if abs(value) >= 10_000 else f"{int(value):,} µs"
+#: the project's one µs formatter (the report and findings write the same text)
+us = format_us
 
 
 def client_requests(capture: Capture) -> int:
@@ -68,34 +64,33 @@ def facts(ds: Dataset) -> html.Div:
         card("requests", f"{cap['requests']:,}", "overview-requests"),
         card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
         card("span", f"{cap['duration_s']:.3f} s", "overview-span"),
-        # rps is null for fewer than 20 requests (Capture.capture_span), as in the terminal report
-        card("rate", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "–", "overview-rps"),
+        card("rate", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "- (< 20 requests)", "overview-rps"),
         card("format", str(s["format"]), "overview-format"),
         card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
     ], className="facts")
 
 
-def group_findings(findings: list[dict[str, str]]) -> list[tuple[dict[str, str], int]]:
+def group_findings(findings: list[Finding]) -> list[tuple[Finding, int]]:
     """Findings with the same id and title (one per origin of a many-origin capture) shown once, with how
-    many there are; most severe first."""
-    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    many there are; most severe first (the analysis' one severity order)."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
-        groups.setdefault((f["id"], f["title"]), []).append(f)
+        groups.setdefault((f.id, f.title), []).append(f)
     out = [(g[0], len(g)) for g in groups.values()]
-    return sorted(out, key=lambda fc: SEVERITY_ORDER.get(fc[0]["severity"], 3))
+    return sorted(out, key=lambda fc: SEVERITY_ORDER.get(fc[0].severity, len(SEVERITY_ORDER)))
 
 
-def findings_list(findings: list[dict[str, str]], limit: int = MAX_FINDINGS) -> html.Div:
-    """Findings, most severe first: title, evidence and the fix."""
+def findings_list(findings: list[Finding], limit: int = MAX_FINDINGS) -> html.Div:
+    """The capture's :class:`Finding` objects, most severe first: title, evidence and the fix."""
     items: list[Any] = []
     groups = group_findings(findings)
     for f, n in groups[:limit]:
         more = f" (and {n - 1} more like it, one per origin)" if n > 1 else ""
         items.append(html.Div([
-            html.Div([html.Span(f["severity"], className=f"badge {f['severity']}"), html.B(f["title"])]),
-            html.Div(f["evidence"] + more, className="evidence"),
-            html.Div(["Fix: ", f.get("fix") or "–"], className="fix") if f.get("fix") else None,
-        ], className=f"finding {f['severity']}", id=f"finding-{f['id']}"))
+            html.Div([html.Span(f.severity, className=f"badge {f.severity}"), html.B(f.title)]),
+            html.Div(f.evidence + more, className="evidence"),
+            html.Div(["Fix: ", f.fix], className="fix") if f.fix else None,
+        ], className=f"finding {f.severity}", id=f"finding-{f.id}"))
     if len(groups) > limit:
         items.append(html.Div(f"{len(groups) - limit} more findings (see `envoy-dissect analyze` JSON output).",
                               className="hint"))
@@ -111,17 +106,29 @@ def warnings_list(summary: dict[str, Any]) -> html.Div | None:
     return html.Div([html.B("Caveats"), html.Ul([html.Li(w) for w in warnings])], className="warnings")
 
 
+def quality_panel(summary: dict[str, Any]) -> html.Div | None:
+    """What the capture allows to be attributed (level, timestamp tick, thread ids), as the report says first."""
+    q = summary.get("capture_quality")
+    if not q:
+        return None
+    head = (f"Capture quality: {q['level']} level · {q['timestamp_resolution']} timestamps · "
+            + ("thread ids" if q["thread_ids"] else "no thread ids"))
+    return html.Div([html.B(head), html.Ul([html.Li(t) for t in q["statements"]])], className="warnings",
+                    id="overview-quality")
+
+
 def overview(ds: Dataset) -> list[Any]:
     s = ds.summary()
     r = ds.capture.requests
     return [
         html.H3(ds.name, id="overview-title"),
         facts(ds),
+        quality_panel(s),
         warnings_list(s),
         html.Div([
             html.Div([html.H4("Percentiles per phase (complete client requests)"), percentile_table(s)],
                      className="col"),
-            html.Div([html.H4("Findings"), findings_list(s["findings"])], className="col"),
+            html.Div([html.H4("Findings"), findings_list(ds.capture.findings())], className="col"),
         ], className="row"),
         dcc.Graph(figure=figures.phase_share(r), id="phase-share", config={"displaylogo": False}),
         dcc.Graph(figure=figures.latency_over_time(r), id="latency-over-time", config={"displaylogo": False}),
@@ -166,11 +173,13 @@ def request_facts(row: dict[str, Any]) -> html.Div:
         ("request", f"{row.get('method') or ''} {row.get('authority') or ''}{row.get('path') or ''}"),
         ("status", str(row.get("status"))),
         ("outcome", row.get("outcome") or "–"),
-        ("total", us(row.get("total_us"))),
+        ("total (first read → last write)", us(row.get("total_us"))),
+        ("Envoy's duration (DS_RX_BEG → DS_TX_END)", us(row.get("envoy_duration_us"))),
         ("downstream connection", f"C{row.get('downstream_conn_id')} · worker thread {row.get('thread')}"),
         ("upstream connection", upstream),
         ("upstream attempts", f"{row.get('upstream_attempts')} ({retries} retr{'y' if retries == 1 else 'ies'})"),
-        ("event-loop queueing (estimate)", us(row.get("loop_queue_us"))),
+        ("event-loop queueing inside total (estimate)", us(row.get("loop_queue_us"))),
+        ("event-loop queueing before the first read (outside total)", us(row.get("queue_before_read_us"))),
         ("x-request-id", row.get("x_request_id") or "–"),
         ("complete", "yes" if row.get("complete") else "no (cut by the capture)"),
     ]
@@ -204,7 +213,8 @@ def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
     """Figure and side panel for one request."""
     row = capture.request(uid)
     phases = capture.request_phases(row)
-    fig = figures.waterfall(row, phases)
+    # A call stitched across two proxies (x-request-id in two origins): both timelines, the inbound nested.
+    fig = capture.stitched_waterfall(row) if row.get("peer_request_uid") else figures.waterfall(row, phases)
     return fig, [request_facts(row), competing_panel(competing_connections(phases))]
 
 
@@ -239,19 +249,22 @@ def workers_panel(workers: pl.DataFrame) -> html.Div:
 
 
 def imbalance_text(workers: pl.DataFrame) -> str:
-    """How unevenly work is spread across the workers of each origin."""
+    """How unevenly work is spread across the workers of each origin (the findings' imbalance rule)."""
     parts = []
-    for (origin,), g in workers.group_by("origin", maintain_order=True):
-        if g.height < 2:
-            parts.append(f"{str(origin).split('/')[-1]}: one worker, no imbalance to measure.")
+    for im in imbalances(workers):
+        name = im.origin.split("/")[-1]
+        if im.workers < 2:
+            parts.append(f"{name}: one worker, no imbalance to measure.")
             continue
-        req = g["requests"].cast(pl.Float64)
-        util = g["utilisation"].fill_null(0.0)
-        ratio = float(req.max() or 0) / max(float(req.min() or 0), 1.0)  # type: ignore[arg-type]
-        parts.append(f"{str(origin).split('/')[-1]}: {g.height} workers; requests per worker "
-                     f"{int(req.min() or 0)}..{int(req.max() or 0)} (max/min {ratio:.1f}×), utilisation "  # type: ignore[arg-type]
-                     f"{float(util.min() or 0):.0%}..{float(util.max() or 0):.0%}."  # type: ignore[arg-type]
-                     + (" Imbalanced: consider exact_balance on the listener." if ratio >= 1.5 else ""))
+        verdict = ""
+        if im.severity is not None:
+            verdict = (" Imbalanced, and the busiest worker's requests waited longer: consider exact_balance on "
+                       "the listener." if im.severity == "warning" else
+                       " Imbalanced, without measurable harm (no extra waiting); exact_balance on the listener "
+                       "would even it out.")
+        parts.append(f"{name}: {im.workers} workers; requests per worker {im.min_requests}..{im.max_requests} "
+                     f"(max/min {im.ratio:.1f}×), utilisation {im.min_utilisation:.0%}..{im.max_utilisation:.0%}."
+                     + verdict)
     return " ".join(parts)
 
 
@@ -312,7 +325,7 @@ def event_loop_figure(capture: Capture, *, thread: int | None, start_us: int | N
     """The event-loop figure for a window, x axis in µs since the capture's first slice, zoomed to it."""
     zero, start, end = loop_window(capture, start_us, end_us)
     fig = figures.event_loop(capture.loop, thread=thread, start_us=start, end_us=end, highlight=highlight,
-                             zero_us=zero)
+                             zero_us=zero, internal=capture.internal_work())
     fig.update_xaxes(range=[start - zero, end - zero], autorange=False)
     fig.update_layout(uirevision=f"{start}-{end}-{thread}")
     return fig

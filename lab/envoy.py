@@ -89,6 +89,8 @@ class EnvoySettings:
     """``num_retries`` of the retry policy when :attr:`retries_to_closed_port` is set."""
     log_level: str = "trace"
     """Envoy ``-l`` level."""
+    route_timeout_ms: int = 30_000
+    """The route's ``timeout`` (a slower upstream gets a 504 local reply after ``upstream timeout``)."""
     wasm_stats_us: tuple[int, int] | None = None
     """If set, a proxy-wasm filter shaped like Istio's stats filter (root id ``stats_inbound``, V8) runs first
     and burns this much CPU (µs) in ``proxy_on_request_headers`` and in ``proxy_on_log`` per request."""
@@ -192,7 +194,8 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
         "name": "envoy.filters.http.router",
         "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
     })
-    route: dict[str, YamlValue] = {"cluster": settings.cluster_name, "timeout": "30s"}
+    route: dict[str, YamlValue] = {"cluster": settings.cluster_name,
+                                   "timeout": f"{settings.route_timeout_ms / 1000:g}s"}
     if settings.retries_to_closed_port:
         route["retry_policy"] = {"retry_on": "connect-failure,reset", "num_retries": settings.num_retries}
     hcm: dict[str, YamlValue] = {

@@ -367,8 +367,8 @@ def _recover_unescaped(env: Envelope, fmt: JsonFormat, redact: bool) -> Envelope
     text_fmt = fmt.as_text
     assert text_fmt is not None
     bad = env.malformed.with_columns(wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
-    tail = text_fmt.pattern[text_fmt.pattern.rindex("%") + 2:]
-    fits = bad["raw"].str.contains(text_fmt.start) & bad["raw"].str.ends_with(tail)
+    closing = text_fmt.pattern[text_fmt.pattern.rindex("%") + 2:]  # what follows the message: `"}`
+    fits = bad["raw"].str.contains(text_fmt.start) & bad["raw"].str.ends_with(closing)
     if not fits.any():
         return env
     recovered = split_text(bad.filter(fits).select("line_no", "raw", "origin", "wrapper_ts_us"), text_fmt,

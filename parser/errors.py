@@ -37,6 +37,16 @@ class FormatError(InputError):
     exit_code = 3
 
 
+class OutputError(DissectorError):
+    """An output (``-o FILE``) cannot be written: not the input's fault (exit 73, sysexits EX_CANTCREAT)."""
+
+    exit_code = 73
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
 class UsageError(DissectorError):
     """Bad command-line usage or arguments."""
 

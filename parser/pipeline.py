@@ -54,6 +54,8 @@ class Diagnostics:
     records_unknown: int = 0
     events_by_kind: Counter[str] = field(default_factory=Counter)
     by_origin: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the format detected in each input (multi-file runs may mix formats)
+    format_by_source: dict[str, str] = field(default_factory=dict)
     malformed_examples: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     shapes: int = 0
@@ -74,6 +76,7 @@ class Diagnostics:
             "lines_in_records": self.lines_in_records, "lines_malformed": self.lines_malformed,
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
+            "format_by_source": dict(self.format_by_source),
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
             "shapes": self.shapes, "grammar_calls": self.grammar_calls, "fallback_lines": self.fallback_lines,
         }
@@ -125,7 +128,7 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
                           encoding="utf8-lossy")["raw"].fill_null("")
     else:
         text = block.text
-        body = text[:-1] if text.endswith("\n") else text
+        body = text.removesuffix("\n")
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
@@ -173,7 +176,7 @@ def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | No
     for line_no, origin, raw in malformed.head(max(room, 0)).iter_rows():
         diag.malformed_examples.append(f"{origin}:{line_no}: {(redact_text(raw) if redact else raw)[:160]}")
     room = MALFORMED_SAMPLE - len(diag.malformed_sample)
-    if room > 0:
+    if room > 0 and lines is None:  # a skipped file has its own warning
         diag.malformed_sample.extend(malformed["raw"].head(room).to_list())
 
 
@@ -292,6 +295,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                         state = _SourceState(found.detection, found.wrappers)
                         _note_detection(diag, found.detection, found.wrapper_ids)
                         formats_seen[found.detection.format_id] += 1
+                        diag.format_by_source[source.name] = found.detection.format_id
                     lines = unwrap(lines, state.wrappers, source.name)
                     max_hold = max(lines.height, 10_000)
                     if state.carry is not None and state.carry.height:

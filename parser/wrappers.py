@@ -161,7 +161,7 @@ def _path(dotted: str) -> str:
 
 
 def _chomp(value: str) -> str:
-    return value[:-1] if value.endswith("\n") else value
+    return value.removesuffix("\n")
 
 
 def _json_object(line: str) -> dict | None:  # type: ignore[type-arg]

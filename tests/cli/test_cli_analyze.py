@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,7 @@ def test_filters_restrict_report_and_outputs(tmp_path: Path) -> None:
     (["analyze", "README.md"], 3, "not an Envoy"),
     (["analyze", str(LUA), "-o", "out.xlsx"], 64, "unknown output type"),
     (["analyze", str(LUA), "--status", "teapot"], 64, "--status"),
+    (["analyze", str(LUA), "-o", "/proc/no-such-dir/summary.json"], 73, "cannot write"),
 ])
 def test_errors_are_one_line_with_exit_codes(args: list[str], code: int, text: str) -> None:
     proc = run_cli(*args)
@@ -106,3 +108,34 @@ def test_errors_are_one_line_with_exit_codes(args: list[str], code: int, text: s
     assert text in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["analyze", str(LUA), "--top", "-5"], "negative"),
+    (["analyze", str(LUA), "--top", "many"], "whole number"),
+    (["analyze", str(LUA), "--no-such-option"], "unrecognized arguments"),
+    (["no-such-command"], "invalid choice"),
+    ([], "required"),
+])
+def test_usage_errors_exit_64_as_documented(args: list[str], text: str) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 64, proc.stderr
+    assert text in proc.stderr and "Traceback" not in proc.stderr
+    doc = (ROOT / "docs/output.md").read_text()
+    assert re.search(r"^\| 64 \| bad usage", doc, re.M)
+
+
+def test_version() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and re.fullmatch(r"envoy-dissect \S+\n", proc.stdout), proc.stdout
+
+
+def test_a_filter_that_matches_nothing_says_so() -> None:
+    proc = run_cli("analyze", str(LUA), "-q", "--status", "5xx")
+    assert proc.returncode == 0
+    assert "no request matches the filters (--status 5xx)" in proc.stdout
+
+
+def test_top_zero_lists_no_request() -> None:
+    proc = run_cli("analyze", str(LUA), "-q", "--top", "0")
+    assert proc.returncode == 0 and "slowest" not in proc.stdout

@@ -1,6 +1,7 @@
 """views and callbacks' helpers: what each view shows, computed without a browser."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import plotly.io as pio
@@ -8,6 +9,7 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.findings import Finding, imbalance
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callbacks import session_view, slowest_request
 from envoy_dissector.dashboard.datasets import Registry
@@ -33,7 +35,7 @@ def test_overview_numbers_findings_and_figures(reg_and_ds):
     table = text_of(views.percentile_table(lua.summary()))
     for phase in ("downstream_read", "filter_chain", "upstream_wait", "total", "loop_queue"):
         assert phase in table
-    findings = text_of(views.findings_list(lua.summary()["findings"]))
+    findings = text_of(views.findings_list(lua.capture.findings()))
     assert "saturated" in findings and "Fix: " in findings
     parts = views.overview(lua)
     assert any(getattr(p, "id", None) == "phase-share" for p in parts)
@@ -85,10 +87,9 @@ def test_event_loop_window_from_zoom(reg_and_ds):
 
 
 def test_findings_repeated_per_origin_are_shown_once():
-    f = {"id": "saturated-worker-1", "severity": "critical", "title": "Worker 1 is saturated", "evidence": "e",
-         "fix": "more CPU"}
-    i = {"id": "proxy-time", "severity": "info", "title": "t", "evidence": "e2", "fix": ""}
-    groups = views.group_findings([i, f, dict(f, evidence="other origin"), f])
+    f = Finding("saturated-worker-1", "critical", "Worker 1 is saturated", "e", "more CPU")
+    i = Finding("proxy-time", "info", "t", "e2", "")
+    groups = views.group_findings([i, f, dataclasses.replace(f, evidence="other origin"), f])
     assert groups == [(f, 3), (i, 1)]
     out = text_of(views.findings_list([i, f, f, f]))
     assert out.count("Worker 1 is saturated") == 1 and "2 more like it" in out
@@ -96,9 +97,14 @@ def test_findings_repeated_per_origin_are_shown_once():
 
 def test_workers_and_imbalance():
     w = pl.DataFrame({"origin": ["o", "o"], "thread": [1, 2], "utilisation": [0.9, 0.2], "busy_us": [9, 2],
-                      "requests": [90, 10], "connections": [9, 1]})
+                      "requests": [90, 10], "connections": [9, 1], "waited": [80, 0], "wait_p50_us": [4000, 0]})
     text = views.imbalance_text(w)
-    assert "2 workers" in text and "9.0×" in text and "exact_balance" in text
+    assert "2 workers" in text and "9.0×" in text and "exact_balance" in text and "waited longer" in text
+    # The same spread without extra waiting is said without alarm, by the same rule as the findings.
+    calm = views.imbalance_text(w.with_columns(waited=pl.lit(0), wait_p50_us=pl.lit(0)))
+    assert "without measurable harm" in calm
+    assert [f.severity for f in imbalance(w)] == ["warning"]
+    assert [f.severity for f in imbalance(w.with_columns(waited=pl.lit(0), wait_p50_us=pl.lit(0)))] == ["info"]
 
 
 def test_compare(reg_and_ds):
@@ -117,3 +123,30 @@ def test_session_view_lists_own_and_shared(reg_and_ds):
     assert v["value"] == base.id and not v["pending"]
     other = session_view(reg, "someone-else", base.id)  # cannot pick another session's dataset
     assert [o["value"] for o in other["options"]] == [lua.id] and other["value"] == lua.id
+
+
+@pytest.mark.parametrize("fixture", sorted(p.parent.name for p in __import__("pathlib").Path(
+    "fixtures/istio-thread").glob("*/envoy.log.gz")))
+def test_every_fixture_has_an_overview_and_a_waterfall(fixture):
+    """Also captures with fewer than 20 client requests, whose rate is null."""
+    reg = Registry()
+    ds = reg.add(dissect(f"fixtures/istio-thread/{fixture}/envoy.log.gz"), name=fixture, owner=None)
+    text = text_of(views.overview(ds)[1])
+    assert "overview-rps" in text
+    if ds.summary()["capture"]["rps"] is None:
+        assert "< 20 requests" in text
+    uid = slowest_request(ds)
+    if uid is not None:
+        views.waterfall_view(ds.capture, uid)
+
+
+def test_overview_says_what_a_debug_capture_allows():
+    """A debug-level capture (real Envoy at -l debug, 50 requests) and one with under 20 requests."""
+    reg = Registry()
+    ds = reg.add(dissect("fixtures/debug-level/envoy/keepalive/envoy.log.gz"), name="debug", owner=None)
+    parts = views.overview(ds)
+    panel = next(p for p in parts if getattr(p, "id", None) == "overview-quality")
+    text = text_of(panel)
+    assert "debug level" in text and "ms timestamps" in text and "downstream_read" in text
+    few = reg.add(dissect("fixtures/istio-thread/retries-503/envoy.log.gz"), name="few", owner=None)
+    assert "< 20 requests" in text_of(views.facts(few))  # no rate for a handful of requests

@@ -16,13 +16,18 @@ from envoy_dissector.parser.pipeline import parse_text
 _TAGS = re.compile(r'\[Tags: "ConnectionId":"(\d+)"(?:,"StreamId":"(\d+)")?\] ')
 
 
+def _read_gz(path) -> str:
+    with gzip.open(path, "rt") as fh:
+        return fh.read()
+
+
 def _old_ids(line: str) -> str:
     """Envoy <= 1.26 connection/stream prefix instead of 1.27+ Tags."""
     return _TAGS.sub(lambda m: f"[C{m.group(1)}]" + (f"[S{m.group(2)}]" if m.group(2) else "") + " ", line)
 
 
 def _lines(fixture_by_rel, rel: str) -> list[str]:
-    lines = gzip.open(fixture_by_rel(rel).path, "rt").read().splitlines()
+    lines = _read_gz(fixture_by_rel(rel).path).splitlines()
     start = next(i for i in range(150, len(lines)) if "new stream" in lines[i])
     return lines[start:start + 400]
 
@@ -113,14 +118,21 @@ def test_one_header_per_record_across_a_block_boundary(fixture_by_rel):
 
 # github.com/envoyproxy/envoy/issues/3205 (2018-04-25, Envoy 1.6): debug log in the <= 1.10 layout, the request
 # headers printed one per record.
-REAL_3205 = """\
-[2018-04-25 11:11:46.671][11][debug][http] source/common/http/conn_manager_impl.cc:186] [C1] new stream
-[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:790] [C1][S2066557439932801438] request end stream
-[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:455] [C1][S2066557439932801438] request headers complete (end_stream=true):
-[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:460] [C1][S2066557439932801438]   ':authority':'localhost:3000'
-[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:460] [C1][S2066557439932801438]   'connection':'keep-alive'
-[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:460] [C1][S2066557439932801438]   'user-agent':'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/65.0.3325.181 Safari/537.36'
-"""
+REAL_3205 = (
+    '[2018-04-25 11:11:46.671][11][debug][http] source/common/http/conn_manager_impl.cc:186] [C'
+    '1] new stream\n'
+    '[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:790] [C'
+    '1][S2066557439932801438] request end stream\n'
+    '[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:455] [C'
+    '1][S2066557439932801438] request headers complete (end_stream=true):\n'
+    '[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:460] [C'
+    "1][S2066557439932801438]   ':authority':'localhost:3000'\n"
+    '[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:460] [C'
+    "1][S2066557439932801438]   'connection':'keep-alive'\n"
+    '[2018-04-25 11:11:46.672][11][debug][http] source/common/http/conn_manager_impl.cc:460] [C'
+    "1][S2066557439932801438]   'user-agent':'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWe"
+    "bKit/537.36 (KHTML, like Gecko) Chrome/65.0.3325.181 Safari/537.36'\n"
+)
 
 
 def test_real_envoy_1_6_header_records():
@@ -135,20 +147,23 @@ def test_real_envoy_1_6_header_records():
     dump = ev.row(2, named=True)
     assert dump["n_lines"] == 4 and dump["authority"] == "localhost:3000"
     assert dump["message"].split("\n")[1:] == ["':authority', 'localhost:3000'", "'connection', 'keep-alive'",
-                                               "'user-agent', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) "
-                                               "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/65.0.3325.181 "
-                                               "Safari/537.36'"]
+                                               ("'user-agent', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) "
+                                                "AppleWebKit/537.36 (KHTML, like Gecko) Chrome/65.0.3325.181 "
+                                                "Safari/537.36'")]
 
 
 # github.com/istio/istio/issues/32037 (2021-04-09, Istio 1.9): `kubectl logs --timestamps`, tabs turned into
 # spaces, the location in brackets at the start of the message (Istio 1.6-1.8 style), a dump after it.
-REAL_32037 = """\
-2021-04-01T05:09:24.193719454Z 2021-04-01T05:09:24.189062Z      debug   envoy filter    [src/envoy/http/alpn/alpn_filter.cc:81] override with 2 ALPNs
-2021-04-01T05:09:24.193756341Z 2021-04-01T05:09:24.189122Z      debug   envoy router    [external/envoy/source/common/router/router.cc:594] [C5][S9] router decoding headers:
-2021-04-01T05:09:24.193781452Z ':authority', 'hpbp-authz.hpbp-dev-core'
-2021-04-01T05:09:24.193787673Z ':path', '/hpbp-authz/v1/authorizations?temp=f7aecde8-0b7f-4e49-9faa-c081ffc1e956'
-2021-04-01T05:09:24.193838011Z 'content-type', 'application/json'
-"""
+REAL_32037 = (
+    '2021-04-01T05:09:24.193719454Z 2021-04-01T05:09:24.189062Z      debug   envoy filter    [s'
+    'rc/envoy/http/alpn/alpn_filter.cc:81] override with 2 ALPNs\n'
+    '2021-04-01T05:09:24.193756341Z 2021-04-01T05:09:24.189122Z      debug   envoy router    [e'
+    'xternal/envoy/source/common/router/router.cc:594] [C5][S9] router decoding headers:\n'
+    "2021-04-01T05:09:24.193781452Z ':authority', 'hpbp-authz.hpbp-dev-core'\n"
+    "2021-04-01T05:09:24.193787673Z ':path', '/hpbp-authz/v1/authorizations?temp=f7aecde8-0b7f-"
+    "4e49-9faa-c081ffc1e956'\n"
+    "2021-04-01T05:09:24.193838011Z 'content-type', 'application/json'\n"
+)
 
 
 def test_real_kubectl_timestamps_tabs_as_spaces_location_in_message():

@@ -17,11 +17,16 @@ from envoy_dissector.parser.pipeline import parse_text
 POD = "productpage-v1-7d9c8b6f5-x2k9p"
 
 
+def _read_gz(path) -> str:
+    with gzip.open(path, "rt") as fh:
+        return fh.read()
+
+
 @pytest.fixture(scope="module")
 def segments(fixture_by_rel) -> dict[str, list[str]]:
     out = {}
     for name, rel in (("envoy", "envoy-us/keepalive/envoy.log.gz"), ("istio", "istio-thread/keepalive/envoy.log.gz")):
-        lines = gzip.open(fixture_by_rel(rel).path, "rt").read().splitlines()
+        lines = _read_gz(fixture_by_rel(rel).path).splitlines()
         start = next(i for i in range(150, len(lines)) if "new stream" in lines[i])
         end = next(i for i in range(start + 250, len(lines)) if "new stream" in lines[i])
         out[name] = lines[start:end]
@@ -135,15 +140,16 @@ def test_json_wrappers_are_unwrapped(segments, wrapper, capture):
 
 def test_docker_json_around_istio_json(fixture_by_rel):
     """docker's json-file driver around Istio's own JSON lines: the inner JSON is the format."""
-    lines = gzip.open(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path, "rt").read().splitlines()[:300]
-    wrapped = [json.dumps({"log": line + "\n", "stream": "stdout", "time": _rfc3339(i)}) for i, line in enumerate(lines)]
+    lines = _read_gz(fixture_by_rel("istio-json/keepalive/envoy.log.gz").path).splitlines()[:300]
+    wrapped = [json.dumps({"log": line + "\n", "stream": "stdout", "time": _rfc3339(i)})
+               for i, line in enumerate(lines)]
     parsed = _same_events(lines, wrapped)
     assert parsed.diagnostics.wrappers == ["docker-json"]
     assert parsed.diagnostics.format == "istio-json"
 
 
 def test_istio_json_is_not_mistaken_for_a_shipper_msg_key(fixture_by_rel):
-    lines = gzip.open(fixture_by_rel("istio-json-old/keepalive/envoy.log.gz").path, "rt").read().splitlines()[:300]
+    lines = _read_gz(fixture_by_rel("istio-json-old/keepalive/envoy.log.gz").path).splitlines()[:300]
     parsed = parse_text("\n".join(lines) + "\n")
     assert parsed.diagnostics.wrappers == [] and parsed.diagnostics.format == "istio-json"
 
@@ -168,7 +174,7 @@ def test_istio_thread_tabs_expanded_to_spaces(segments):
 
 def test_istio_old_tabs_as_single_spaces(fixture_by_rel):
     """Request lines (a message's own leading spaces, as in startup listings, cannot survive the paste)."""
-    lines = gzip.open(fixture_by_rel("istio/keepalive/envoy.log.gz").path, "rt").read().splitlines()
+    lines = _read_gz(fixture_by_rel("istio/keepalive/envoy.log.gz").path).splitlines()
     start = next(i for i in range(150, len(lines)) if "new stream" in lines[i])
     lines = lines[start:start + 300]
     parsed = _same_events(lines, [line.replace("\t", "    ") for line in lines])
@@ -193,12 +199,16 @@ def test_istio_without_wrappers_has_none(segments):
 
 # github.com/envoyproxy/envoy/issues/13068 (comment, 2022-07-23): stern output of an Istio 1.12-era sidecar,
 # tabs turned into spaces by the paste; the `...` is the author's elision.
-ISSUE_13068 = """\
-svc-one-deployment-7d8dcc748-4v7tp istio-proxy 2022-07-21T10:51:54.739441Z      debug   envoy http      [C440203][S374698705624913161] request end stream
-svc-one-deployment-7d8dcc748-4v7tp istio-proxy 2022-07-21T10:51:54.763924Z      debug   envoy upstream  transport socket match, socket tlsMode-disabled selected for host with address 10.*.*.43:8002
-...
-svc-one-deployment-7d8dcc748-4v7tp istio-proxy 2022-07-21T10:51:59.742415Z      debug   envoy router    [C440203][S374698705624913161] upstream timeout
-"""
+ISSUE_13068 = (
+    'svc-one-deployment-7d8dcc748-4v7tp istio-proxy 2022-07-21T10:51:54.739441Z      debug   en'
+    'voy http      [C440203][S374698705624913161] request end stream\n'
+    'svc-one-deployment-7d8dcc748-4v7tp istio-proxy 2022-07-21T10:51:54.763924Z      debug   en'
+    'voy upstream  transport socket match, socket tlsMode-disabled selected for host with addre'
+    'ss 10.*.*.43:8002\n'
+    '...\n'
+    'svc-one-deployment-7d8dcc748-4v7tp istio-proxy 2022-07-21T10:51:59.742415Z      debug   en'
+    'voy router    [C440203][S374698705624913161] upstream timeout\n'
+)
 
 
 def test_real_stern_tabs_as_spaces_paste():
@@ -214,15 +224,21 @@ def test_real_stern_tabs_as_spaces_paste():
 
 # github.com/envoyproxy/envoy/issues/36712 (2024-10-20): stern `POD CONTAINER ` on Envoy 1.32 debug lines,
 # the prefix also on the dump lines and the dump's closing empty line.
-ISSUE_36712 = """\
-envoy-5575cc449d-mkc8s envoy [2024-10-20 16:37:21.365][24][debug][router] [source/common/router/router.cc:1551] [Tags: "ConnectionId":"275","StreamId":"1106665781191118731"] upstream headers complete: end_stream=false
-envoy-5575cc449d-mkc8s envoy [2024-10-20 16:37:21.365][24][debug][http] [source/common/http/conn_manager_impl.cc:1825] [Tags: "ConnectionId":"275","StreamId":"1106665781191118731"] encoding headers via codec (end_stream=false):
-envoy-5575cc449d-mkc8s envoy ':status', '200'
-envoy-5575cc449d-mkc8s envoy 'content-type', 'application/grpc'
-envoy-5575cc449d-mkc8s envoy 'server', 'envoy'
-envoy-5575cc449d-mkc8s envoy 
-envoy-5575cc449d-mkc8s envoy [2024-10-20 16:37:21.365][24][debug][http2] [source/common/http/http2/codec_impl.cc:1803] [Tags: "ConnectionId":"285"] Http2Visitor::OnFrameHeader(5, 7, 0, 0)
-"""
+ISSUE_36712 = (
+    'envoy-5575cc449d-mkc8s envoy [2024-10-20 16:37:21.365][24][debug][router] [source/common/r'
+    'outer/router.cc:1551] [Tags: "ConnectionId":"275","StreamId":"1106665781191118731"] upstre'
+    'am headers complete: end_stream=false\n'
+    'envoy-5575cc449d-mkc8s envoy [2024-10-20 16:37:21.365][24][debug][http] [source/common/htt'
+    'p/conn_manager_impl.cc:1825] [Tags: "ConnectionId":"275","StreamId":"1106665781191118731"]'
+    ' encoding headers via codec (end_stream=false):\n'
+    "envoy-5575cc449d-mkc8s envoy ':status', '200'\n"
+    "envoy-5575cc449d-mkc8s envoy 'content-type', 'application/grpc'\n"
+    "envoy-5575cc449d-mkc8s envoy 'server', 'envoy'\n"
+    'envoy-5575cc449d-mkc8s envoy \n'
+    'envoy-5575cc449d-mkc8s envoy [2024-10-20 16:37:21.365][24][debug][http2] [source/common/ht'
+    'tp/http2/codec_impl.cc:1803] [Tags: "ConnectionId":"285"] Http2Visitor::OnFrameHeader(5, 7'
+    ', 0, 0)\n'
+)
 
 
 def test_real_stern_prefix_on_dump_lines():
@@ -238,9 +254,17 @@ def test_real_stern_prefix_on_dump_lines():
 
 # github.com/envoyproxy/envoy/issues/40124 (2025-07-01): a log shipper's JSON export, the Envoy 1.34 line in
 # `message` (JSON-escaped Tags quotes), other keys around it.
-ISSUE_40124 = r"""{"_obs_.log.size":131,"cloud.region":"us-west-2","message":"[2025-07-01 01:36:51.013][95][debug][http] [source/common/http/conn_manager_impl.cc:385] [Tags: \"ConnectionId\":\"109420\"] new stream","obs.log.size":131,"sub_environment":"prod","time":"2025-07-01T01:36:51.01395404Z"}
-{"_obs_.log.size":243,"cloud.region":"us-west-2","message":"[2025-07-01 01:36:51.013][95][debug][router] [source/common/router/router.cc:525] [Tags: \"ConnectionId\":\"109420\",\"StreamId\":\"4523271749005161739\"] cluster 'egress_http2_dbmesh_case_management' match for URL '/dbmesh.v1.DbmeshService/ExecQuery'","obs.log.size":243,"sub_environment":"prod","time":"2025-07-01T01:36:51.01403266Z"}
-"""
+ISSUE_40124 = (
+    '{"_obs_.log.size":131,"cloud.region":"us-west-2","message":"[2025-07-01 01:36:51.013][95]['
+    'debug][http] [source/common/http/conn_manager_impl.cc:385] [Tags: \\"ConnectionId\\":\\"10942'
+    '0\\"] new stream","obs.log.size":131,"sub_environment":"prod","time":"2025-07-01T01:36:51.0'
+    '1395404Z"}\n'
+    '{"_obs_.log.size":243,"cloud.region":"us-west-2","message":"[2025-07-01 01:36:51.013][95]['
+    'debug][router] [source/common/router/router.cc:525] [Tags: \\"ConnectionId\\":\\"109420\\",\\"S'
+    'treamId\\":\\"4523271749005161739\\"] cluster \'egress_http2_dbmesh_case_management\' match for'
+    ' URL \'/dbmesh.v1.DbmeshService/ExecQuery\'","obs.log.size":243,"sub_environment":"prod","ti'
+    'me":"2025-07-01T01:36:51.01403266Z"}\n'
+)
 
 
 def test_real_shipper_json_message():
@@ -267,12 +291,20 @@ def test_real_grafana_export():
 
 # github.com/istio/istio/issues/42147 (2022-11-18): lines 27-51 of the author's numbered listing (Istio 1.16
 # text, tabs kept), with a multi-line `policy { ... }` dump after the authn filter line (shortened here).
-ISSUE_42147 = (" 36  2022-11-18T12:04:04.552204Z\ttrace\tenvoy http\t[C305][S18098499556323610173] decode headers called: "
-               "filter=0x55e389fd3580 status=0\n"
-               " 37  2022-11-18T12:04:04.552230Z\tdebug\tenvoy filter\tAuthenticationFilter::decodeHeaders with config\n"
-               " 38  policy {\n 39    peers {\n 40      mtls {\n 41        mode: PERMISSIVE\n 42      }\n 43    }\n"
-               " 44  }\n"
-               " 45  2022-11-18T12:04:04.552253Z\tdebug\tenvoy filter\t[C305] validate principal\n")
+ISSUE_42147 = (
+    ' 36  2022-11-18T12:04:04.552204Z\ttrace\tenvoy http\t[C305][S18098499556323610173] decode hea'
+    'ders called: filter=0x55e389fd3580 status=0\n'
+    ' 37  2022-11-18T12:04:04.552230Z\tdebug\tenvoy filter\tAuthenticationFilter::decodeHeaders wi'
+    'th config\n'
+    ' 38  policy {\n'
+    ' 39    peers {\n'
+    ' 40      mtls {\n'
+    ' 41        mode: PERMISSIVE\n'
+    ' 42      }\n'
+    ' 43    }\n'
+    ' 44  }\n'
+    ' 45  2022-11-18T12:04:04.552253Z\tdebug\tenvoy filter\t[C305] validate principal\n'
+)
 
 
 def test_real_line_numbered_paste_with_a_policy_dump():

@@ -1,0 +1,38 @@
+"""The one way µs are written for people: the report, findings, the dashboard and notebooks all use it."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+MS_FROM_US = 10_000  # values from 10 ms up are written in ms
+
+
+def format_us(value: float | int | None) -> str:
+    """A duration with its unit: ``"950 µs"``, ``"1,414 µs"``, ``"12.35 ms"``; ``"–"`` when unknown.
+
+    >>> format_us(1414), format_us(12345), format_us(None)
+    ('1,414 µs', '12.35 ms', '–')
+    """
+    if value is None:
+        return "–"
+    if abs(value) >= MS_FROM_US:
+        return f"{value / 1000:,.2f} ms"
+    return f"{round(value):,} µs"
+
+
+def column_unit(values: Iterable[float | int | None]) -> str:
+    """The unit of a table column (``"µs"`` or ``"ms"``): ms once any value reaches 10 ms, so every cell of
+    the column has the same unit."""
+    return "ms" if any(v is not None and abs(v) >= MS_FROM_US for v in values) else "µs"
+
+
+def in_unit(value: float | int | None, unit: str, decimals: int = 2) -> str:
+    """A number for a column whose header carries ``unit`` (``"µs"``: integer; ``"ms"``: ``decimals`` decimals,
+    0 for captures whose timestamps tick in whole ms).
+
+    >>> in_unit(1414, "µs"), in_unit(1414, "ms"), in_unit(-3, "ms"), in_unit(None, "ms")
+    ('1,414', '1.41', '0.00', '–')
+    """
+    if value is None:
+        return "–"
+    text = f"{round(value):,}" if unit == "µs" else f"{value / 1000:,.{decimals}f}"
+    return text.removeprefix("-") if text.strip("-0.,") == "" else text  # no "-0.00"
