@@ -55,6 +55,12 @@ def go_rfc3339nano(ns: int) -> str:
 
 
 # -- the "container runtime" -----------------------------------------------------------------------------
+
+def _go_bool(value: str | None) -> bool:
+    """A boolean query parameter as the API server reads it (Go's strconv.ParseBool): older Python clients
+    send ``True``, newer ones ``true``."""
+    return value in ("1", "t", "T", "TRUE", "true", "True")
+
 class ContainerLog:
     """One container instance's log: ``NS_EPOCH LINE`` records in a file, appended by a follower thread."""
 
@@ -507,13 +513,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "BadRequest", f"container {name} is not valid for pod {pod.name}")
             return
         log = container.current
-        if q("previous") == "true":
+        if _go_bool(q("previous")):
             if container.previous is None:
                 self._error(400, "BadRequest",
                             f'previous terminated container "{name}" in pod "{pod.name}" not found')
                 return
             log = container.previous
-        stamps = q("timestamps") == "true"
+        stamps = _go_bool(q("timestamps"))
         since = q("sinceSeconds")
         since_ns = time.time_ns() - int(since) * 1_000_000_000 if since else None
         tail = int(q("tailLines")) if q("tailLines") else None

@@ -75,7 +75,7 @@ def test_line_numbers_point_at_the_wrapped_file(fixture_by_rel, parsed_fixture):
     fx = fixture_by_rel("kubectl/multi-pod/interleaved.log.gz")
     lines = read(fx.path).splitlines()
     events = parsed_fixture(fx).events
-    for row in events.gather(list(range(0, events.height, 97))).iter_rows(named=True):
+    for row in events.gather_every(97).iter_rows(named=True):
         line = lines[row["line_no"] - 1]
         pod, container = _PREFIX.match(line).groups()
         assert row["origin"] == f"{pod}/{container}"
