@@ -23,7 +23,8 @@ __all__ = ["CONTRACT_COLUMNS", "PARTITION_PHASES", "PHASE_COLUMNS", "Capture", "
 #: Ctrl-C during its own imports
 _HOME = {"Capture": "analysis.capture", "dissect": "analysis.capture", "compare": "analysis.compare",
          "Finding": "analysis.findings", "CONTRACT_COLUMNS": "analysis.schema", "PHASE_COLUMNS": "analysis.schema",
-         "PARTITION_PHASES": "analysis.schema", "Milestone": "analysis.schema", "Phase": "analysis.schema", "EventKind": "parser.kinds"}
+         "PARTITION_PHASES": "analysis.schema", "Milestone": "analysis.schema", "Phase": "analysis.schema",
+         "EventKind": "parser.kinds"}
 
 
 def __getattr__(name: str) -> Any:
