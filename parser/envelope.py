@@ -114,7 +114,8 @@ def _message(message: pl.Expr, escaping: str) -> pl.Expr:
     return message
 
 
-def _finish(df: pl.DataFrame, fields: frozenset[str], redact: RedactOption, multiline: pl.Expr | None = None) -> pl.DataFrame:
+def _finish(df: pl.DataFrame, fields: frozenset[str], redact: RedactOption,
+            multiline: pl.Expr | None = None) -> pl.DataFrame:
     """Typed envelope columns: ``out__*`` columns computed once per distinct text, the rest per line.
 
     ``multiline`` marks the messages that can hold a newline (all when not given).
@@ -362,7 +363,7 @@ def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactO
     return _recover_unescaped(env, fmt, redact) if fmt.as_text is not None else env
 
 
-def _recover_unescaped(env: Envelope, fmt: JsonFormat, redact: bool) -> Envelope:
+def _recover_unescaped(env: Envelope, fmt: JsonFormat, redact: RedactOption) -> Envelope:
     """Read as text the malformed lines a layout with an unescaped message (``"msg":"%_"``) wrote:
     a quote in the message makes the line invalid JSON, but the pattern read as text still splits it."""
     text_fmt = fmt.as_text

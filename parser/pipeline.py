@@ -351,7 +351,8 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
                     if lines.height:
                         yield from submit(lines, state)
-                    if stop_reading is not None and seen.last is not None and stop_reading(seen.first, seen.last):
+                    if (stop_reading is not None and seen.first is not None and seen.last is not None
+                            and stop_reading(seen.first, seen.last)):
                         diag.warn(f"{source.name}: stopped reading after line {next_line_no - 1}: past the time "
                                   "asked for (--until)")
                         break

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import InputError
@@ -113,12 +113,13 @@ def _open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
             fd = os.dup(fh.fileno())
             fh.close()
             fh = StreamReader(fd, owned=True)  # type: ignore[assignment]
-    head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""
-    if len(head) == 1:  # a pipe may deliver the first byte alone
-        head = fh.peek(2)[:2]
+    peek = getattr(fh, "peek", None)
+    head = peek(2)[:2] if peek is not None else b""
+    if len(head) == 1 and peek is not None:  # a pipe may deliver the first byte alone
+        head = peek(2)[:2]
     if head == GZIP_MAGIC:
         counter = CountingReader(fh)  # closing the gzip reader does not close it: read_blocks does
-        return gzip.GzipFile(fileobj=counter, mode="rb"), counter  # type: ignore[arg-type]
+        return cast(BinaryIO, gzip.GzipFile(fileobj=counter, mode="rb")), counter  # type: ignore[arg-type]
     return fh, None
 
 
