@@ -116,7 +116,7 @@ sslWriteReturns : 'ssl write returns: ' bytes=signedInt ;
 sslErrorWhileRead : 'ssl error occurred while read: ' reason=rest ;
 sslErrorWhileWrite : 'ssl error occurred while write: ' reason=rest ;
 sslShutdown : 'SSL shutdown: rc=' code=signedInt ;
-tlsFailure : ('remote address:' | 'TLS error: ') reason=rest ;
+tlsFailure : ('remote address:' | 'TLS error: ' | 'verify cert failed: ') reason=rest ;
 rstClose : ('read: rst close from peer' | 'write: rst close from peer.') ;
 
 // ---- listener ----

@@ -1,0 +1,65 @@
+"""The full planted-secrets capture (tests/security/planted.py: every name, spelling, value shape, query
+parameter and cut header line of docs/security.md, in Istio text and JSON, bare and kubectl-wrapped) uploaded to
+the real Flask server: the page, its layout and every server callback (valid inputs pointing at the dataset and
+at a request carrying the secrets) answer without a single planted value."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envoy_dissector.dashboard.app import create_app
+from envoy_dissector.dashboard.datasets import new_id
+from tests.dashboard.test_callback_input import DISPATCH, body
+from tests.security.planted import MARK, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+CAPTURES: dict[str, Callable[[], str]] = {
+    "istio-text": lambda: planted_text(FIXTURES),
+    "istio-json": lambda: planted_json(FIXTURES),
+    "kubectl-prefix+timestamps": lambda: kubectl_prefix(kubectl_timestamps(planted_text(FIXTURES))),
+}
+
+
+@pytest.fixture(scope="module", params=list(CAPTURES))
+def uploaded(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any, str, Any]]:
+    text = CAPTURES[request.param]()
+    assert text.count(MARK) > 100
+    app = create_app(demo=False)
+    client, token = app.server.test_client(), new_id()
+    r = client.post("/_dissector/upload?name=planted.log", data=text.encode(), headers={"X-Dissector-Session": token})
+    assert r.status_code == 200, r.json
+    reg = app.server.config["DISSECTOR_REGISTRY"]
+    job = reg.wait(reg.job(r.json["job"], token))
+    assert job.state == "done", job.error
+    yield app, client, token, reg.get(job.dataset_id, token)
+    reg.shutdown(wait=True)
+
+
+def test_no_ui_response_holds_a_planted_value(uploaded: tuple[Any, Any, str, Any]) -> None:
+    app, client, token, ds = uploaded
+    clients = ds.capture.requests.filter(~ds.capture.requests["internal"])
+    assert clients.height > 0
+    uid = clients["request_uid"][0]
+    valid = {
+        ("session", "data"): {"token": token}, ("dataset", "value"): ds.id, ("compare-a", "value"): ds.id,
+        ("compare-b", "value"): ds.id, ("selected-request", "data"): {"dataset": ds.id, "uid": uid},
+        ("loop-state", "data"): {"dataset": ds.id, "start": None, "end": None, "highlight": [1]},
+        ("requests-grid", "getRowsRequest"): {"startRow": 0, "endRow": 1000, "filterModel": {}, "sortModel": []},
+        ("compare-a", "options"): [{"label": "a", "value": ds.id}], ("jobs-seen", "data"): [],
+        ("search", "value"): "/",
+    }
+    answers = {"/": client.get("/").data, "/_dash-layout": client.get("/_dash-layout").data}
+    for key, entry in app.callback_map.items():
+        if "callback" not in entry:
+            continue
+        r = client.post(DISPATCH, json=body(key, entry, {}, valid))
+        assert r.status_code in (200, 204), (key, r.data[:300])
+        answers[key] = r.data
+    assert b"[redacted]" in answers["log-lines.children"]  # the request's own lines, with secrets, were served
+    assert b"rowData" in b"".join(answers.values())
+    leaks = {k: v[max(0, v.find(MARK.encode()) - 60):v.find(MARK.encode()) + 40]
+             for k, v in answers.items() if MARK.encode() in v}
+    assert not leaks, leaks
