@@ -11,7 +11,7 @@ import json
 import sys
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.compare import compare, render_comparison
+from envoy_dissector.analysis.comparison import compare, render_comparison
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 

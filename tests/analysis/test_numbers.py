@@ -149,9 +149,10 @@ def test_report_one_header_per_origin() -> None:
     origins = {o["origin"]: o for o in cap.summary()["capture"]["origins"]}
     assert origins[str(a.log)]["format"] == "istio-thread" and origins[str(b.log)]["format"] == "istio"
     assert origins[str(b.log)]["requests"] == b.access().height
-    assert f"{a.log.relative_to(ROOT)}: format istio-thread" in text or f"{a.log}: format istio-thread" in text
-    assert "format istio ·" in text and "2 origins" in text
-    assert f"· {a.access().height} requests" in text and f"· {b.access().height} requests" in text
+    flat = " ".join(text.split())  # the header wraps where the origin's path length puts it
+    assert f"{a.log.relative_to(ROOT)}: format istio-thread" in flat or f"{a.log}: format istio-thread" in flat
+    assert "format istio ·" in flat and "2 origins" in flat
+    assert f"· {a.access().height} requests" in flat and f"· {b.access().height} requests" in flat
     assert max(len(line) for line in text.splitlines()) <= WIDTH
 
 
