@@ -44,9 +44,8 @@ def uploaded():
     reg.shutdown(wait=True)
 
 
-def test_no_ui_response_holds_a_planted_secret(uploaded):
-    app, client, token, ds = uploaded
-    uid = ds.capture.requests.filter(ds.capture.requests["path"] == "/")["request_uid"][0]
+def every_answer(app, client, token: str, ds, uid: str) -> dict:
+    """The page, its layout and every server callback, with valid inputs pointing at ``ds`` and request ``uid``."""
     valid = {
         ("session", "data"): {"token": token}, ("dataset", "value"): ds.id, ("compare-a", "value"): ds.id,
         ("compare-b", "value"): ds.id, ("selected-request", "data"): {"dataset": ds.id, "uid": uid},
@@ -62,6 +61,13 @@ def test_no_ui_response_holds_a_planted_secret(uploaded):
         r = client.post(DISPATCH, json=body(key, entry, {}, valid))
         assert r.status_code in (200, 204), (key, r.data[:300])
         answers[key] = r.data
+    return answers
+
+
+def test_no_ui_response_holds_a_planted_secret(uploaded):
+    app, client, token, ds = uploaded
+    uid = ds.capture.requests.filter(ds.capture.requests["path"] == "/")["request_uid"][0]
+    answers = every_answer(app, client, token, ds, uid)
     shown = b"".join(answers.values())
     assert b"new stream" in answers["log-lines.children"]  # the request's own log lines were served
     assert b"[redacted]" in answers["log-lines.children"]

@@ -12,7 +12,7 @@ import pytest
 
 from envoy_dissector.dashboard.app import create_app
 from envoy_dissector.dashboard.datasets import new_id
-from tests.dashboard.test_callback_input import DISPATCH, body
+from tests.dashboard.test_redaction_ui import every_answer
 from tests.security.planted import MARK, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -42,22 +42,7 @@ def test_no_ui_response_holds_a_planted_value(uploaded: tuple[Any, Any, str, Any
     app, client, token, ds = uploaded
     clients = ds.capture.requests.filter(~ds.capture.requests["internal"])
     assert clients.height > 0
-    uid = clients["request_uid"][0]
-    valid = {
-        ("session", "data"): {"token": token}, ("dataset", "value"): ds.id, ("compare-a", "value"): ds.id,
-        ("compare-b", "value"): ds.id, ("selected-request", "data"): {"dataset": ds.id, "uid": uid},
-        ("loop-state", "data"): {"dataset": ds.id, "start": None, "end": None, "highlight": [1]},
-        ("requests-grid", "getRowsRequest"): {"startRow": 0, "endRow": 1000, "filterModel": {}, "sortModel": []},
-        ("compare-a", "options"): [{"label": "a", "value": ds.id}], ("jobs-seen", "data"): [],
-        ("search", "value"): "/",
-    }
-    answers = {"/": client.get("/").data, "/_dash-layout": client.get("/_dash-layout").data}
-    for key, entry in app.callback_map.items():
-        if "callback" not in entry:
-            continue
-        r = client.post(DISPATCH, json=body(key, entry, {}, valid))
-        assert r.status_code in (200, 204), (key, r.data[:300])
-        answers[key] = r.data
+    answers = every_answer(app, client, token, ds, clients["request_uid"][0])
     assert b"[redacted]" in answers["log-lines.children"]  # the request's own lines, with secrets, were served
     assert b"rowData" in b"".join(answers.values())
     leaks = {k: v[max(0, v.find(MARK.encode()) - 60):v.find(MARK.encode()) + 40]
