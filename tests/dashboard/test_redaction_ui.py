@@ -31,17 +31,22 @@ def planted() -> bytes:
     return text.encode()
 
 
-@pytest.fixture(scope="module")
-def uploaded():
+def serve_upload(data: bytes):
+    """A real app that received ``data`` as an upload and finished analysing it: (app, client, token, dataset)."""
     app = create_app(demo=False)
     client, token = app.server.test_client(), new_id()
-    r = client.post("/_dissector/upload?name=planted.log", data=planted(), headers={"X-Dissector-Session": token})
+    r = client.post("/_dissector/upload?name=planted.log", data=data, headers={"X-Dissector-Session": token})
     assert r.status_code == 200, r.json
     reg = app.server.config["DISSECTOR_REGISTRY"]
     job = reg.wait(reg.job(r.json["job"], token))
     assert job.state == "done", job.error
     yield app, client, token, reg.get(job.dataset_id, token)
     reg.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module")
+def uploaded():
+    yield from serve_upload(planted())
 
 
 def every_answer(app, client, token: str, ds, uid: str) -> dict:

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from envoy_dissector.dashboard.app import create_app
-from envoy_dissector.dashboard.datasets import new_id
-from tests.dashboard.test_redaction_ui import every_answer
+from tests.dashboard.test_redaction_ui import every_answer, serve_upload
 from tests.security.planted import MARK, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -27,15 +25,7 @@ CAPTURES: dict[str, Callable[[], str]] = {
 def uploaded(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any, str, Any]]:
     text = CAPTURES[request.param]()
     assert text.count(MARK) > 100
-    app = create_app(demo=False)
-    client, token = app.server.test_client(), new_id()
-    r = client.post("/_dissector/upload?name=planted.log", data=text.encode(), headers={"X-Dissector-Session": token})
-    assert r.status_code == 200, r.json
-    reg = app.server.config["DISSECTOR_REGISTRY"]
-    job = reg.wait(reg.job(r.json["job"], token))
-    assert job.state == "done", job.error
-    yield app, client, token, reg.get(job.dataset_id, token)
-    reg.shutdown(wait=True)
+    yield from serve_upload(text.encode())
 
 
 def test_no_ui_response_holds_a_planted_value(uploaded: tuple[Any, Any, str, Any]) -> None:
