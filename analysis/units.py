@@ -6,14 +6,18 @@ from collections.abc import Iterable
 MS_FROM_US = 10_000  # values from 10 ms up are written in ms
 
 
-def format_us(value: float | int | None) -> str:
+def format_us(value: float | int | None, tick_us: int = 1) -> str:
     """A duration with its unit: ``"950 µs"``, ``"1,414 µs"``, ``"12.35 ms"``; ``"–"`` when unknown.
 
-    >>> format_us(1414), format_us(12345), format_us(None)
-    ('1,414 µs', '12.35 ms', '–')
+    ``tick_us`` is the capture's timestamp tick: a capture that ticks in whole ms gets whole ms.
+
+    >>> format_us(1414), format_us(12345), format_us(None), format_us(3000, tick_us=1000)
+    ('1,414 µs', '12.35 ms', '–', '3 ms')
     """
     if value is None:
         return "–"
+    if tick_us >= 1000:
+        return f"{value / 1000:,.0f} ms"
     if abs(value) >= MS_FROM_US:
         return f"{value / 1000:,.2f} ms"
     return f"{round(value):,} µs"
