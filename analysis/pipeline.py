@@ -10,8 +10,9 @@ from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
-from envoy_dissector.analysis.tls import downstream_waits
+from envoy_dissector.analysis.tls import downstream_waits, handshakes
 from envoy_dissector.parser.kinds import EventKind
+from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 #: Working columns of the requests frame that a capture without any request still carries (empty).
 EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
@@ -47,18 +48,42 @@ def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return out, restarts
 
 
+@dataclass(frozen=True)
+class Staged:
+    """What the per-request stages give before the capture-wide ones (``conclude``) run."""
+
+    events: pl.DataFrame
+    requests: pl.DataFrame
+    phases: pl.DataFrame
+    loop: pl.DataFrame
+    notes: tuple[str, ...]
+
+
 def analyse(events: pl.DataFrame) -> Analysis:
     """Rebuild requests, attribute phases and model the event loop."""
-    notes: list[str] = []
     # records without a usable time (an impossible date; a format without one) cannot be placed on a
     # timeline: they stay in the events frame (and in diagnostics) but take no part in the analysis
     timeless = events.filter(pl.col("ts_us").is_null())
     if timeless.height:
         events = events.filter(pl.col("ts_us").is_not_null())
     events, restarts = split_restarts(events)
-    if restarts:
-        notes.append(f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
-                     "run is analysed as its own origin (ORIGIN#2, ...)")
+    staged = stage(events, [restart_note(restarts)] if restarts else [])
+    if staged.requests.height == 0:
+        return Analysis(_with_timeless(staged.events, timeless), staged.requests, staged.phases,
+                        slices(staged.events.head(0)), ())
+    requests, phases, stitching, notes = conclude(staged.requests, staged.phases, staged.loop,
+                                                  handshakes(staged.events), staged.notes)
+    return Analysis(_with_timeless(staged.events, timeless), requests, phases, staged.loop, notes, stitching)
+
+
+def restart_note(restarts: int) -> str:
+    return (f"Envoy restarted {restarts} time(s) inside the capture: connection ids restart, so each "
+            "run is analysed as its own origin (ORIGIN#2, ...)")
+
+
+def stage(events: pl.DataFrame, notes: list[str]) -> Staged:
+    """Thread inference, requests, phases and the loop slices of timed events (restarts already split)."""
+    notes = list(notes)
     if not has_thread_ids(events):
         links = connection_links(events)
         if links.height:
@@ -66,16 +91,23 @@ def analyse(events: pl.DataFrame) -> Analysis:
             if note:
                 notes.append(note)
     requests = build_requests(events)  # once: thread inference needs only the links
+    loop = slices(events)
     if requests.height == 0:
         # The working columns readers use besides the contract ones (exports, report, dashboard).
         empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
-        return Analysis(_with_timeless(events, timeless), empty, pl.DataFrame(schema=PHASES_SCHEMA),
-                        slices(events.head(0)), ())
+        return Staged(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop, tuple(notes))
     requests, phases = attribute_phases(requests, events)
-    requests, handshake_rows = downstream_waits(requests, events)
+    return Staged(events, requests, phases, loop, tuple(notes))
+
+
+def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, shakes: pl.DataFrame,
+             notes: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame, Stitching, tuple[str, ...]]:
+    """The capture-wide steps on finished requests: downstream TLS waits (``shakes``: ``tls.handshakes``),
+    event-loop queueing (its lower bounds are minima over the origin), order, stitching, notes."""
+    out = list(notes)
+    requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
-    loop = slices(events)
-    requests, queue_rows = loop_queue(requests, loop, events)
+    requests, queue_rows = loop_queue(requests, loop, pl.DataFrame(schema=EVENT_SCHEMA))
     phases = pl.concat([phases, queue_rows]).sort("request_uid", "start_us")
     extra = [c for c in requests.columns if c not in CONTRACT_COLUMNS]
     requests = requests.select(*[pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()], *extra)
@@ -83,14 +115,14 @@ def analyse(events: pl.DataFrame) -> Analysis:
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
     if incomplete:
-        notes.append(f"{incomplete} request(s) cut by the capture's start or end are marked complete=false "
-                     "and left out of statistics")
+        out.append(f"{incomplete} request(s) cut by the capture's start or end are marked complete=false "
+                   "and left out of statistics")
     for offset in stitching.clock_offsets:
         if offset.negative_network:
-            notes.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
-                         f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
-                         "their log timestamps contradict causality")
-    return Analysis(_with_timeless(events, timeless), requests, phases, loop, tuple(notes), stitching)
+            out.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
+                       f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
+                       "their log timestamps contradict causality")
+    return requests, phases, stitching, tuple(out)
 
 
 def _with_timeless(events: pl.DataFrame, timeless: pl.DataFrame) -> pl.DataFrame:

@@ -25,14 +25,31 @@ _CONNECT_KINDS = (EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING, EventKin
 
 def handshakes(events: pl.DataFrame) -> pl.DataFrame:
     """One row per TLS connection that completed a handshake: ``origin, conn_id, direction, start_us, end_us``."""
+    return handshakes_of(connection_facts(events))
+
+
+def connection_facts(events: pl.DataFrame) -> pl.DataFrame:
+    """Per connection: what ``handshakes`` needs (``any`` and minima, so facts of parts merge with
+    ``merge_facts``)."""
     lines = events.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "ts_us", "kind", "event")
-    per_conn = lines.group_by("origin", "conn_id").agg(
+    return lines.group_by("origin", "conn_id").agg(
         tls=pl.col("kind").is_in(TLS_KINDS).any(),
         outgoing=pl.col("kind").is_in(_CONNECT_KINDS).any(),
         first_us=pl.col("ts_us").min(),
         connected_us=pl.col("ts_us").filter(pl.col("kind") == EventKind.CONNECTED).min(),
         established_us=pl.col("ts_us").filter((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT)
                                               & (pl.col("event") == 2)).min())
+
+
+def merge_facts(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """``connection_facts`` of consecutive parts of a capture, merged into those of the whole."""
+    return pl.concat(parts).group_by("origin", "conn_id").agg(
+        pl.col("tls").any(), pl.col("outgoing").any(), pl.col("first_us").min(), pl.col("connected_us").min(),
+        pl.col("established_us").min())
+
+
+def handshakes_of(per_conn: pl.DataFrame) -> pl.DataFrame:
+    """``handshakes`` from ``connection_facts``."""
     done = per_conn.filter(pl.col("tls") & pl.col("established_us").is_not_null())
     return done.select(
         "origin", "conn_id",
@@ -42,9 +59,11 @@ def handshakes(events: pl.DataFrame) -> pl.DataFrame:
         end_us="established_us").cast(HANDSHAKE_SCHEMA)  # type: ignore[arg-type]
 
 
-def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Requests with ``downstream_tls_handshake_us`` (on each TLS connection's first request), and its rows."""
-    shakes = handshakes(events).filter(pl.col("direction") == "downstream")
+def downstream_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Requests with ``downstream_tls_handshake_us`` (on each TLS connection's first request), and its rows.
+
+    ``shakes`` is ``handshakes(events)`` (or ``handshakes_of(merged per-connection facts)`` when streaming)."""
+    shakes = shakes.filter(pl.col("direction") == "downstream")
     firsts = requests.filter(pl.col("life_start_us").is_not_null()).sort("life_start_us").group_by(
         "origin", "conn_id").agg(request_uid=pl.col("request_uid").first())
     waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner")

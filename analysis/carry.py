@@ -1,0 +1,62 @@
+"""What one worker's window carries across a cut: the few dropped events later requests still look up.
+
+The requests stage reads a connection's past in two ways only:
+
+* **as-of lookups backwards** ("the last read event on this connection before the stream began", "the last
+  pool line on this thread before `pool ready`"): the latest event of one kind per key is all such a lookup
+  can ever find, so keeping, per key, the *last* dropped event of each looked-up kind makes a lookup over
+  ``carried + window`` find what it finds over the whole file;
+* **per-connection aggregates** (a connection's first line, its `connected`, `raising connection event 2`,
+  whether it spoke TLS or HTTP/2 or was handed out by a pool): minima and "any", so the *first* event of each
+  kind per connection is enough.
+
+Forward lookups start at a request's own lines, which a window always holds (see ``streaming.py``).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from envoy_dissector.analysis.requests import TLS_KINDS
+from envoy_dissector.parser.kinds import EventKind
+
+_POOL = (EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM, EventKind.POOL_USING_EXISTING)
+_ON_CONN = pl.col("conn_id").is_not_null()
+
+#: (condition, key) whose latest dropped event is kept: what backward as-of lookups can find.
+LAST_OF: tuple[tuple[pl.Expr, tuple[str, ...]], ...] = (
+    (pl.col("kind") == EventKind.NEW_STREAM, ("origin", "conn_id")),
+    ((pl.col("kind") == EventKind.SOCKET_EVENT) & ((pl.col("events") & 1) == 1), ("origin", "conn_id")),
+    (pl.col("kind").is_in([EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES]), ("origin", "conn_id")),
+    (pl.col("kind") == EventKind.CLIENT_ON_HEADERS_COMPLETE, ("origin", "conn_id")),
+    (pl.col("kind").is_in(_POOL) & _ON_CONN, ("origin", "thread")),
+    (pl.col("kind").is_in(_POOL) & _ON_CONN, ("origin", "conn_id")),
+)
+#: (condition, key) whose earliest event is kept: what per-connection minima and "any" read.
+FIRST_OF: tuple[tuple[pl.Expr, tuple[str, ...]], ...] = (
+    (pl.lit(True), ("origin", "conn_id")),
+    (pl.col("kind") == EventKind.CONNECTED, ("origin", "conn_id")),
+    (pl.col("kind") == EventKind.CONNECTION_IN_PROGRESS, ("origin", "conn_id")),
+    (pl.col("kind").is_in([EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING]), ("origin", "conn_id")),
+    ((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2), ("origin", "conn_id")),
+    (pl.col("kind").is_in(TLS_KINDS), ("origin", "conn_id")),
+    (pl.col("logger") == "http2", ("origin", "conn_id")),
+)
+
+
+def carried(dropped: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``dropped`` (the previous carry plus events leaving the window, in log order) worth keeping."""
+    if dropped.height == 0:
+        return dropped
+    indexed = dropped.with_row_index("pos__")
+    keep: list[pl.DataFrame] = []
+    rules = [(c, k, True) for c, k in LAST_OF] + [(c, k, False) for c, k in FIRST_OF]
+    for condition, key, last in rules:
+        rows = indexed.filter(condition & pl.all_horizontal(pl.col(k).is_not_null() for k in key))
+        if rows.height == 0:
+            continue
+        keep.append(rows.group_by(*key).agg(pos__=pl.col("pos__").max() if last else pl.col("pos__").min())
+                    .select("pos__"))
+    if not keep:
+        return dropped.head(0)
+    chosen = pl.concat(keep).unique().sort("pos__")["pos__"]
+    return dropped[chosen]

@@ -1,0 +1,301 @@
+"""Streaming analysis: parsed chunks in, finished requests out, without the whole events frame ever existing.
+
+Envoy workers share no connections: a downstream connection, its streams and the upstream pool connections
+they use live on one worker thread, and one thread's lines are in time order. So events are split by
+``(origin, thread)`` and each worker keeps a *window* of its recent events:
+
+* when the window has grown by ``window_events`` rows, the requests and phases stages run on
+  ``carried + window`` (``carry.py``: the latest/first dropped event per connection and kind that as-of
+  lookups and per-connection aggregates can still reach), exactly as ``analyse`` runs them on the whole file;
+* a request is **finished** when nothing later can change it: every line it is built from is at least
+  ``grace_us`` older than the worker's newest line, and every forward lookup (the next write on its
+  connection, the upstream's `response complete`, …) has found its line or run past its tolerance;
+  finished requests (and their phase rows) are emitted once;
+* the window is then cut before the earliest unfinished request (keeping ``MARGIN_ROWS`` lines before it), and
+  the dropped events update the carry;
+* workers advance independently, so the interleaving of workers in the file (a chunk ends at a different
+  moment on each) does not matter; the loop model's slices are cut per worker as they close
+  (``loop_stream.py``).
+
+Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
+lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
+every window; TLS connection facts are merged (``tls.merge_facts``); event-loop queueing, which takes minima
+over a whole origin, and stitching run at the end on the requests frame (``pipeline.conclude``). Origins
+without thread ids cannot be split by worker (lanes are inferred from the whole capture): their events are
+kept and analysed whole at the end.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from envoy_dissector.analysis.carry import carried
+from envoy_dissector.analysis.loop_stream import WorkerSlices
+from envoy_dissector.analysis.phases import attribute_phases
+from envoy_dissector.analysis.pipeline import EMPTY_WORKING_COLUMNS, Analysis, conclude, restart_note, stage
+from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
+from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_SCHEMA
+from envoy_dissector.analysis.tls import connection_facts, handshakes_of, merge_facts
+from envoy_dissector.parser.kinds import EventKind
+from envoy_dissector.parser.schema import EVENT_SCHEMA
+
+#: A request is finished once its worker has logged this long past its last line (log time).
+GRACE_US = 2_000
+#: A request whose response has not ended is given up (emitted as it is: cut) after this long without a line.
+IDLE_US = 5_000_000
+#: Rows a worker's window grows by between two runs of the stages.
+WINDOW_EVENTS = 200_000
+#: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
+MARGIN_ROWS = 256
+#: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
+FORWARD_LOOKUPS: tuple[tuple[str, str | None, int], ...] = (
+    ("ds_tx_end_us", "life_end_ts", 10_000_000),
+    ("pool_ready_ts", None, 2_000),  # link_upstream: `Attached upstream connection`, the next write on the thread
+    ("us_tx_start_ts", "us_written_ts", 10_000_000),
+    ("proxy_hdr_ts", "us_encoded_ts", 1_000_000),
+    ("pool_ready_ts", "us_queued_ts", 1_000_000),
+    ("us_resp_router_ts", "us_complete_ts", 60_000_000),
+    ("us_tx_start_ts", "us_writing_ts", 100_000),
+    ("pool_ready_ts", "us_encode_complete_ts", 100_000),
+)
+_EARLIEST = ("first_ts", "read_start_ts", "parse_start_ts", "new_stream_ts", "life_start_us")
+#: Lifecycle lines kept per origin (the main thread is the one that logged most of them).
+MAX_LIFECYCLE_ROWS = 10_000
+
+Emit = Callable[[pl.DataFrame, pl.DataFrame], None]
+
+
+@dataclass
+class _Worker:
+    origin: str
+    thread: int
+    pending: list[pl.DataFrame] = field(default_factory=list)
+    pending_rows: int = 0
+    window: pl.DataFrame | None = None
+    carry: pl.DataFrame | None = None
+    #: request_uid -> first line time of requests already emitted that may still be inside the window
+    emitted: dict[str, int] = field(default_factory=dict)
+    slices: WorkerSlices = field(default_factory=WorkerSlices)
+
+
+@dataclass
+class _Origin:
+    threaded: bool
+    boots: int = 0
+    lifecycle: list[pl.DataFrame] = field(default_factory=list)
+    lifecycle_rows: int = 0
+    socket_line: pl.DataFrame | None = None
+    whole: list[pl.DataFrame] = field(default_factory=list)
+
+
+@dataclass
+class StreamingAnalysis:
+    """Feed it parsed chunks (``add``) in input order, then ``finish``; ``on_finished(requests, phases)`` sees
+    each batch of finished requests as it is emitted (before the capture-wide steps of ``conclude``)."""
+
+    grace_us: int = GRACE_US
+    idle_us: int = IDLE_US
+    window_events: int = WINDOW_EVENTS
+    on_finished: Emit | None = None
+    _workers: dict[tuple[str, int], _Worker] = field(default_factory=dict)
+    _origins: dict[str, _Origin] = field(default_factory=dict)
+    _requests: list[pl.DataFrame] = field(default_factory=list)
+    _phases: list[pl.DataFrame] = field(default_factory=list)
+    _loop: list[pl.DataFrame] = field(default_factory=list)
+    _facts: list[pl.DataFrame] = field(default_factory=list)
+    _facts_rows: int = 0
+    timeless: int = 0
+
+    def add(self, events: pl.DataFrame) -> None:
+        """The next chunk of events (``EVENT_SCHEMA``), in input order."""
+        timed = events.filter(pl.col("ts_us").is_not_null())
+        self.timeless += events.height - timed.height
+        if timed.height == 0:
+            return
+        for (origin,), part in timed.partition_by("origin", as_dict=True, maintain_order=True).items():
+            self._add_origin(str(origin), part)
+
+    def _add_origin(self, origin: str, events: pl.DataFrame) -> None:
+        base = self._origins.get(origin)
+        if base is None:
+            base = self._origins[origin] = _Origin(threaded=events["thread"].null_count() < events.height)
+        for run_origin, part in self._restart_runs(origin, base, events):
+            state = self._origins.setdefault(run_origin, _Origin(threaded=base.threaded))
+            if not state.threaded:
+                state.whole.append(part)
+                continue
+            self._note_origin_facts(state, part)
+            self._add_facts(part)
+            for (thread,), lines in part.partition_by("thread", as_dict=True, maintain_order=True).items():
+                self._add_worker_lines(run_origin, thread, lines)
+
+    def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+        """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
+        boot = (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & pl.col("message").str.starts_with(
+            "initializing epoch")
+        run = events.select((boot.cast(pl.Int64).cum_sum() + state.boots).alias("run"))["run"]
+        state.boots = int(run[-1]) if run.len() else state.boots
+        if int(run.max() or 0) <= 1:  # type: ignore[arg-type]
+            return [(origin, events)]
+        out = []
+        for (n,), part in events.with_columns(run__=run).partition_by("run__", as_dict=True,
+                                                                       maintain_order=True).items():
+            name = origin if int(n) <= 1 else f"{origin}#{int(n)}"  # type: ignore[call-overload]
+            out.append((name, part.drop("run__").with_columns(origin=pl.lit(name))))
+        return out
+
+    def _note_origin_facts(self, state: _Origin, events: pl.DataFrame) -> None:
+        """The capture-level lines every window of the origin sees (see the module doc)."""
+        lifecycle = events.filter((pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & (pl.col("thread") >= 0))
+        if lifecycle.height and state.lifecycle_rows < MAX_LIFECYCLE_ROWS:
+            state.lifecycle.append(lifecycle.head(MAX_LIFECYCLE_ROWS - state.lifecycle_rows))
+            state.lifecycle_rows += state.lifecycle[-1].height
+        if state.socket_line is None:
+            socket = events.filter(pl.col("kind").is_in(SOCKET_KINDS))
+            if socket.height:
+                state.socket_line = socket.head(1)
+
+    def _add_facts(self, events: pl.DataFrame) -> None:
+        self._facts.append(connection_facts(events))
+        self._facts_rows += self._facts[-1].height
+        if len(self._facts) > 64 or self._facts_rows > 1_000_000:
+            self._facts = [merge_facts(self._facts)]
+            self._facts_rows = self._facts[0].height
+
+    def _add_worker_lines(self, origin: str, thread: int | None, lines: pl.DataFrame) -> None:
+        if thread is None:  # a line without a thread id in a format that has them: its connection's worker
+            thread = -1
+        worker = self._workers.get((origin, thread))
+        if worker is None:
+            worker = self._workers[(origin, thread)] = _Worker(origin, thread)
+        worker.pending.append(lines)
+        worker.pending_rows += lines.height
+        if worker.pending_rows >= self.window_events:
+            self._advance(worker, final=False)
+
+    def _extras(self, worker: _Worker, first_line: int) -> list[pl.DataFrame]:
+        """The origin's lifecycle lines not in the window, and its first socket line."""
+        state = self._origins[worker.origin]
+        mine = (pl.col("thread") != worker.thread) | (pl.col("line_no") < first_line)
+        out = [f.filter(mine) for f in state.lifecycle]
+        if state.socket_line is not None:
+            out.append(state.socket_line)
+        return out
+
+    def _advance(self, worker: _Worker, final: bool) -> None:
+        """Run the stages on the worker's window, emit what is finished, cut the window."""
+        new = pl.concat(worker.pending) if worker.pending else None
+        worker.pending, worker.pending_rows = [], 0
+        if new is not None:
+            self._loop.append(worker.slices.step(new, final=final))
+        elif final:
+            self._loop.append(worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
+        parts = [p for p in (worker.window, new) if p is not None and p.height]
+        if not parts:
+            return
+        window = pl.concat(parts) if len(parts) > 1 else parts[0]
+        start, newest = int(window["ts_us"].min()), int(window["ts_us"].max())  # type: ignore[arg-type]
+        first_line = int(window["line_no"].min())  # type: ignore[arg-type]
+        context = [f for f in (*self._extras(worker, first_line), worker.carry) if f is not None and f.height]
+        events = pl.concat([*context, window]) if context else window
+        requests = build_requests(events)
+        if requests.height:
+            requests, phases = attribute_phases(requests, events)
+            uids = pl.Series(list(worker.emitted), dtype=pl.String)
+            candidates = requests.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
+        else:
+            candidates = requests
+            phases = pl.DataFrame(schema=PHASES_SCHEMA)
+        done = pl.lit(True) if final else self._finished(candidates, newest)
+        flagged = candidates.with_columns(done__=done)
+        finished = flagged.filter("done__").drop("done__")
+        unfinished = flagged.filter(~pl.col("done__"))
+        if finished.height:
+            mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
+            self._requests.append(finished)
+            self._phases.append(mine)
+            for uid, first in finished.select("request_uid", "first_ts").iter_rows():
+                worker.emitted[uid] = first
+            if self.on_finished is not None:
+                self.on_finished(finished, mine)
+        if final:
+            worker.window = worker.carry = None
+            worker.emitted.clear()
+            return
+        self._cut(worker, window, unfinished, newest)
+
+    def _finished(self, requests: pl.DataFrame, newest: int) -> pl.Expr:
+        times = [c for c, t in requests.schema.items() if t == pl.Int64 and c.endswith(("_ts", "_us"))
+                 and not c.endswith("_dur_us")]
+        last = pl.max_horizontal(*times)
+        settled = [pl.col(start).is_null() | (pl.col(start) + tolerance < newest)
+                   | (pl.col(found).is_not_null() if found is not None and found in requests.columns else pl.lit(False))
+                   for start, found, tolerance in FORWARD_LOOKUPS if start in requests.columns]
+        ended = pl.col("response_end_ts").is_not_null() & (last + self.grace_us < newest) & pl.all_horizontal(settled)
+        return ended | (last + self.idle_us < newest)
+
+    def _cut(self, worker: _Worker, window: pl.DataFrame, unfinished: pl.DataFrame, newest: int) -> None:
+        keep_from = newest - self.grace_us
+        if unfinished.height:
+            earliest = unfinished.select(pl.min_horizontal(*[c for c in _EARLIEST if c in unfinished.columns])
+                                         .min()).item()
+            if earliest is not None:
+                keep_from = min(keep_from, int(earliest))
+        at = int((window["ts_us"] >= keep_from).arg_true().head(1).to_list()[0]) if (
+            window["ts_us"] >= keep_from).any() else window.height
+        at = max(0, at - MARGIN_ROWS)
+        if at == 0:
+            worker.window = window
+            return
+        dropped = window.head(at)
+        worker.window = window.slice(at)
+        worker.carry = carried(pl.concat([worker.carry, dropped]) if worker.carry is not None else dropped)
+        first_kept = int(worker.window["ts_us"].min())  # type: ignore[arg-type]
+        worker.emitted = {u: t for u, t in worker.emitted.items() if t >= first_kept}
+
+    def finish(self) -> Analysis:
+        """Finish every worker and run the capture-wide steps; the result has no events frame."""
+        for worker in list(self._workers.values()):
+            self._advance(worker, final=True)
+        notes: list[str] = []
+        restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
+        if restarts:
+            notes.append(restart_note(restarts))
+        requests = [r for r in self._requests if r.height]
+        phases = [p for p in self._phases if p.height]
+        loop = [s for s in self._loop if s.height]
+        whole = [pl.concat(s.whole) for s in self._origins.values() if s.whole]
+        shakes = [handshakes_of(merge_facts(self._facts))] if self._facts else []
+        if whole:
+            staged = stage(pl.concat(whole), [])
+            notes.extend(staged.notes)
+            if staged.requests.height:
+                requests.append(staged.requests)
+                phases.append(staged.phases)
+                loop.append(staged.loop)
+                from envoy_dissector.analysis.tls import handshakes
+                shakes.append(handshakes(staged.events))
+        loop_frame = (pl.concat(loop).sort("origin", "thread", maintain_order=True) if loop
+                      else pl.DataFrame(schema=LOOP_SCHEMA))
+        empty_events = pl.DataFrame(schema=EVENT_SCHEMA)
+        if not requests:
+            empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
+            return Analysis(empty_events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
+        all_requests = pl.concat(requests, how="diagonal_relaxed")
+        all_phases = pl.concat(phases, how="diagonal_relaxed") if phases else pl.DataFrame(schema=PHASES_SCHEMA)
+        all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
+        out, out_phases, stitching, out_notes = conclude(all_requests, all_phases.cast(PHASES_SCHEMA),  # type: ignore[arg-type]
+                                                         loop_frame, all_shakes, tuple(notes))
+        return Analysis(empty_events, out, out_phases, loop_frame, out_notes, stitching)
+
+
+def analyse_stream(chunks: Iterable[pl.DataFrame], *, grace_us: int = GRACE_US, idle_us: int = IDLE_US,
+                   window_events: int = WINDOW_EVENTS, on_finished: Emit | None = None) -> Analysis:
+    """``analyse`` over a capture given as consecutive event frames (``iter_parse``'s chunks), in bounded memory."""
+    streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
+                                  on_finished=on_finished)
+    for events in chunks:
+        streaming.add(events)
+    return streaming.finish()
