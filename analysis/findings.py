@@ -245,11 +245,20 @@ def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]
     ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between,
     so that gap is about the cost of formatting and writing one record.
     """
+    return observer_cost_of(record_gaps(events), requests)
+
+
+def record_gaps(events: pl.DataFrame) -> pl.Series:
+    """Gaps between a ``socket event`` and the ``write ready``/``read ready`` its worker logs next."""
     pairs = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no").with_columns(
         nxt=pl.col("kind").shift(-1).over("origin", "thread"),
         gap=pl.col("ts_us").shift(-1).over("origin", "thread") - pl.col("ts_us"))
-    gaps = pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
+    return pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
                         & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
+
+
+def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
+    """``observer_cost`` from the gaps (``record_gaps``, or gathered worker by worker when streaming)."""
     r = counted(requests)
     if gaps.len() < 5 or r.height == 0:
         return []
@@ -331,10 +340,12 @@ def format_notes(notes: list[str]) -> list[Finding]:
     return [Finding(f"note-{i}", "info", "Capture caveat", note) for i, note in enumerate(notes, 1)]
 
 
-def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame, phases: pl.DataFrame,
-                 notes: list[str]) -> list[Finding]:
+def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame | pl.Series,
+                 phases: pl.DataFrame, notes: list[str]) -> list[Finding]:
+    """Every finding; ``events`` may be the record gaps alone (``record_gaps``), all the events are for."""
+    gaps = events if isinstance(events, pl.Series) else record_gaps(events)
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
-             + retries(requests) + slow_side(requests) + observer_cost(events, requests)
+             + retries(requests) + slow_side(requests) + observer_cost_of(gaps, requests)
              + tracing_flushes(requests, phases) + format_notes(notes))
     return sorted(found, key=lambda f: f.rank)

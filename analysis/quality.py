@@ -109,20 +109,73 @@ def _tick(ts: pl.Series) -> int:
     return 1000 if (ts % 1_000_000 != 0).any() else 1_000_000
 
 
+@dataclass
+class RecordFacts:
+    """What ``assess`` and ``capture_span`` read from the records, summed over parts of a capture (``add``)."""
+
+    levels: dict[str, int] = field(default_factory=dict)
+    kinds: set[str] = field(default_factory=set)
+    request_lines: int = 0
+    tick: int | None = None  # None: no timed record yet
+    thread_ids: bool = False
+    #: origin -> (first, last) record time
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, events: pl.DataFrame) -> None:
+        if events.height == 0:
+            return
+        for level, n in _levels(events).items():
+            self.levels[level] = self.levels.get(level, 0) + n
+        self.kinds |= set(events["kind"].cast(pl.String).unique().to_list())
+        self.request_lines += events.filter(_ON_REQUEST).height
+        timed = events["ts_us"].drop_nulls()
+        if timed.len():
+            tick = _tick(timed)
+            self.tick = tick if self.tick is None else min(self.tick, tick)
+        self.thread_ids = self.thread_ids or bool(events.select((pl.col("thread") >= 0).any()).item())
+
+    def add_span(self, origin: str, events: pl.DataFrame) -> None:
+        low, high = events.select(pl.col("ts_us").min(), pl.col("ts_us").max()).row(0)
+        if low is None:
+            return
+        old = self.spans.get(origin)
+        self.spans[origin] = (low, high) if old is None else (min(old[0], low), max(old[1], high))
+
+    def levels_in_order(self) -> dict[str, int]:
+        return dict(sorted(self.levels.items(), key=lambda kv: (
+            LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
+
+    def span(self, origin: str | None = None) -> tuple[int | None, int | None]:
+        spans = [v for k, v in self.spans.items() if origin is None or k == origin]
+        return (min(s for s, _ in spans), max(e for _, e in spans)) if spans else (None, None)
+
+
+_ON_REQUEST = pl.col("stream_id").is_not_null() | pl.col("kind").cast(pl.String).is_in(
+    [*DEBUG_REQUEST_KINDS, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
+
+
 def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) -> CaptureQuality:
     """Level, timestamp tick and thread ids of a capture, and what they allow to be attributed."""
-    levels = _levels(records)
-    kinds = set(events["kind"].cast(pl.String).unique().to_list()) if events.height else set()
+    facts = RecordFacts()
+    facts.add(events)
+    facts.levels = _levels(records)
+    facts.tick = _tick(records["ts_us"]) if records.height else 1
+    facts.thread_ids = bool(records.height and records.select((pl.col("thread") >= 0).any()).item())
+    return assess_facts(facts, requests)
+
+
+def assess_facts(facts: RecordFacts, requests: pl.DataFrame) -> CaptureQuality:
+    """``assess`` from facts gathered part by part (streaming analysis)."""
+    levels = facts.levels_in_order()
+    kinds = facts.kinds
     has_trace = bool(kinds & set(TRACE_KINDS)) or levels.get("trace", 0) > 0
     has_debug = bool(kinds & set(DEBUG_REQUEST_KINDS)) or levels.get("debug", 0) > 0
     level = "trace" if has_trace else "debug" if has_debug else "info"
-    on_request = pl.col("stream_id").is_not_null() | pl.col("kind").cast(pl.String).is_in(
-        [*DEBUG_REQUEST_KINDS, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
-    request_lines = events.filter(on_request).height if events.height else 0
+    request_lines = facts.request_lines
     socket_lines = bool(kinds & set(SOCKET_KINDS))
     filter_lines = EventKind.DECODE_HEADERS_CALLED in kinds
-    tick = _tick(records["ts_us"]) if records.height else 1
-    thread_ids = bool(records.height and records.select((pl.col("thread") >= 0).any()).item())
+    tick = facts.tick if facts.tick is not None else 1
+    thread_ids = facts.thread_ids
     unmeasured: list[str] = []
     approximate: list[str] = []
     said: list[str] = []
@@ -181,10 +234,15 @@ def capture_span(records: pl.DataFrame, requests: pl.DataFrame) -> dict[str, Any
 
     ``rps`` is null with fewer than ``MIN_REQUESTS_FOR_RPS`` client requests.
     """
-    client = requests.filter(~pl.col("internal")) if requests.height else requests
-    complete = int(client["complete"].sum()) if client.height else 0
     start = records["ts_us"].min() if records.height else None
     end = records["ts_us"].max() if records.height else None
+    return span_of(start, end, requests)  # type: ignore[arg-type]
+
+
+def span_of(start: int | None, end: int | None, requests: pl.DataFrame) -> dict[str, Any]:
+    """``capture_span`` from the first and last record time."""
+    client = requests.filter(~pl.col("internal")) if requests.height else requests
+    complete = int(client["complete"].sum()) if client.height else 0
     duration = (int(end) - int(start)) / 1e6 if start is not None and end is not None else 0.0  # type: ignore[arg-type]
     rps = client.height / duration if client.height >= MIN_REQUESTS_FOR_RPS and duration > 0 else None
     return {"start_us": start, "end_us": end, "duration_s": duration, "requests": client.height,

@@ -75,7 +75,7 @@ class _Worker:
     pending_rows: int = 0
     window: pl.DataFrame | None = None
     carry: pl.DataFrame | None = None
-    #: request_uid -> first line time of requests already emitted that may still be inside the window
+    #: request_uid -> last line time of requests already emitted whose lines may still be inside the window
     emitted: dict[str, int] = field(default_factory=dict)
     slices: WorkerSlices = field(default_factory=WorkerSlices)
 
@@ -216,8 +216,8 @@ class StreamingAnalysis:
             mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
             self._requests.append(finished)
             self._phases.append(mine)
-            for uid, first in finished.select("request_uid", "first_ts").iter_rows():
-                worker.emitted[uid] = first
+            for uid, last in finished.select("request_uid", "last_ts").iter_rows():
+                worker.emitted[uid] = last
             if self.on_finished is not None:
                 self.on_finished(finished, mine)
         if final:
@@ -253,7 +253,7 @@ class StreamingAnalysis:
         worker.window = window.slice(at)
         worker.carry = carried(pl.concat([worker.carry, dropped]) if worker.carry is not None else dropped)
         first_kept = int(worker.window["ts_us"].min())  # type: ignore[arg-type]
-        worker.emitted = {u: t for u, t in worker.emitted.items() if t >= first_kept}
+        worker.emitted = {u: t for u, t in worker.emitted.items() if t is None or t >= first_kept}
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps; the result has no events frame."""
