@@ -9,14 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from envoy_dissector.analysis.facts import CaptureFacts
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.analysis.quality import CaptureQuality, assess, at_resolution, capture_span, partial_requests
+from envoy_dissector.analysis.quality import (CaptureQuality, assess, assess_facts, at_resolution, capture_span,
+                                              partial_requests, span_of)
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
+from envoy_dissector.analysis.tls import counts_of as tls_counts_of
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.kinds import EventKind
@@ -49,6 +52,8 @@ class Capture:
     name: str = "capture"
     #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
     stitching: Stitching = field(default_factory=Stitching)
+    #: a streamed capture (``dissect_stream``) keeps no events: its capture-wide facts instead
+    facts: CaptureFacts | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -82,25 +87,29 @@ class Capture:
 
     def workers(self) -> pl.DataFrame:
         if "workers" not in self._cache:
-            self._cache["workers"] = worker_stats(self.loop, self.requests,
-                                                  worker_threads(self.events, self.requests))
+            threads = (self.facts.worker_threads(self.requests) if self.facts is not None
+                       else worker_threads(self.events, self.requests))
+            self._cache["workers"] = worker_stats(self.loop, self.requests, threads)
         return self._cache["workers"]
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
+                self.requests, self.workers(), self.facts.gaps if self.facts is not None else self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
                 self.quality(), self.requests)
         return self._cache["findings"]
 
     def quality(self) -> CaptureQuality:
         """Level, timestamp tick, thread ids, and what they allow to be attributed (analysis/quality.py)."""
         if "quality" not in self._cache:
-            self._cache["quality"] = assess(self.records, self.events, self.requests)
+            self._cache["quality"] = (assess_facts(self.facts.records, self.requests) if self.facts is not None
+                                      else assess(self.records, self.events, self.requests))
         return self._cache["quality"]
 
     def span(self) -> dict[str, Any]:
         """Capture span over all records, request counts, and ``rps`` (null for fewer than 20 requests)."""
+        if self.facts is not None:
+            return span_of(*self.facts.records.span(), self.requests)
         return capture_span(self.records, self.requests)
 
     def origins(self) -> list[dict[str, Any]]:
@@ -113,8 +122,9 @@ class Capture:
             fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),
                                                 d["format"])
             mine = pl.col("origin") == origin
-            out.append({"origin": origin, "format": fmt,
-                        **capture_span(self.records.filter(mine), self.requests.filter(mine))})
+            span = (span_of(*self.facts.records.span(origin), self.requests.filter(mine)) if self.facts is not None
+                    else capture_span(self.records.filter(mine), self.requests.filter(mine)))
+            out.append({"origin": origin, "format": fmt, **span})
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -130,7 +140,8 @@ class Capture:
             "phases": percentiles(self.requests),
             "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
-            "tls_handshakes": tls_counts(self.events),
+            "tls_handshakes": (tls_counts_of(self.facts.handshakes) if self.facts is not None
+                               and self.facts.handshakes is not None else tls_counts(self.events)),
             "stitching": self.stitching.as_dict(),
             "by": {by: grouped(self.requests, by).head(50).to_dicts() if by in self.requests.columns else []
                    for by in ("authority", "path", "cluster", "status")},
@@ -159,6 +170,8 @@ class Capture:
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """The log records of one request: its stream's lines and its connections' lines during its life."""
+        if self.facts is not None:
+            raise ValueError("a streamed capture keeps no log records; use dissect() to read a request's lines")
         row = self._request_row(request)
         t0, t1 = row["life_start_us"], row["life_end_us"]
         conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]

@@ -135,7 +135,7 @@ class RecordFacts:
         self.thread_ids = self.thread_ids or bool(events.select((pl.col("thread") >= 0).any()).item())
 
     def add_span(self, origin: str, events: pl.DataFrame) -> None:
-        low, high = events.select(pl.col("ts_us").min(), pl.col("ts_us").max()).row(0)
+        low, high = events.select(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
         if low is None:
             return
         old = self.spans.get(origin)

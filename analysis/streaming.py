@@ -32,12 +32,15 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from envoy_dissector.analysis.carry import carried
+from envoy_dissector.analysis.facts import STARTED_SCHEMA, CaptureFacts
+from envoy_dissector.analysis.findings import record_gaps
+from envoy_dissector.analysis.loop import worker_threads
 from envoy_dissector.analysis.loop_stream import WorkerSlices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import EMPTY_WORKING_COLUMNS, Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
 from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_SCHEMA
-from envoy_dissector.analysis.tls import connection_facts, handshakes_of, merge_facts
+from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
@@ -78,6 +81,8 @@ class _Worker:
     #: request_uid -> last line time of requests already emitted whose lines may still be inside the window
     emitted: dict[str, int] = field(default_factory=dict)
     slices: WorkerSlices = field(default_factory=WorkerSlices)
+    #: the worker's last line so far (the gap after a `socket event` may span two parts)
+    last_line: pl.DataFrame | None = None
 
 
 @dataclass
@@ -106,10 +111,15 @@ class StreamingAnalysis:
     _loop: list[pl.DataFrame] = field(default_factory=list)
     _facts: list[pl.DataFrame] = field(default_factory=list)
     _facts_rows: int = 0
+    _gaps: list[pl.Series] = field(default_factory=list)
+    _started: list[pl.DataFrame] = field(default_factory=list)
     timeless: int = 0
+    #: capture-wide facts (complete after ``finish``)
+    facts: CaptureFacts = field(default_factory=CaptureFacts)
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
+        self.facts.records.add(events)
         timed = events.filter(pl.col("ts_us").is_not_null())
         self.timeless += events.height - timed.height
         if timed.height == 0:
@@ -123,11 +133,16 @@ class StreamingAnalysis:
             base = self._origins[origin] = _Origin(threaded=events["thread"].null_count() < events.height)
         for run_origin, part in self._restart_runs(origin, base, events):
             state = self._origins.setdefault(run_origin, _Origin(threaded=base.threaded))
+            self.facts.records.add_span(run_origin, part)
             if not state.threaded:
                 state.whole.append(part)
                 continue
             self._note_origin_facts(state, part)
             self._add_facts(part)
+            started = part.filter((pl.col("kind") == EventKind.WORKER_NOISE) & pl.col("thread").is_not_null()
+                                  & pl.col("message").str.starts_with("worker entering dispatch loop"))
+            if started.height:
+                self._started.append(started.select("origin", "thread"))
             for (thread,), lines in part.partition_by("thread", as_dict=True, maintain_order=True).items():
                 self._add_worker_lines(run_origin, thread, lines)
 
@@ -190,6 +205,7 @@ class StreamingAnalysis:
         worker.pending, worker.pending_rows = [], 0
         if new is not None:
             self._loop.append(worker.slices.step(new, final=final))
+            self._gaps.append(self._record_gaps(worker, new))
         elif final:
             self._loop.append(worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
@@ -225,6 +241,17 @@ class StreamingAnalysis:
             worker.emitted.clear()
             return
         self._cut(worker, window, unfinished, newest)
+
+    @staticmethod
+    def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
+        """``findings.record_gaps`` of the worker's next lines (the previous part's last line leads)."""
+        lines = new.select("ts_us", "line_no", "kind").sort("ts_us", "line_no", maintain_order=True)
+        if worker.last_line is not None:
+            lines = pl.concat([worker.last_line, lines])
+        worker.last_line = lines.tail(1)
+        return lines.with_columns(nxt=pl.col("kind").shift(-1), gap=pl.col("ts_us").shift(-1) - pl.col("ts_us")).filter(
+            (pl.col("kind") == EventKind.SOCKET_EVENT)
+            & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
 
     def _finished(self, requests: pl.DataFrame, newest: int) -> pl.Expr:
         times = [c for c, t in requests.schema.items() if t == pl.Int64 and c.endswith(("_ts", "_us"))
@@ -271,12 +298,17 @@ class StreamingAnalysis:
         if whole:
             staged = stage(pl.concat(whole), [])
             notes.extend(staged.notes)
+            self._gaps.append(record_gaps(staged.events))
+            self._started.append(worker_threads(staged.events, staged.requests.head(0)).select("origin", "thread"))
+            loop.append(staged.loop)
+            shakes.append(handshakes(staged.events))
             if staged.requests.height:
                 requests.append(staged.requests)
                 phases.append(staged.phases)
-                loop.append(staged.loop)
-                from envoy_dissector.analysis.tls import handshakes
-                shakes.append(handshakes(staged.events))
+        self.facts.gaps = pl.concat(self._gaps) if self._gaps else self.facts.gaps
+        if self._started:
+            self.facts.started = pl.concat(self._started).unique().cast(STARTED_SCHEMA)  # type: ignore[arg-type]
+        self.facts.handshakes = pl.concat(shakes) if shakes else None
         loop_frame = (pl.concat(loop).sort("origin", "thread", maintain_order=True) if loop
                       else pl.DataFrame(schema=LOOP_SCHEMA))
         empty_events = pl.DataFrame(schema=EVENT_SCHEMA)

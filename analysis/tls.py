@@ -77,7 +77,11 @@ def downstream_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.D
 
 def counts(events: pl.DataFrame) -> dict[str, dict[str, int]]:
     """Completed handshakes per origin and direction (compare with Envoy's ``ssl.handshake`` counters)."""
-    shakes = handshakes(events)
+    return counts_of(handshakes(events))
+
+
+def counts_of(shakes: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """``counts`` from ``handshakes``."""
     out: dict[str, dict[str, int]] = {}
     for origin, direction, n in shakes.group_by("origin", "direction").len().iter_rows():
         out.setdefault(origin, {})[direction] = n

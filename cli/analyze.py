@@ -18,6 +18,7 @@ from envoy_dissector.analysis.export import kind_of, write
 from envoy_dissector.analysis.quality import require_request_lines
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import checked_regex, read_until, select
+from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
@@ -58,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", help="only requests with this status: 503, 5xx, >=400")
     p.add_argument("--top", type=non_negative, default=5, metavar="N", help="slowest requests to list (default 5)")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
+    p.add_argument("--whole", action="store_true",
+                   help="analyse the whole capture at once instead of worker by worker as it is read "
+                        "(memory grows with the file; docs/scale.md says when the two can differ)")
 
 
 def non_negative(text: str) -> int:
@@ -85,9 +89,10 @@ def run(args: argparse.Namespace) -> int:
             checked_regex(option, pattern)
     sources = expand(args.captures)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
-    with progress_for(sources, quiet=args.quiet) as advance:
-        capture = dissect(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
-                          progress=advance, name=name, shapes=shape_cache, stop_reading=read_until(args.until))
+    how = dissect if getattr(args, "whole", False) else dissect_stream
+    with progress_for(sources, quiet=args.quiet, desc="analysing") as advance:
+        capture = how(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
+                      progress=advance, name=name, shapes=shape_cache, stop_reading=read_until(args.until))
     require_request_lines(capture.quality(), name)
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)

@@ -13,7 +13,8 @@ MIN_BYTES_FOR_BAR = 8 * 1024 * 1024
 
 
 @contextmanager
-def progress_for(sources: Sequence[Source], *, quiet: bool = False) -> Iterator[Callable[[int], None]]:
+def progress_for(sources: Sequence[Source], *, quiet: bool = False,
+                 desc: str = "parsing") -> Iterator[Callable[[int], None]]:
     """Yields ``advance(bytes)``; shows a bar only for big inputs on a TTY."""
     sizes = [s.size() for s in sources]
     total = sum(s for s in sizes if s) if all(sizes) else None
@@ -23,7 +24,7 @@ def progress_for(sources: Sequence[Source], *, quiet: bool = False) -> Iterator[
         return
     gz = any(s.path is not None and s.path.suffix == ".gz" for s in sources)
     with tqdm(total=None if gz else total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
-              desc="parsing", leave=False) as bar:
+              desc=desc, leave=False) as bar:
         def advance(n: int) -> None:
             bar.update(n)
 
