@@ -40,6 +40,7 @@ from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import EMPTY_WORKING_COLUMNS, Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
 from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_SCHEMA
+from envoy_dissector.analysis.tracing import is_flush
 from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
@@ -92,6 +93,10 @@ class _Origin:
     lifecycle: list[pl.DataFrame] = field(default_factory=list)
     lifecycle_rows: int = 0
     socket_line: pl.DataFrame | None = None
+    #: the earliest line on connection 0 (Envoy's async client, used by every thread), as a plain line
+    conn0_first: pl.DataFrame | None = None
+    #: connection -> the worker thread that logged it (routes lines that lack a thread id)
+    conn_threads: dict[int, int] = field(default_factory=dict)
     whole: list[pl.DataFrame] = field(default_factory=list)
 
 
@@ -143,8 +148,9 @@ class StreamingAnalysis:
                                   & pl.col("message").str.starts_with("worker entering dispatch loop"))
             if started.height:
                 self._started.append(started.select("origin", "thread"))
-            for (thread,), lines in part.partition_by("thread", as_dict=True, maintain_order=True).items():
-                self._add_worker_lines(run_origin, thread, lines)
+            for (thread,), lines in self._routed(state, part).partition_by(
+                    "worker__", as_dict=True, maintain_order=True).items():
+                self._add_worker_lines(run_origin, thread, lines.drop("worker__"))
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
@@ -161,12 +167,31 @@ class StreamingAnalysis:
             out.append((name, part.drop("run__").with_columns(origin=pl.lit(name))))
         return out
 
+    @staticmethod
+    def _routed(state: _Origin, events: pl.DataFrame) -> pl.DataFrame:
+        """``worker__``: the line's thread; for a line without one (a cut or foreign first line in a format with
+        thread ids), the thread of its connection, else of the nearest line before (after) it."""
+        if events["thread"].null_count() == 0:
+            return events.with_columns(worker__=pl.col("thread"))
+        known = events.filter(pl.col("thread").is_not_null() & pl.col("conn_id").is_not_null()).select(
+            "conn_id", "thread").unique("conn_id", keep="first", maintain_order=True)
+        for conn, thread in known.iter_rows():
+            state.conn_threads.setdefault(conn, thread)
+        by_conn = pl.col("conn_id").replace_strict(state.conn_threads, default=None, return_dtype=pl.Int64)
+        return events.with_columns(worker__=pl.coalesce(
+            "thread", by_conn, pl.col("thread").forward_fill(), pl.col("thread").backward_fill(), pl.lit(-1)))
+
     def _note_origin_facts(self, state: _Origin, events: pl.DataFrame) -> None:
         """The capture-level lines every window of the origin sees (see the module doc)."""
         lifecycle = events.filter((pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & (pl.col("thread") >= 0))
         if lifecycle.height and state.lifecycle_rows < MAX_LIFECYCLE_ROWS:
             state.lifecycle.append(lifecycle.head(MAX_LIFECYCLE_ROWS - state.lifecycle_rows))
             state.lifecycle_rows += state.lifecycle[-1].height
+        conn0 = events.filter(pl.col("conn_id") == 0)
+        if conn0.height and (state.conn0_first is None or conn0["ts_us"].min() < state.conn0_first["ts_us"][0]):
+            first = conn0.sort("ts_us", maintain_order=True).head(1)
+            state.conn0_first = first.with_columns(stream_id=pl.lit(None, dtype=pl.UInt64),
+                                                   kind=pl.lit(EventKind.UNKNOWN.value).cast(first.schema["kind"]))
         if state.socket_line is None:
             socket = events.filter(pl.col("kind").is_in(SOCKET_KINDS))
             if socket.height:
@@ -195,8 +220,7 @@ class StreamingAnalysis:
         state = self._origins[worker.origin]
         mine = (pl.col("thread") != worker.thread) | (pl.col("line_no") < first_line)
         out = [f.filter(mine) for f in state.lifecycle]
-        if state.socket_line is not None:
-            out.append(state.socket_line)
+        out += [f for f in (state.socket_line, state.conn0_first) if f is not None]
         return out
 
     def _advance(self, worker: _Worker, final: bool) -> None:
@@ -204,8 +228,9 @@ class StreamingAnalysis:
         new = pl.concat(worker.pending) if worker.pending else None
         worker.pending, worker.pending_rows = [], 0
         if new is not None:
-            self._loop.append(worker.slices.step(new, final=final))
-            self._gaps.append(self._record_gaps(worker, new))
+            threaded = new.filter(pl.col("thread").is_not_null())
+            self._loop.append(worker.slices.step(threaded, final=final))
+            self._gaps.append(self._record_gaps(worker, threaded))
         elif final:
             self._loop.append(worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
@@ -224,8 +249,7 @@ class StreamingAnalysis:
         else:
             candidates = requests
             phases = pl.DataFrame(schema=PHASES_SCHEMA)
-        done = pl.lit(True) if final else self._finished(candidates, newest)
-        flagged = candidates.with_columns(done__=done)
+        flagged = candidates.with_columns(done__=pl.lit(True)) if final else self._finished(candidates, newest)
         finished = flagged.filter("done__").drop("done__")
         unfinished = flagged.filter(~pl.col("done__"))
         if finished.height:
@@ -253,15 +277,31 @@ class StreamingAnalysis:
             (pl.col("kind") == EventKind.SOCKET_EVENT)
             & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
 
-    def _finished(self, requests: pl.DataFrame, newest: int) -> pl.Expr:
+    def _finished(self, requests: pl.DataFrame, newest: int) -> pl.DataFrame:
+        """``requests`` with ``done__``: nothing later in the log can change the request any more.
+
+        A request is done once its response has ended (an internal stream: its upstream answer, a reset or a
+        local reply), its last line is ``grace_us`` old and its forward lookups are settled; or once it has
+        been silent for ``idle_us``. A tracing flush's extent decides what it charges the client requests in
+        flight beside it, so those wait until the flushes that began before their end are done.
+        """
         times = [c for c, t in requests.schema.items() if t == pl.Int64 and c.endswith(("_ts", "_us"))
                  and not c.endswith("_dur_us")]
         last = pl.max_horizontal(*times)
         settled = [pl.col(start).is_null() | (pl.col(start) + tolerance < newest)
                    | (pl.col(found).is_not_null() if found is not None and found in requests.columns else pl.lit(False))
                    for start, found, tolerance in FORWARD_LOOKUPS if start in requests.columns]
-        ended = pl.col("response_end_ts").is_not_null() & (last + self.grace_us < newest) & pl.all_horizontal(settled)
-        return ended | (last + self.idle_us < newest)
+        internal_end = pl.col("internal") & (pl.col("us_complete_ts").is_not_null() | pl.col("local_reply").is_not_null()
+                                             | pl.col("stream_reset").fill_null(False))
+        ended = ((pl.col("response_end_ts").is_not_null() | internal_end) & (last + self.grace_us < newest)
+                 & pl.all_horizontal(settled))
+        flagged = requests.with_columns(done__=(ended | (last + self.idle_us < newest)).fill_null(False),
+                                        last__=last)
+        open_flushes = flagged.filter(is_flush() & ~pl.col("done__"))
+        if open_flushes.height:
+            hold = int(open_flushes["first_ts"].min())  # type: ignore[arg-type]
+            flagged = flagged.with_columns(done__=pl.col("done__") & (is_flush() | (pl.col("last__") < hold)))
+        return flagged.drop("last__")
 
     def _cut(self, worker: _Worker, window: pl.DataFrame, unfinished: pl.DataFrame, newest: int) -> None:
         keep_from = newest - self.grace_us
