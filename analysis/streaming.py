@@ -26,7 +26,9 @@ kept and analysed whole at the end.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -119,12 +121,15 @@ class StreamingAnalysis:
     _gaps: list[pl.Series] = field(default_factory=list)
     _started: list[pl.DataFrame] = field(default_factory=list)
     timeless: int = 0
+    #: seconds spent per step (bench/analyze_stream.py prints them)
+    timings: dict[str, float] = field(default_factory=dict)
     #: capture-wide facts (complete after ``finish``)
     facts: CaptureFacts = field(default_factory=CaptureFacts)
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
-        self.facts.records.add(events)
+        with self._timed("facts"):
+            self.facts.records.add(events)
         timed = events.filter(pl.col("ts_us").is_not_null())
         self.timeless += events.height - timed.height
         if timed.height == 0:
@@ -142,8 +147,9 @@ class StreamingAnalysis:
             if not state.threaded:
                 state.whole.append(part)
                 continue
-            self._note_origin_facts(state, part)
-            self._add_facts(part)
+            with self._timed("facts"):
+                self._note_origin_facts(state, part)
+                self._add_facts(part)
             started = part.filter((pl.col("kind") == EventKind.WORKER_NOISE) & pl.col("thread").is_not_null()
                                   & pl.col("message").str.starts_with("worker entering dispatch loop"))
             if started.height:
@@ -228,9 +234,10 @@ class StreamingAnalysis:
         new = pl.concat(worker.pending) if worker.pending else None
         worker.pending, worker.pending_rows = [], 0
         if new is not None:
-            threaded = new.filter(pl.col("thread").is_not_null())
-            self._loop.append(worker.slices.step(threaded, final=final))
-            self._gaps.append(self._record_gaps(worker, threaded))
+            with self._timed("loop"):
+                threaded = new.filter(pl.col("thread").is_not_null())
+                self._loop.append(worker.slices.step(threaded, final=final))
+                self._gaps.append(self._record_gaps(worker, threaded))
         elif final:
             self._loop.append(worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
@@ -241,9 +248,11 @@ class StreamingAnalysis:
         first_line = int(window["line_no"].min())  # type: ignore[arg-type]
         context = [f for f in (*self._extras(worker, first_line), worker.carry) if f is not None and f.height]
         events = pl.concat([*context, window]) if context else window
-        requests = build_requests(events)
+        with self._timed("requests"):
+            requests = build_requests(events)
         if requests.height:
-            requests, phases = attribute_phases(requests, events)
+            with self._timed("phases"):
+                requests, phases = attribute_phases(requests, events)
             uids = pl.Series(list(worker.emitted), dtype=pl.String)
             candidates = requests.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
         else:
@@ -264,7 +273,16 @@ class StreamingAnalysis:
             worker.window = worker.carry = None
             worker.emitted.clear()
             return
-        self._cut(worker, window, unfinished, newest)
+        with self._timed("cut"):
+            self._cut(worker, window, unfinished, newest)
+
+    @contextmanager
+    def _timed(self, step: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[step] = self.timings.get(step, 0.0) + time.perf_counter() - t0
 
     @staticmethod
     def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
@@ -358,8 +376,9 @@ class StreamingAnalysis:
         all_requests = pl.concat(requests, how="diagonal_relaxed")
         all_phases = pl.concat(phases, how="diagonal_relaxed") if phases else pl.DataFrame(schema=PHASES_SCHEMA)
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
-        out, out_phases, stitching, out_notes = conclude(all_requests, all_phases.cast(PHASES_SCHEMA),  # type: ignore[arg-type]
-                                                         loop_frame, all_shakes, tuple(notes))
+        with self._timed("conclude"):
+            out, out_phases, stitching, out_notes = conclude(all_requests, all_phases.cast(PHASES_SCHEMA),  # type: ignore[arg-type]
+                                                             loop_frame, all_shakes, tuple(notes))
         return Analysis(empty_events, out, out_phases, loop_frame, out_notes, stitching)
 
 
