@@ -91,12 +91,15 @@ class CaptureQuality:
         return d
 
 
-def _levels(records: pl.DataFrame) -> dict[str, int]:
+def _levels(records: pl.DataFrame, weight: str | None = None) -> dict[str, int]:
+    """Records per level (``weight``: a column of counts when ``records`` holds one row per distinct level)."""
     if "level" not in records.columns or records.height == 0:
         return {}
-    counts = records.select(pl.col("level").fill_null(EventKind.UNKNOWN).str.to_lowercase().replace(
-        {"warn": "warning", "err": "error", "crit": "critical", "dbg": "debug", "trc": "trace"})).to_series()
-    return dict(sorted(counts.value_counts().iter_rows(), key=lambda kv: (
+    named = records.select(level=pl.col("level").fill_null(EventKind.UNKNOWN).str.to_lowercase().replace(
+        {"warn": "warning", "err": "error", "crit": "critical", "dbg": "debug", "trc": "trace"}),
+        n=pl.col(weight) if weight else pl.lit(1, dtype=pl.UInt32))
+    counts = named.group_by("level").agg(pl.col("n").sum())
+    return dict(sorted(((k, int(v)) for k, v in counts.iter_rows()), key=lambda kv: (
         LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
 
 
@@ -124,15 +127,18 @@ class RecordFacts:
     def add(self, events: pl.DataFrame) -> None:
         if events.height == 0:
             return
-        for level, n in _levels(events).items():
+        for level, n in _levels(events.group_by("level").len().rename({"len": "n__"}), "n__").items():
             self.levels[level] = self.levels.get(level, 0) + n
-        self.kinds |= set(events["kind"].cast(pl.String).unique().to_list())
-        self.request_lines += events.filter(_ON_REQUEST).height
-        timed = events["ts_us"].drop_nulls()
-        if timed.len():
-            tick = _tick(timed)
+        self.kinds |= set(events["kind"].unique().cast(pl.String).to_list())
+        ts = pl.col("ts_us")
+        lines, not_ms, not_s, threads, timed = events.select(
+            lines=_ON_REQUEST.sum(), not_ms=(ts % 1000 != 0).any(), not_s=(ts % 1_000_000 != 0).any(),
+            threads=(pl.col("thread") >= 0).any(), timed=ts.is_not_null().any()).row(0)
+        self.request_lines += int(lines)
+        if timed:  # _tick, one part at a time: the finest tick of any part is the capture's
+            tick = 1 if not_ms else 1000 if not_s else 1_000_000
             self.tick = tick if self.tick is None else min(self.tick, tick)
-        self.thread_ids = self.thread_ids or bool(events.select((pl.col("thread") >= 0).any()).item())
+        self.thread_ids = self.thread_ids or bool(threads)
 
     def add_span(self, origin: str, events: pl.DataFrame) -> None:
         low, high = events.select(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
@@ -150,7 +156,7 @@ class RecordFacts:
         return (min(s for s, _ in spans), max(e for _, e in spans)) if spans else (None, None)
 
 
-_ON_REQUEST = pl.col("stream_id").is_not_null() | pl.col("kind").cast(pl.String).is_in(
+_ON_REQUEST = pl.col("stream_id").is_not_null() | pl.col("kind").is_in(
     [*DEBUG_REQUEST_KINDS, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
 
 

@@ -1,0 +1,115 @@
+"""End-to-end ``envoy-dissect analyze FILE -o requests.parquet`` on a big capture (prints numbers; not a test).
+
+    python bench/analyze_stream.py [/tmp/envoy-corpus/corpus.log] [--whole] [--profile]
+
+Runs the full command (parse, streaming analysis, summary, report, parquet) in a fresh process and prints:
+MB/s, peak RSS of that process (VmHWM), ``grep -c thread=`` on the same file and the ratio, and the time of
+each step of the streaming analysis (``StreamingAnalysis.timings``: requests/phases stages, loop slices,
+capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is the wall time outside those
+steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
+(``analyze --whole``) instead; ``--profile`` prints the child's top functions by cumulative time.
+The load average is printed with the result: the machine may be shared.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _vm_hwm_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(path: str, out: str, whole: bool, profile: bool) -> None:
+    from envoy_dissector.analysis import streaming
+    from envoy_dissector.cli.main import main
+
+    steps: dict[str, float] = {}
+    finish = streaming.StreamingAnalysis.finish
+
+    def timed_finish(self: streaming.StreamingAnalysis) -> Any:
+        result = finish(self)
+        steps.update(self.timings)
+        return result
+
+    streaming.StreamingAnalysis.finish = timed_finish  # type: ignore[method-assign]
+    argv = ["analyze", path, "-o", out, "-q", *(["--whole"] if whole else [])]
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        if profile:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            rc = prof.runcall(main, argv)
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(30)
+        else:
+            rc = main(argv)
+    wall = time.perf_counter() - t0
+    if profile:
+        print(text.getvalue(), file=sys.stderr)
+    print(json.dumps({"rc": rc, "wall": wall, "steps": steps, "vm_hwm_mib": _vm_hwm_mib()}))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus", nargs="?", default="/tmp/envoy-corpus/corpus.log")
+    ap.add_argument("--whole", action="store_true", help="the whole-file path (analyze --whole)")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--child", nargs=2, metavar=("FILE", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.whole, args.profile)
+        return 0
+    path = Path(args.corpus)
+    size_mb = path.stat().st_size / 1e6
+    t0 = time.perf_counter()
+    grep = subprocess.run(["grep", "-c", "thread=", str(path)], capture_output=True, text=True)
+    grep_s = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "requests.parquet")
+        cmd = [sys.executable, __file__, "--child", str(path), out, *(["--whole"] if args.whole else []),
+               *(["--profile"] if args.profile else [])]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            print(done.stderr, file=sys.stderr)
+            return done.returncode
+        if args.profile:
+            print(done.stderr)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        rows = None
+        if os.path.exists(out):
+            import polars as pl
+
+            rows = pl.scan_parquet(out).select(pl.len()).collect().item()
+    wall, steps = result["wall"], result["steps"]
+    load = os.getloadavg()
+    print(f"{path}: {size_mb:.0f} MB, path {'whole' if args.whole else 'streaming'}, exit {result['rc']}, "
+          f"{rows} requests written")
+    print(f"  end to end      {wall:8.1f} s   {size_mb / wall:6.1f} MB/s   peak RSS (VmHWM) "
+          f"{result['vm_hwm_mib']:.0f} MiB")
+    print(f"  grep -c thread= {grep_s:8.2f} s   ({grep.stdout.strip()} lines)   analyze / grep = {wall / grep_s:.1f}x")
+    for step, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
+        print(f"  {step:15s} {seconds:8.1f} s")
+    if steps:
+        print(f"  {'parse + rest':15s} {wall - sum(steps.values()):8.1f} s")
+    print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
