@@ -77,7 +77,8 @@ def grouped(requests: pl.DataFrame, by: str, columns: tuple[str, ...] = GROUPED_
         for name, q in QUANTILES.items():
             exprs.append(percentile_expr(c, q).cast(pl.Int64).alias(f"{c[:-3]}_{name}"))
         exprs.append(pl.col(c).max().alias(f"{c[:-3]}_max"))
-    return r.group_by(by).agg(exprs).sort("requests", descending=True)
+    # ties in the count are ordered by value: the summary is the same on every run
+    return r.group_by(by).agg(exprs).sort(["requests", by], descending=[True, False], nulls_last=True)
 
 
 def span(requests: pl.DataFrame) -> dict[str, Any]:

@@ -99,6 +99,8 @@ class _Origin:
     conn0_first: pl.DataFrame | None = None
     #: connection -> the worker thread that logged it (routes lines that lack a thread id)
     conn_threads: dict[int, int] = field(default_factory=dict)
+    #: the run (``ORIGIN#n``) lines of this origin currently belong to
+    current_run: str | None = None
     whole: list[pl.DataFrame] = field(default_factory=list)
 
 
@@ -142,6 +144,9 @@ class StreamingAnalysis:
         if base is None:
             base = self._origins[origin] = _Origin(threaded=events["thread"].null_count() < events.height)
         for run_origin, part in self._restart_runs(origin, base, events):
+            if base.current_run not in (None, run_origin):
+                self._end_run(base.current_run)
+            base.current_run = run_origin
             state = self._origins.setdefault(run_origin, _Origin(threaded=base.threaded))
             self.facts.records.add_span(run_origin, part)
             if not state.threaded:
@@ -157,6 +162,11 @@ class StreamingAnalysis:
             for (thread,), lines in self._routed(state, part).partition_by(
                     "worker__", as_dict=True, maintain_order=True).items():
                 self._add_worker_lines(run_origin, thread, lines.drop("worker__"))
+
+    def _end_run(self, run_origin: str) -> None:
+        """Envoy restarted: the previous run's workers are over, finish them now (frees their windows)."""
+        for key in [k for k in self._workers if k[0] == run_origin]:
+            self._advance(self._workers.pop(key), final=True)
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
