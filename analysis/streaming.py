@@ -52,7 +52,7 @@ GRACE_US = 2_000
 #: A request whose response has not ended is given up (emitted as it is: cut) after this long without a line.
 IDLE_US = 5_000_000
 #: Rows a worker's window grows by between two runs of the stages.
-WINDOW_EVENTS = 200_000
+WINDOW_EVENTS = 400_000
 #: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
 MARGIN_ROWS = 256
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
@@ -155,8 +155,9 @@ class StreamingAnalysis:
             with self._timed("facts"):
                 self._note_origin_facts(state, part)
                 self._add_facts(part)
-            started = part.filter((pl.col("kind") == EventKind.WORKER_NOISE) & pl.col("thread").is_not_null()
-                                  & pl.col("message").str.starts_with("worker entering dispatch loop"))
+            started = part.select("origin", "thread", "kind", "message").filter(
+                (pl.col("kind") == EventKind.WORKER_NOISE) & pl.col("thread").is_not_null()).filter(
+                pl.col("message").str.starts_with("worker entering dispatch loop"))
             if started.height:
                 self._started.append(started.select("origin", "thread"))
             for (thread,), lines in self._routed(state, part).partition_by(
@@ -170,8 +171,12 @@ class StreamingAnalysis:
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
-        boot = (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & pl.col("message").str.starts_with(
-            "initializing epoch")
+        lifecycle = events.select(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).to_series()
+        if not lifecycle.any() and state.boots <= 1:  # no boot line here (most chunks): one run, no string work
+            return [(origin, events)]
+        # (polars evaluates both sides of `&`: the message test runs only where the kind matched)
+        boot = pl.when(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).then(
+            pl.col("message").str.starts_with("initializing epoch")).otherwise(False)
         run = events.select((boot.cast(pl.Int64).cum_sum() + state.boots).alias("run"))["run"]
         state.boots = int(run[-1]) if run.len() else state.boots
         if int(run.max() or 0) <= 1:  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ def handshakes(events: pl.DataFrame) -> pl.DataFrame:
 def connection_facts(events: pl.DataFrame) -> pl.DataFrame:
     """Per connection: what ``handshakes`` needs (``any`` and minima, so facts of parts merge with
     ``merge_facts``)."""
-    lines = events.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "ts_us", "kind", "event")
+    lines = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null())
     return lines.group_by("origin", "conn_id").agg(
         tls=pl.col("kind").is_in(TLS_KINDS).any(),
         outgoing=pl.col("kind").is_in(_CONNECT_KINDS).any(),
