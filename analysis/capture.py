@@ -13,8 +13,15 @@ from envoy_dissector.analysis.facts import CaptureFacts
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.analysis.quality import (CaptureQuality, assess, assess_facts, at_resolution, capture_span,
-                                              partial_requests, span_of)
+from envoy_dissector.analysis.quality import (
+    CaptureQuality,
+    assess,
+    assess_facts,
+    at_resolution,
+    capture_span,
+    partial_requests,
+    span_of,
+)
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
@@ -94,8 +101,9 @@ class Capture:
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
+            gaps_or_events = self.facts.gaps if self.facts is not None else self.events
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), self.facts.gaps if self.facts is not None else self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
+                self.requests, self.workers(), gaps_or_events, self.phases, list(self.diagnostics_dict()["warnings"])),
                 self.quality(), self.requests)
         return self._cache["findings"]
 

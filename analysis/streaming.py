@@ -42,8 +42,8 @@ from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import EMPTY_WORKING_COLUMNS, Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
 from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_SCHEMA
-from envoy_dissector.analysis.tracing import is_flush
 from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
+from envoy_dissector.analysis.tracing import is_flush
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
@@ -324,7 +324,8 @@ class StreamingAnalysis:
         settled = [pl.col(start).is_null() | (pl.col(start) + tolerance < newest)
                    | (pl.col(found).is_not_null() if found is not None and found in requests.columns else pl.lit(False))
                    for start, found, tolerance in FORWARD_LOOKUPS if start in requests.columns]
-        internal_end = pl.col("internal") & (pl.col("us_complete_ts").is_not_null() | pl.col("local_reply").is_not_null()
+        internal_end = pl.col("internal") & (pl.col("us_complete_ts").is_not_null()
+                                             | pl.col("local_reply").is_not_null()
                                              | pl.col("stream_reset").fill_null(False))
         ended = ((pl.col("response_end_ts").is_not_null() | internal_end) & (last + self.grace_us < newest)
                  & pl.all_horizontal(settled))

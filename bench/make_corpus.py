@@ -46,7 +46,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from envoy_dissector.lab.formats import resolve_log_format
 from envoy_dissector.lab.run import run_scenario
 
 #: One pass over a block rewrites the four things that must change per piece.
