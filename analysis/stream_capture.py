@@ -1,9 +1,11 @@
 """``dissect_stream``: ``dissect`` through the streaming analysis (bounded memory, no events frame kept)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from envoy_dissector.analysis.capture import Capture, _as_source
 from envoy_dissector.analysis.streaming import GRACE_US, IDLE_US, WINDOW_EVENTS, Emit, StreamingAnalysis
@@ -12,12 +14,55 @@ from envoy_dissector.parser.pipeline import ShapeStore, iter_parse
 from envoy_dissector.parser.redact import RedactOption
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 
+T = TypeVar("T")
+
+
+#: Chunks parsed ahead while the analysis works on the previous ones (the parser's reading and line splitting
+#: run in the thread that iterates it: without this they would wait for every window's stages).
+PREFETCH = 2
+_DONE = object()
+
+
+def prefetched(chunks: Iterable[T], depth: int) -> Iterator[T]:
+    """``chunks``, iterated by a background thread at most ``depth`` items ahead (its errors are raised here)."""
+    box: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in chunks:
+                while not stop.is_set():
+                    try:
+                        box.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            box.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, raised there
+            box.put(exc)
+
+    thread = threading.Thread(target=produce, name="envoy-dissect-parse", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = box.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+
 
 def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None = None, redact: RedactOption = True,
                    progress: Callable[[int], None] | None = None, name: str | None = None,
                    shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None,
                    on_finished: Emit | None = None, grace_us: int = GRACE_US, idle_us: int = IDLE_US,
-                   window_events: int = WINDOW_EVENTS, block_bytes: int | None = None) -> Capture:
+                   window_events: int = WINDOW_EVENTS, block_bytes: int | None = None,
+                   prefetch: int = PREFETCH) -> Capture:
     """Like ``dissect``, with the analysis streamed worker by worker (``analysis/streaming.py``).
 
     The capture has the same requests, phases, loop, diagnostics and summary; its ``events``/``records`` are
@@ -33,7 +78,7 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
                                   on_finished=on_finished)
     seen = False
-    for chunk in run:
+    for chunk in (prefetched(run, prefetch) if prefetch > 0 else run):
         seen = True
         streaming.add(chunk.events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
     if not seen:

@@ -7,7 +7,8 @@ MB/s, peak RSS of that process (VmHWM), ``grep -c thread=`` on the same file and
 each step of the streaming analysis (``StreamingAnalysis.timings``: requests/phases stages, loop slices,
 capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is the wall time outside those
 steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
-(``analyze --whole``) instead; ``--profile`` prints the child's top functions by cumulative time.
+(``analyze --whole``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none);
+``--profile`` prints the child's top functions by cumulative time.
 The load average is printed with the result: the machine may be shared.
 """
 from __future__ import annotations
@@ -45,6 +46,13 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
         return result
 
     streaming.StreamingAnalysis.finish = timed_finish  # type: ignore[method-assign]
+    if os.environ.get("BENCH_PREFETCH"):
+        from envoy_dissector.analysis import stream_capture
+
+        stream_capture.PREFETCH = int(os.environ["BENCH_PREFETCH"])
+        defaults = list(stream_capture.dissect_stream.__kwdefaults__ or {})
+        assert "prefetch" in defaults
+        stream_capture.dissect_stream.__kwdefaults__["prefetch"] = stream_capture.PREFETCH  # type: ignore[index]
     argv = ["analyze", path, "-o", out, "-q", *(["--whole"] if whole else [])]
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
