@@ -364,9 +364,11 @@ class StreamingAnalysis:
         restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
         if restarts:
             notes.append(restart_note(restarts))
+        # (the lists are handed over, not copied: each batch is freed once concatenated)
         requests = [r for r in self._requests if r.height]
         phases = [p for p in self._phases if p.height]
         loop = [s for s in self._loop if s.height]
+        self._requests, self._phases, self._loop = [], [], []
         whole = [pl.concat(s.whole) for s in self._origins.values() if s.whole]
         shakes = [handshakes_of(merge_facts(self._facts))] if self._facts else []
         if whole:
@@ -385,16 +387,20 @@ class StreamingAnalysis:
         self.facts.handshakes = pl.concat(shakes) if shakes else None
         loop_frame = (pl.concat(loop).sort("origin", "thread", maintain_order=True) if loop
                       else pl.DataFrame(schema=LOOP_SCHEMA))
+        loop.clear()
         empty_events = pl.DataFrame(schema=EVENT_SCHEMA)
         if not requests:
             empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
             return Analysis(empty_events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
-        all_requests = pl.concat(requests, how="diagonal_relaxed")
-        all_phases = pl.concat(phases, how="diagonal_relaxed") if phases else pl.DataFrame(schema=PHASES_SCHEMA)
+        all_requests = pl.concat(requests, how="diagonal_relaxed", rechunk=False)
+        requests.clear()
+        all_phases = (pl.concat(phases, how="diagonal_relaxed", rechunk=False).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+                      if phases else pl.DataFrame(schema=PHASES_SCHEMA))
+        phases.clear()
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
         with self._timed("conclude"):
-            out, out_phases, stitching, out_notes = conclude(all_requests, all_phases.cast(PHASES_SCHEMA),  # type: ignore[arg-type]
-                                                             loop_frame, all_shakes, tuple(notes))
+            out, out_phases, stitching, out_notes = conclude(all_requests, all_phases, loop_frame, all_shakes,
+                                                             tuple(notes))
         return Analysis(empty_events, out, out_phases, loop_frame, out_notes, stitching)
 
 
