@@ -380,7 +380,9 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
     hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
         "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts", "hcm_filter_ts"))
-    internal = (~hcm
+    # An async stream has no connection: Envoy logs it as connection 0. A stream of another connection with
+    # router or filter lines only is a client request whose connection-manager lines lie outside the excerpt.
+    internal = ((~hcm & (pl.col("conn_id") == 0))
                 # (a routed stream is never the admin interface, whatever thread it runs on)
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
                    & pl.col("route_ts").is_null()) | admin)

@@ -30,7 +30,7 @@ quietLogger
     | 'runtime' | 'secret' | 'stats' | 'testing' | 'tracing' | 'upstream' | 'xds' | 'rbac'
     | 'jwt' | 'ext_authz' | 'kafka' | 'dubbo' | 'thrift' | 'redis' | 'mongo' | 'quic'
     | 'happy_eyeballs' | 'multi_connection' | 'assert' | 'backtrace' | 'envoy_bug' | 'misc'
-    | 'overload' | 'udp' | 'filter' | 'lua' | 'golang' | 'ext_proc' | 'dynamic_modules'
+    | 'overload' | 'udp' | 'filter' | 'lua' | 'golang' | 'ext_proc' | 'dynamic_modules' | 'quic_stream'
     ;
 
 prefix
@@ -48,7 +48,7 @@ lifecycle
     | connectingTo | connectionInProgress | connected | connectError | currentConnectingState
     | readReturns | readError | writeReturns | writeError
     | sslReadReturns | sslReadBytes | sslWriteReturns | sslErrorWhileRead | sslErrorWhileWrite
-    | sslShutdown | tlsFailure | rstClose
+    | sslShutdown | tlsFailure | rstClose | tlsHandshakeStep | tlsHandshakeComplete
     // listener (logger `conn_handler`)
     | newConnection | connectionOnEvent | addingToCleanupList
     // HTTP/1 codec (logger `http`)
@@ -116,7 +116,11 @@ sslWriteReturns : 'ssl write returns: ' bytes=signedInt ;
 sslErrorWhileRead : 'ssl error occurred while read: ' reason=rest ;
 sslErrorWhileWrite : 'ssl error occurred while write: ' reason=rest ;
 sslShutdown : 'SSL shutdown: rc=' code=signedInt ;
-tlsFailure : ('remote address:' | 'TLS error: ' | 'verify cert failed: ') reason=rest ;
+tlsFailure : ('remote address:' | 'TLS error: ' | 'verify cert failed: ' | 'handshake error: ') reason=rest ;
+// ssl_socket.cc up to 1.17 (debug): each non-final handshake step, then success; later versions log neither
+// (1.24+ log the end of an asynchronous certificate validation / selection inside the handshake).
+tlsHandshakeStep : 'handshake expecting ' ('read' | 'write') | 'Async cert validation completed' | 'Async cert selection completed' ;
+tlsHandshakeComplete : 'handshake complete' ;
 rstClose : ('read: rst close from peer' | 'write: rst close from peer.') ;
 
 // ---- listener ----
@@ -194,7 +198,7 @@ unknownCluster : 'unknown cluster ' cluster=SQ ;
 routerDecodingHeaders : 'router decoding headers:' ;
 routerDecodingTrailers : 'router decoding trailers:' ;
 upstreamHeadersComplete : 'upstream headers complete: end_stream=' end_stream=WORD ;
-upstream1xx : 'upstream 100 continue' | 'upstream 1xx (' status=INT ').' ;
+upstream1xx : 'upstream 100 continue' | 'upstream 1xx (' status=INT ').' ' '? ;
 upstreamTimeout : 'upstream timeout' ;
 upstreamReset : ('upstream reset: reset reason: ' | 'upstream reset: reset reason ') reason=rest ;  // no colon: <= 1.13
 performingRetry : 'performing retry' ;
@@ -248,7 +252,7 @@ noise
     : timerNoise | loadShedNoise | poolStateNoise | poolPreconnectNoise | codecClientNoise
     | h2SessionNoise | filterManagerNoise | connectionCloseNoise | routerCleanupNoise
     | dispatcherNoise | workerNoise | listenerNoise | watermarkNoise | flowControlNoise | serverLifecycleNoise
-    | wasmHostCallNoise
+    | wasmHostCallNoise | asyncClientNoise
     ;
 timerNoise : 'enableTimer called on ' anything ;
 loadShedNoise : 'LoadShedPoint ' anything ;
@@ -285,6 +289,9 @@ listenerNoise : 'tls inspector: ' anything | 'http inspector: ' anything | 'orig
 watermarkNoise : 'onAboveReadBufferHighWatermark' | 'onBelowReadBufferLowWatermark'
                | 'onAboveWriteBufferHighWatermark' | 'onBelowWriteBufferLowWatermark' ;
 flowControlNoise : 'request data too large watermark exceeded' | 'response data too large watermark exceeded' ;
+// Envoy's own async HTTP/gRPC client (async_client_impl.cc) receiving its response: no connection or stream id.
+asyncClientNoise : 'async http request response headers (end_stream=' anything | 'async http request response trailers:' anything
+                 | 'async http request response data (length=' anything ;
 // A module calling back into the host, inside a VM call (its time is the enclosing callback's).
 wasmHostCallNoise : '[vm->host] ' anything | '[vm<-host] ' anything ;
 

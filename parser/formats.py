@@ -11,7 +11,7 @@ from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
 
-FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "custom"]
+FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "consul", "custom"]
 #: every format id, in FormatId's order (command-line choices are derived from it)
 FORMAT_IDS: tuple[FormatId, ...] = get_args(FormatId)
 
@@ -48,6 +48,10 @@ KNOWN_FORMATS: tuple[KnownFormat, ...] = (
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","msg":"%j"}'),
     KnownFormat("istio-json", "Istio JSON with the bare logger as scope (1.9 and older)",
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"%n","msg":"%_"}'),
+    # consul-dataplane starts Envoy with its own --log-format (logFormatPlain / logFormatJSON of its proxy manager)
+    KnownFormat("consul", "consul-dataplane text", "%Y-%m-%dT%T.%eZ%z [%l] envoy.%n(%t) %v"),
+    KnownFormat("consul", "consul-dataplane JSON",
+                '{"@timestamp":"%Y-%m-%dT%T.%fZ%z","@module":"envoy.%n","@level":"%l","@message":"%j","thread":%t}'),
 )
 
 _CONTINUATION = re.compile(CONTINUATION)

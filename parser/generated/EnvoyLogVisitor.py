@@ -174,6 +174,16 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#tlsHandshakeStep.
+    def visitTlsHandshakeStep(self, ctx:EnvoyLogParser.TlsHandshakeStepContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#tlsHandshakeComplete.
+    def visitTlsHandshakeComplete(self, ctx:EnvoyLogParser.TlsHandshakeCompleteContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#rstClose.
     def visitRstClose(self, ctx:EnvoyLogParser.RstCloseContext):
         return self.visitChildren(ctx)
@@ -761,6 +771,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
 
     # Visit a parse tree produced by EnvoyLogParser#flowControlNoise.
     def visitFlowControlNoise(self, ctx:EnvoyLogParser.FlowControlNoiseContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#asyncClientNoise.
+    def visitAsyncClientNoise(self, ctx:EnvoyLogParser.AsyncClientNoiseContext):
         return self.visitChildren(ctx)
 
 
