@@ -236,15 +236,23 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    take={"ts_us": "new_stream_ts"}, tolerance=1_000_000)
     # Some layouts tag `new stream` with the connection only (Envoy 1.34 `[Tags: "ConnectionId":…]`): such a
     # line opens the stream whose first line comes next on that connection.
-    untagged = _pick(events, ("origin", "conn_id", "ts_us"), _kind(EventKind.NEW_STREAM)
+    untagged = _pick(events, ("origin", "conn_id", "ts_us", "thread", "line_no"), _kind(EventKind.NEW_STREAM)
                      & pl.col("conn_id").is_not_null() & pl.col("stream_id").is_null())
     if untagged.height:
-        opened = asof(untagged, streams.select(*CONN, "stream_id", "first_ts"), left_on="ts_us", right_on="first_ts",
-                      by=CONN, strategy="forward", take={"stream_id": "stream_id"}, tolerance=1_000_000).filter(
-            pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
+        nexts = asof(untagged, streams.select(*CONN, "stream_id", "first_ts"), left_on="ts_us", right_on="first_ts",
+                     by=CONN, strategy="forward", take={"stream_id": "stream_id"}, tolerance=1_000_000)
+        opened = nexts.filter(pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
             untagged_new_stream_ts=pl.col("ts_us").max())
         streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns(
             new_stream_ts=pl.coalesce("new_stream_ts", "untagged_new_stream_ts")).drop("untagged_new_stream_ts")
+        # A `new stream` no line of its stream follows (the excerpt ends there): a request of its own, cut,
+        # whose stream id the log never shows.
+        lone = nexts.filter(pl.col("stream_id").is_null()).select(
+            *CONN, "thread", new_stream_ts="ts_us", first_ts="ts_us", last_ts="ts_us", first_line_no="line_no",
+            pool_ready_count=pl.lit(0), retries=pl.lit(0), upstream_resets=pl.lit(0), stream_reset=pl.lit(False),
+            log_lines=pl.lit(1))
+        if lone.height:
+            streams = pl.concat([streams, lone], how="diagonal_relaxed")
     reads = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.SOCKET_EVENT)
                   & ((pl.col("events") & 1) == 1) & pl.col("conn_id").is_not_null())
     streams = asof(streams, reads, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
@@ -371,7 +379,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     response_end = pl.coalesce("ds_tx_end_us", pl.when(pl.col("us_complete_ts") >= pl.col("enc_hdr_ts")).then(
         pl.col("us_complete_ts")))
     uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
-                         pl.col("stream_id").cast(pl.String)])
+                         pl.col("stream_id").cast(pl.String).fill_null(pl.concat_str(pl.lit("?"), "first_line_no"))])
     # Not client traffic: Envoy's own async streams (no connection-manager line), and the admin interface (on
     # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
     admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(

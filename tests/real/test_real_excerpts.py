@@ -42,12 +42,7 @@ _S3 = "issue 9 §3 (debug-level and cut-off excerpts)"
 #: (excerpt number, check) -> why today's code fails it. A check is ``accepted``, ``format``,
 #: ``wrappers``, ``records``, ``unknown``, ``client_requests``, ``level``, ``cli``, or
 #: ``phase:<column>`` / ``milestone:<column>`` / ``column:<column>`` for hand-computed values.
-_CUT_AFTER_NEW_STREAM = (_S3 + ": a stream cut right after its id-less `new stream` (no line with its stream id "
-                         "follows) has no stream id to key a request on, so it makes no request")
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("051", "client_requests"): _CUT_AFTER_NEW_STREAM,
-    ("054", "client_requests"): _CUT_AFTER_NEW_STREAM,
-    ("055", "client_requests"): _CUT_AFTER_NEW_STREAM,
     ("046", "client_requests"): (_S2 + ": an admin request is recognised by its path on connection-manager or route "
                                  "lines, or by the start-up lines' main thread; the admin filter's own `request "
                                  "complete: path: /stats/prometheus` line is read as background"),
