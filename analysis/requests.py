@@ -88,7 +88,8 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         trace_id_client=_when(rhc, "trace_id"),
         method=_when(rhc, "method"),
         authority=_when(rhc, "authority"),
-        path=_when(rhc, "path"),
+        # (the admin interface's filter logs the path it served: an admin request whose dump lies outside the excerpt)
+        path=pl.coalesce(_when(rhc, "path"), _when(EventKind.ADMIN_REQUEST_COMPLETE, "url")),
         status=_when(EventKind.ENCODING_HEADERS, "status"),
     )
     first = {c: pl.col(c).first(ignore_nulls=True) for c in (

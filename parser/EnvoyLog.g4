@@ -69,6 +69,8 @@ lifecycle
     | encodeHeadersCalled | encodeDataCalled | encodeTrailersCalled | encode1xxHeadersCalled
     | continuingFilterChain | filterIterationAborted | localReply | preparingLocalReply
     | executingLocalReply
+    // the admin interface's own filter (logger `admin`)
+    | adminRequestComplete
     // router, upstream request, upstream codec filter (logger `router`)
     | routeMatch | noRouteMatch | unknownCluster | routerDecodingHeaders | routerDecodingTrailers
     | upstreamHeadersComplete | upstream1xx | upstreamTimeout | upstreamReset | performingRetry
@@ -190,6 +192,7 @@ filterIterationAborted : iteration=WORD ' filter iteration aborted due to local 
 localReply : 'Sending local reply with details ' details=rest ;
 preparingLocalReply : 'Preparing local reply with details ' details=rest ;
 executingLocalReply : 'Executing sending local reply.' ;
+adminRequestComplete : 'request complete: path: ' url=rest ;
 
 // ---- router ----
 routeMatch : 'cluster ' cluster=SQ ' match for URL ' url=SQ ;

@@ -99,6 +99,7 @@ class EventKind(StrEnum):
     LOCAL_REPLY = "local_reply"
     PREPARING_LOCAL_REPLY = "preparing_local_reply"
     EXECUTING_LOCAL_REPLY = "executing_local_reply"
+    ADMIN_REQUEST_COMPLETE = "admin_request_complete"
     ROUTE_MATCH = "route_match"
     NO_ROUTE_MATCH = "no_route_match"
     UNKNOWN_CLUSTER = "unknown_cluster"

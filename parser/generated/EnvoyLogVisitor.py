@@ -479,6 +479,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#adminRequestComplete.
+    def visitAdminRequestComplete(self, ctx:EnvoyLogParser.AdminRequestCompleteContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#routeMatch.
     def visitRouteMatch(self, ctx:EnvoyLogParser.RouteMatchContext):
         return self.visitChildren(ctx)

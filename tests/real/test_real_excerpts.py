@@ -43,9 +43,6 @@ _S3 = "issue 9 §3 (debug-level and cut-off excerpts)"
 #: ``wrappers``, ``records``, ``unknown``, ``client_requests``, ``level``, ``cli``, or
 #: ``phase:<column>`` / ``milestone:<column>`` / ``column:<column>`` for hand-computed values.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("046", "client_requests"): (_S2 + ": an admin request is recognised by its path on connection-manager or route "
-                                 "lines, or by the start-up lines' main thread; the admin filter's own `request "
-                                 "complete: path: /stats/prometheus` line is read as background"),
 }
 
 
