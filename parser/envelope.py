@@ -23,9 +23,11 @@ from envoy_dissector.parser.schema import RECORD_COLUMNS
 CONTINUATION = r"^(?:'[^']*', '.*'|\s*|\t?thread=\d+)$"
 #: A physical line that is neither a record start nor a CONTINUATION still continues the record above
 #: it when it reads like the rest of a multi-line message (config dumps, ``policy { ... }``, dynamic
-#: metadata): indented, a closing brace, ``key: value`` / ``key {``, or a line ending in an opening brace.
-#: Anything else (a paste's ``...``, another program's output) is malformed.
-MESSAGE_CONTINUES = r"^(?:[ \t]+[^\s]|[}\])][,;]?[ \t]*$|[A-Za-z_][A-Za-z0-9_.-]*(?::[ \t]|:$| \{[ \t]*$)|.*\{[ \t]*$)"
+#: metadata): indented, a closing brace, ``key: value`` / ``key {``, a line ending in an opening brace, or a
+#: lone ``.`` (the end of QUIC's ``encodeHeaders (end_stream=..) <dump>.``). Anything else (a paste's ``...``,
+#: another program's output) is malformed.
+MESSAGE_CONTINUES = (r"^(?:[ \t]+[^\s]|[}\])][,;]?[ \t]*$|[A-Za-z_][A-Za-z0-9_.-]*(?::[ \t]|:$| \{[ \t]*$)|.*\{[ \t]*$"
+                     r"|\.[ \t]*$)")
 _LEVEL_SHORT = {"T": "trace", "D": "debug", "I": "info", "W": "warning", "E": "error", "C": "critical", "O": "off"}
 
 
