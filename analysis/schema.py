@@ -58,7 +58,7 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "protocol": pl.String(), "complete": pl.Boolean(), "internal": pl.Boolean(), "upstream_attempts": pl.Int64(),
     **{c: pl.Int64() for c in MILESTONE_COLUMNS},
     "downstream_read_us": pl.Int64(), "header_parse_us": pl.Int64(), "filter_chain_us": pl.Int64(),
-    "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "router_us": pl.Int64(), "upstream_connect_us": pl.Int64(),
+    "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "internal_us": pl.Int64(), "router_us": pl.Int64(), "upstream_connect_us": pl.Int64(),
     "tls_handshake_us": pl.Int64(),
     "upstream_send_us": pl.Int64(), "upstream_wait_us": pl.Int64(), "response_parse_us": pl.Int64(),
     "encode_us": pl.Int64(), "downstream_write_us": pl.Int64(), "total_us": pl.Int64(), "loop_queue_us": pl.Int64(),
