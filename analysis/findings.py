@@ -272,7 +272,8 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
     r = counted(requests)
     uids = r.select("request_uid")
     spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in(["filter_chain", "encode"])
-                          & ~pl.col("detail").str.contains("route lookup") & ~is_work_row()).join(uids, on="request_uid", how="semi")
+                          & ~pl.col("detail").str.contains("route lookup")
+                          & ~is_work_row()).join(uids, on="request_uid", how="semi")
     if spans.height == 0:
         return []
     total = median(r["total_us"]) or 0.0
@@ -411,5 +412,6 @@ def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataF
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
              + retries(requests) + slow_side(requests) + observer_cost(events, requests)
-             + tracing_flushes(requests, phases) + internal_work(requests, phases, internal, events) + format_notes(notes))
+             + tracing_flushes(requests, phases) + internal_work(requests, phases, internal, events)
+             + format_notes(notes))
     return sorted(found, key=lambda f: f.rank)

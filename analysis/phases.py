@@ -17,8 +17,8 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
-from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.internal import charged_rows, charged_shares, internal_streams, own_work, work_bursts
+from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
 
