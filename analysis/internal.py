@@ -131,13 +131,15 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
 
 
-def _health_check_lines(lines: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
-    """``line_no, origin, work_uid`` of the health checker's connections (their lines without a stream id)."""
-    checks = events.filter(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])
-                           & pl.col("conn_id").is_not_null() & pl.col("thread").is_not_null()).select(
+def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
+    """``origin, thread, conn_id`` of the health checker's connections (they log `hc response_code=…`)."""
+    return events.filter(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])
+                         & pl.col("conn_id").is_not_null() & pl.col("thread").is_not_null()).select(
         *_THREAD, "conn_id").unique()
-    if checks.height == 0:
-        return pl.DataFrame(schema={"line_no": pl.Int64(), "origin": pl.String(), "work_uid": pl.String()})
+
+
+def _health_check_lines(lines: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
+    """``line_no, origin, work_uid`` of the checker connections' lines without a stream id."""
     uid = pl.concat_str(pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":hc"))
     return lines.filter(pl.col("stream_id").is_null()).join(checks, on=[*_THREAD, "conn_id"]).select(
         pl.col("line_no").cast(pl.Int64), "origin", work_uid=uid)
@@ -152,9 +154,12 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     empty = pl.DataFrame(schema=BURSTS_SCHEMA)
     if streams is None:
         streams = internal_streams(requests, events)
+    checks = _health_check_connections(events)
+    if streams.height == 0 and checks.height == 0:
+        return empty
     lines = events.filter(pl.col("thread").is_not_null()).select(
         *_THREAD, "line_no", "ts_us", "conn_id", "stream_id", wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
-    owners: list[pl.DataFrame] = [_health_check_lines(lines, events)]
+    owners: list[pl.DataFrame] = [_health_check_lines(lines, checks)]
     if streams.height:
         own = _async_streams(requests).select(
             work_uid="request_uid", origin="origin", conn_id="conn_id", stream_id="stream_id",

@@ -3,38 +3,49 @@
 Stdlib only, 127.0.0.1, one thread per connection, HTTP/1.1 keep-alive. Every check is allowed (``200``)
 after a configurable sleep (not CPU). Each check is recorded in a JSONL file (``authz.jsonl``)::
 
-    {"x_request_id": "...", "recv_ts_us": 1700000000123456, "service_us": 2071, "path": "/", "connection": 0}
+    {"x_request_id": "...", "arrival_ts_us": 1700000000123301, "recv_ts_us": 1700000000123456,
+     "service_us": 2071, "sent_ts_us": 1700000000125530, "path": "/", "connection": 0}
 
-``recv_ts_us`` is the epoch µs at which the check request was fully read; ``service_us`` runs from then until
-``sendall`` of the answer returned (the authorization server's own time for the check). Envoy forwards the
+``arrival_ts_us`` is when the kernel received the check's first bytes (``SO_TIMESTAMPNS``; null where the
+kernel gives no stamp): on a loaded machine the server thread may wake up much later. ``recv_ts_us`` is the
+epoch µs at which the check request was fully read; ``service_us`` runs from then until ``sendall`` of the
+answer returned (the server's own time for the check), ``sent_ts_us`` is that moment. Envoy forwards the
 client's ``x-request-id`` (the scenario allows that header), so a check joins the access log.
 """
 from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, BinaryIO, Final
+from typing import IO, Final
 
-_MAX_HEADER_LINES: Final = 200
+_MAX_HEADER_BYTES: Final = 64 * 1024
 _MAX_BODY: Final = 1024 * 1024
+#: Linux ``SO_TIMESTAMPNS`` (= ``SCM_TIMESTAMPNS``, asm-generic/socket.h); Python's socket module does not name it.
+_SO_TIMESTAMPNS: Final = 35
+_TIMESPEC = struct.Struct("@qq")
 
 
-def _read_headers(rfile: BinaryIO) -> dict[str, str] | None:
-    """The header block after a request line (lower-case names); ``None`` when the peer closed."""
-    headers: dict[str, str] = {}
-    for _ in range(_MAX_HEADER_LINES):
-        line = rfile.readline()
-        if not line:
-            return None
-        if line in (b"\r\n", b"\n"):
-            return headers
-        name, _, value = line.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
+def _kernel_stamp_us(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The kernel's receive time (epoch µs) from ``recvmsg`` ancillary data, if it holds one."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            seconds, nanos = _TIMESPEC.unpack(data[:_TIMESPEC.size])
+            return seconds * 1_000_000 + nanos // 1000
     return None
+
+
+def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
+    request_line, *lines = head.decode("latin-1").split("\r\n")
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return request_line, headers
 
 
 class AuthzServer:
@@ -46,6 +57,10 @@ class AuthzServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", port))
+        try:  # accepted sockets inherit it, so even a check sent with the connection is stamped
+            self._sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass
         self._sock.listen(64)
         self._sock.settimeout(0.2)
         self.port: int = self._sock.getsockname()[1]
@@ -106,32 +121,48 @@ class AuthzServer:
             self._threads.append(thread)
 
     def _serve(self, conn: socket.socket, index: int) -> None:
-        rfile = conn.makefile("rb")
+        try:
+            conn.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass  # no kernel stamps: arrival_ts_us stays null
+        buf = b""
+        arrival: int | None = None
         try:
             while not self._stop.is_set():
-                request_line = rfile.readline()
-                if not request_line:
-                    return
-                headers = _read_headers(rfile)
-                if headers is None:
-                    return
-                length = min(int(headers.get("content-length", "0") or 0), _MAX_BODY)
-                if length:
-                    rfile.read(length)
+                head_end = buf.find(b"\r\n\r\n")
+                if head_end < 0:
+                    if len(buf) > _MAX_HEADER_BYTES:
+                        return
+                    data, ancillary, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(_TIMESPEC.size))
+                    if not data:
+                        return
+                    if not buf:  # the first bytes of a new check
+                        arrival = _kernel_stamp_us(ancillary)
+                    buf += data
+                    continue
+                request_line, headers = _parse_head(buf[:head_end])
+                end = head_end + 4 + min(int(headers.get("content-length", "0") or 0), _MAX_BODY)
+                while len(buf) < end:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[end:]
                 recv_ts_us = time.time_ns() // 1000
                 t0 = time.perf_counter_ns()
                 if self.delay_ms > 0:
                     time.sleep(self.delay_ms / 1000.0)
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                 service_us = (time.perf_counter_ns() - t0) // 1000
-                parts = request_line.decode("latin-1").split(" ")
-                self._record({"x_request_id": headers.get("x-request-id"), "recv_ts_us": recv_ts_us,
-                              "service_us": service_us, "path": parts[1] if len(parts) > 1 else "",
-                              "connection": index})
+                parts = request_line.split(" ")
+                self._record({"x_request_id": headers.get("x-request-id"), "arrival_ts_us": arrival,
+                              "recv_ts_us": recv_ts_us, "service_us": service_us,
+                              "sent_ts_us": recv_ts_us + service_us,
+                              "path": parts[1] if len(parts) > 1 else "", "connection": index})
+                arrival = None
         except (OSError, ValueError):
             return
         finally:
-            rfile.close()
             with self._lock:
                 if conn in self._conns:
                     self._conns.remove(conn)
