@@ -5,12 +5,13 @@ alone. The rules and thresholds are listed in docs/findings.md (keep the two in 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.internal import WorkKind, is_work_row, work_bursts
+from envoy_dissector.analysis.internal import AUTHZ, RATE_LIMIT, WorkKind, is_work_row, work_bursts
 from envoy_dissector.analysis.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
@@ -290,8 +291,7 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
                 f"{name} stopped the filter chain and resumed it later: p50 {format_us(p50)}, p99 {format_us(p99)} "
                 f"over {n} requests (median total {format_us(total)}). The worker was free meanwhile (a timer or "
                 "an external call, not CPU).",
-                "Check this filter's configuration (fault injection delay, ext_authz / rate-limit service "
-                "latency, Lua httpCall target).",
+                _paused_fix(name),
             )))
             continue
         out.append((p50, Finding(
@@ -302,6 +302,16 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
             "and delays every other connection on it.",
         )))
     return [f for _, f in sorted(out, key=lambda pf: -pf[0])]
+
+
+def _paused_fix(filter_name: str) -> str:
+    """The fix for a filter that holds requests: the service it calls (ext_authz, rate limit), else generic."""
+    if re.search(AUTHZ, filter_name):
+        return INTERNAL_WORK_FINDINGS[WorkKind.EXT_AUTHZ.value][1]
+    if re.search(RATE_LIMIT, filter_name):
+        return INTERNAL_WORK_FINDINGS[WorkKind.RATE_LIMIT.value][1]
+    return ("Check this filter's configuration (fault injection delay, ext_authz / rate-limit service latency, "
+            "Lua httpCall target).")
 
 
 def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Finding]:
