@@ -33,8 +33,8 @@ _THREAD = ["origin", "thread"]
 _STREAM = ["origin", "conn_id", "stream_id"]
 #: A filter's call starts at most this long before the filter returns its stop status (µs).
 _CALL_START_US = 10_000
-AUTHZ = r"(?i)ext_?authz"
-RATE_LIMIT = r"(?i)rate_?limit"
+AUTHZ = r"(?i)authz|authoriz"
+RATE_LIMIT = r"(?i)rate[_-]?limit"
 
 
 class WorkKind(StrEnum):
