@@ -16,6 +16,7 @@ import polars as pl
 from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.requests import SOCKET_KINDS
 from envoy_dissector.analysis.stats import median as stats_median
+from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.kinds import EventKind
 
@@ -229,14 +230,6 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     return out
 
 
-def _duration(us: int | float | None, tick: int) -> str:
-    if us is None:
-        return "-"
-    if tick >= 1000 or us >= 10_000:
-        return f"{us / 1000:.0f} ms" if tick >= 1000 else f"{us / 1000:.2f} ms"
-    return f"{int(us)} µs"
-
-
 def _short_uid(uid: str, capture: Capture) -> str:
     """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
     one_origin = capture.requests["origin"].n_unique() <= 1
@@ -257,7 +250,7 @@ def quality_lines(capture: Capture) -> list[str]:
         lines.append(f"partial requests (first {len(partial)}): phases known · boundaries missing")
         for p in partial:
             what = f"{p['method'] or '?'} {p['path'] or '?'} → {p['status'] or '?'}"
-            known = ", ".join(f"{k} {_duration(v, q.timestamp_tick_us)}" for k, v in p["known_phases_us"].items())
+            known = ", ".join(f"{k} {format_us(v, q.timestamp_tick_us)}" for k, v in p["known_phases_us"].items())
             lines.append(f"  {_short_uid(p['request_uid'], capture)}  {what}  ({p['outcome']})")
             lines.append(f"      known: {known or 'none'}")
             lines.append(f"      missing: {', '.join(p['missing_boundaries']) or 'none'}")

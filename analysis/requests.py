@@ -75,6 +75,10 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         enc_end_ts=pl.when(pl.col("kind").is_in(_ENCODING) & pl.col("end_stream").fill_null(False)).then(
             pl.col("ts_us")),
         codec_done_ts=_when(EventKind.CODEC_COMPLETED_ENCODING),
+        # A downstream filter's `decode headers called` (not the upstream filter chain's codec filter, which
+        # Envoy's own async streams log too): only the connection manager's filter chain logs it.
+        hcm_filter_ts=pl.when(_kind(EventKind.DECODE_HEADERS_CALLED)
+                              & ~pl.col("filter").fill_null("").str.contains("upstream_codec")).then(pl.col("ts_us")),
         retry=_kind(EventKind.PERFORMING_RETRY),
         upstream_reset=_kind(EventKind.UPSTREAM_RESET),
         stream_reset=_kind(EventKind.STREAM_RESET) | _kind(EventKind.DO_END_STREAM_RESET),
@@ -113,6 +117,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         enc_hdr_ts=pl.col("enc_hdr_ts").min(),
         enc_end_ts=pl.col("enc_end_ts").max(),
         codec_done_ts=pl.col("codec_done_ts").min(),
+        hcm_filter_ts=pl.col("hcm_filter_ts").min(),
         retries=pl.col("retry").sum(),
         upstream_resets=pl.col("upstream_reset").sum(),
         stream_reset=pl.col("stream_reset").any(),
@@ -229,6 +234,17 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     new_stream = _events_of(events, EventKind.NEW_STREAM)
     streams = asof(streams, new_stream, left_on="hdr_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "new_stream_ts"}, tolerance=1_000_000)
+    # Some layouts tag `new stream` with the connection only (Envoy 1.34 `[Tags: "ConnectionId":…]`): such a
+    # line opens the stream whose first line comes next on that connection.
+    untagged = _pick(events, ("origin", "conn_id", "ts_us"), _kind(EventKind.NEW_STREAM)
+                     & pl.col("conn_id").is_not_null() & pl.col("stream_id").is_null())
+    if untagged.height:
+        opened = asof(untagged, streams.select(*CONN, "stream_id", "first_ts"), left_on="ts_us", right_on="first_ts",
+                      by=CONN, strategy="forward", take={"stream_id": "stream_id"}, tolerance=1_000_000).filter(
+            pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
+            untagged_new_stream_ts=pl.col("ts_us").max())
+        streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns(
+            new_stream_ts=pl.coalesce("new_stream_ts", "untagged_new_stream_ts")).drop("untagged_new_stream_ts")
     reads = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.SOCKET_EVENT)
                   & ((pl.col("events") & 1) == 1) & pl.col("conn_id").is_not_null())
     streams = asof(streams, reads, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
@@ -363,7 +379,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # Only the connection manager logs these; Envoy's async streams never do. A stream with one of them is a
     # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
     hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
-        "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts"))
+        "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts", "hcm_filter_ts"))
     internal = (~hcm
                 # (a routed stream is never the admin interface, whatever thread it runs on)
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
@@ -375,8 +391,10 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         path=pl.coalesce("path", "route_url"),
         protocol=pl.when(pl.col("is_h2")).then(pl.lit("HTTP/2")).otherwise(pl.lit("HTTP/1.1")),
         internal=internal.fill_null(False),
+        # (a retry means a first attempt was made, even when its `pool ready` lies outside the excerpt)
         upstream_attempts=(pl.col("retries") + pl.when(
-            pl.col("pool_ready_count").gt(0) | pl.col("upstream_resets").gt(0)).then(1).otherwise(0)).cast(pl.Int64),
+            pl.col("pool_ready_count").gt(0) | pl.col("upstream_resets").gt(0) | pl.col("retries").gt(0)
+        ).then(1).otherwise(0)).cast(pl.Int64),
         ds_rx_beg_us=pl.col("new_stream_ts"),
         ds_rx_end_us=ds_rx_end,
         us_tx_end_us=pl.max_horizontal("us_tx_end_ts", "us_tx_beg_us"),

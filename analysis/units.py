@@ -6,14 +6,18 @@ from collections.abc import Iterable
 MS_FROM_US = 10_000  # values from 10 ms up are written in ms
 
 
-def format_us(value: float | int | None) -> str:
+def format_us(value: float | int | None, tick_us: int = 1) -> str:
     """A duration with its unit: ``"950 µs"``, ``"1,414 µs"``, ``"12.35 ms"``; ``"–"`` when unknown.
 
-    >>> format_us(1414), format_us(12345), format_us(None)
-    ('1,414 µs', '12.35 ms', '–')
+    ``tick_us`` is the capture's timestamp tick: a capture that ticks in whole ms gets whole ms.
+
+    >>> format_us(1414), format_us(12345), format_us(None), format_us(3000, tick_us=1000)
+    ('1,414 µs', '12.35 ms', '–', '3 ms')
     """
     if value is None:
         return "–"
+    if tick_us >= 1000:
+        return f"{value / 1000:,.0f} ms"
     if abs(value) >= MS_FROM_US:
         return f"{value / 1000:,.2f} ms"
     return f"{round(value):,} µs"
@@ -23,6 +27,18 @@ def column_unit(values: Iterable[float | int | None]) -> str:
     """The unit of a table column (``"µs"`` or ``"ms"``): ms once any value reaches 10 ms, so every cell of
     the column has the same unit."""
     return "ms" if any(v is not None and abs(v) >= MS_FROM_US for v in values) else "µs"
+
+
+def table_units(columns: dict[str, Iterable[float | int | None]], tick_us: int = 1) -> tuple[dict[str, str], int]:
+    """Units of a table's columns and the decimals of its ms cells: per column as ``column_unit`` says, and
+    whole ms everywhere when the capture's timestamps tick in ms (every figure is ±1 ms: no false precision).
+
+    >>> table_units({"p50": [950], "max": [12_345]}), table_units({"p50": [950]}, tick_us=1000)
+    (({'p50': 'µs', 'max': 'ms'}, 2), ({'p50': 'ms'}, 0))
+    """
+    if tick_us >= 1000:
+        return dict.fromkeys(columns, "ms"), 0
+    return {name: column_unit(values) for name, values in columns.items()}, 2
 
 
 def in_unit(value: float | int | None, unit: str, decimals: int = 2) -> str:

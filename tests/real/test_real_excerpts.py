@@ -43,12 +43,6 @@ _S3 = "issue 9 §3 (debug-level and cut-off excerpts)"
 #: ``wrappers``, ``records``, ``unknown``, ``client_requests``, ``level``, ``cli``, or
 #: ``phase:<column>`` / ``milestone:<column>`` / ``column:<column>`` for hand-computed values.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("013", "client_requests"): f"{_S3}: a stream whose only line is `decode headers called` (cut at both ends) is "
-                                "marked internal",
-    ("015", "client_requests"): f"{_S3}: `new stream` on the connection, then router lines on the stream: a client "
-                                "request, marked internal",
-    ("041", "column:upstream_attempts"): "issue 9 done-when (hand attributions reproduced): upstream_attempts is 5, "
-                                         "docs/output.md says 1 + `performing retry` lines = 6",
 }
 
 
