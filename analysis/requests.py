@@ -293,8 +293,11 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.join(up_first.rename({"conn_id": "upstream_conn_id"}), on=UPSTREAM_CONN, how="left",
                            maintain_order="left")
     router_start = pl.coalesce("route_ts", "router_any_ts")
-    # A connection this request waited for: it was set up (connect lines) between route match and pool ready.
-    new_conn = ((pl.col("up_first_ts") >= router_start) & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
+    # A new connection of this request: set up (connect lines) between the request's start and its pool ready —
+    # after its route match, or while a filter held it (an ext_authz check) for another request's demand, which
+    # Envoy then reports for this request too (US_CX_BEG after its DS_RX_BEG).
+    new_conn = ((pl.col("up_first_ts") >= pl.coalesce("new_stream_ts", router_start))
+                & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
                 & pl.col("up_connecting_ts").is_not_null())
     streams = streams.with_columns(
         new_upstream_conn=new_conn.fill_null(False),
