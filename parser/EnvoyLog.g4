@@ -87,6 +87,8 @@ lifecycle
     | deferredDeleteAdded | deferredDeleteCleared
     // cluster manager, wasm, lua
     | noHealthyHost | wasmLog | celError | luaLog | wasmVmEnter | wasmVmExit
+    // Envoy's own requests: active health checks (logger `hc`), async-client answers, ext_authz calls
+    | healthCheckResult | healthCheckFailure | asyncResponseHeaders | extAuthzCalling
     ;
 
 // ---- connection ----
@@ -250,6 +252,16 @@ luaLog : 'script log: ' text=rest ;
 wasmVmEnter : '[host->vm] ' wasm_call=WORD '(' (wasm_context=INT anything)? ')' ;
 wasmVmExit : '[host<-vm] ' wasm_call=WORD ' return: ' rest ;
 
+// ---- Envoy's own requests ----
+// Active health checking (health_checker_impl.cc, logger `hc`; Envoy runs it on the main thread). One line per
+// check on the checker's connection: the answer's status (`hc response=` before 1.22) and the host's flags.
+healthCheckResult : ('hc response_code=' | 'hc response=') status=INT ' health_flags=' text=rest ;
+healthCheckFailure : ('connection/stream error health_flags=' | 'connection/stream timeout health_flags=') text=rest ;
+// The async client (tracing flushes, ext_authz http_service, Lua httpCall) received its answer's headers.
+asyncResponseHeaders : 'async http request response headers (end_stream=' end_stream=WORD '):' ;
+// The ext_authz filter starts its check of the request whose stream id the line carries.
+extAuthzCalling : 'ext_authz filter calling authorization server' anything ;
+
 // ---- recognised, not used by the analysis ----
 noise
     : timerNoise | loadShedNoise | poolStateNoise | poolPreconnectNoise | codecClientNoise
@@ -292,9 +304,8 @@ listenerNoise : 'tls inspector: ' anything | 'http inspector: ' anything | 'orig
 watermarkNoise : 'onAboveReadBufferHighWatermark' | 'onBelowReadBufferLowWatermark'
                | 'onAboveWriteBufferHighWatermark' | 'onBelowWriteBufferLowWatermark' ;
 flowControlNoise : 'request data too large watermark exceeded' | 'response data too large watermark exceeded' ;
-// Envoy's own async HTTP/gRPC client (async_client_impl.cc) receiving its response: no connection or stream id.
-asyncClientNoise : 'async http request response headers (end_stream=' anything | 'async http request response trailers:' anything
-                 | 'async http request response data (length=' anything ;
+// The rest of the async client's answer (its headers are asyncResponseHeaders): no connection or stream id.
+asyncClientNoise : 'async http request response trailers:' anything | 'async http request response data (length=' anything ;
 // A module calling back into the host, inside a VM call (its time is the enclosing callback's).
 wasmHostCallNoise : '[vm->host] ' anything | '[vm<-host] ' anything ;
 

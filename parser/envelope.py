@@ -6,6 +6,7 @@ the line numbers that belong to no record (malformed).
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -314,8 +315,7 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = T
     keys = [*fmt.keys, *(k for k in ("ConnectionId", "StreamId") if k not in fmt.keys)]
     is_object = lines["raw"].str.starts_with("{")
     try:
-        decoded = lines.filter(is_object)["raw"].str.json_decode(
-            pl.Struct({k: pl.String() for k in keys})).struct.unnest()
+        decoded = _decode_objects(lines.filter(is_object)["raw"], {k: pl.String() for k in keys})
     except pl.exceptions.ComputeError:
         return _split_json_by_path(lines, fmt, redact=redact)
     is_record = decoded.select(pl.all_horizontal(
@@ -327,6 +327,21 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = T
     df = pl.concat([df, *parts, decoded.select(cid__="ConnectionId", sid__="StreamId")], how="horizontal")
     return _json_envelope(df.with_columns(tag__=_tags(pl.col("cid__"), pl.col("sid__"))).drop("cid__", "sid__"),
                           lines, fmt, redact)
+
+
+def _decode_objects(objects: pl.Series, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The keys of one JSON object per value: polars' NDJSON reader over the joined lines (its parallel
+    reader is 1.5-2x the per-value decoder), the per-value decoder when the reader does not give one row
+    per line (it raises ``ComputeError`` on a line that is not JSON, as the reader does)."""
+    if objects.len():
+        try:
+            body = objects.str.join("\n").cast(pl.Binary).item()
+            out = pl.read_ndjson(io.BytesIO(body), schema=schema)
+            if out.height == objects.len():
+                return out
+        except (pl.exceptions.PolarsError, ValueError):
+            pass
+    return objects.str.json_decode(pl.Struct(schema)).struct.unnest()
 
 
 def _message_keys(fmt: JsonFormat) -> list[str]:

@@ -11,7 +11,7 @@ LINES = [
     ('router\t[Tags: "ConnectionId":"1433","StreamId":"8306402913452081873"] upstream 1xx (103). ', "upstream1xx",
      {"status": "103"}),
     # 049, 052, 057: Envoy's own async client receiving its response (no ids)
-    ("http\tasync http request response headers (end_stream=false):", "async_client_noise", {}),
+    ("http\tasync http request response headers (end_stream=false):", "async_response_headers", {"end_stream": "false"}),
     ("http\tasync http request response trailers:", "async_client_noise", {}),
     # 046: the admin interface's filter
     ("admin\t[C3][S14570225305165994883] request complete: path: /stats/prometheus", "admin_request_complete",
