@@ -72,3 +72,21 @@ def test_syslog_prefix_with_an_empty_host() -> None:
     parsed = parse_text(JOURNAL_NO_HOST)
     assert parsed.diagnostics.wrappers == ["syslog"] and parsed.diagnostics.format == "envoy"
     assert parsed.events["kind"].cast(str).to_list() == ["connection_in_progress", "connected"]
+
+
+# fixtures/real/062 (kumahq/kuma#317, 2019-10-10): kuma-dp's own lines (zap console layout, upper-case level)
+# outnumber Envoy's in the container log; they are another program's, set aside when the format is judged.
+KUMA_SIDECAR = (
+    "2019-10-10T03:06:40.598Z\tINFO\tSkipping reading config from file\n"
+    "2019-10-10T03:06:40.599Z\tINFO\tkuma-dp.run\tstarting Dataplane (Envoy) ...\n"
+    "2019-10-10T03:06:40.600Z\tINFO\taccesslogs-server\tstarting\t{\"address\": \"unix:///tmp/kuma.sock\"}\n"
+    "[2019-10-10 03:06:40.636][13][info][main] [source/server/server.cc:238] initializing epoch 0 (hot restart "
+    "version=disabled)\n"
+    "[2019-10-10 03:06:40.636][13][info][main] [source/server/server.cc:240] statically linked extensions:\n"
+)
+
+
+def test_other_programs_lines_do_not_outvote_envoys() -> None:
+    parsed = parse_text(KUMA_SIDECAR)
+    d = parsed.diagnostics
+    assert d.format == "envoy" and d.records == 2 and d.lines_malformed == 3
