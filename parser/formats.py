@@ -118,9 +118,10 @@ def _rate(compiled: TextFormat | JsonFormat, sample: list[str]) -> float:
 _MAY_START_RECORD = re.compile(r"^[\[{0-9]")
 
 
-#: Another program's line in the same container log: zap's console layout with an upper-case level (kuma-dp,
-#: consul-dataplane's agent), which no Envoy or Istio layout prints. Set aside when judging a format.
-_OTHER_PROGRAM = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})\t(?:DEBUG|INFO|WARN|ERROR)\t")
+#: Another program's line in the same container log: zap's console layout with an upper-case level (kuma-dp's
+#: own lines in a kuma-sidecar log), which no Envoy or Istio layout prints. Set aside when judging a format.
+_OTHER_PROGRAM = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})\t(?:DEBUG|INFO|WARN|ERROR)\t")
 
 
 def _record_heads(lines: list[str]) -> list[str]:
