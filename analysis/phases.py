@@ -17,7 +17,8 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
-from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
+from envoy_dissector.analysis.schema import PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
+from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
@@ -187,7 +188,9 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
+    """The phases stage: requests (``REQUEST_LINES_SCHEMA``) with boundaries and ``*_us`` phase columns
+    (``PHASED_REQUEST_SCHEMA``), and the long ``phases`` frame (spans, filter, Wasm, tracing and downstream
+    TLS handshake details; ``PHASES_SCHEMA``)."""
     r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
@@ -212,5 +215,7 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
              wasm_us=pl.coalesce("vm_us", "wasm_us").fill_null(0).cast(pl.Int64),
              tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64))
          .drop("vm_us", "flush_us"))
-    phases = pl.concat([spans, details, vm, flushes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
-    return r, phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True])
+    r, handshakes = downstream_waits(r, events)
+    phases = pl.concat([spans, details, vm, flushes, handshakes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    return (conform(r, PHASED_REQUEST_SCHEMA),
+            phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True]))

@@ -66,6 +66,55 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
 }
 CONTRACT_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA)
 
+#: The contract columns a request has once the requests stage has read its lines (the phase durations and the
+#: event-loop estimates come later).
+_REQUEST_IDENTITY = {c: t for c, t in REQUEST_SCHEMA.items()
+                     if not c.endswith("_us") or c in MILESTONE_COLUMNS}
+
+#: Detail columns: not part of the output contract (they may change between versions), declared because
+#: readers after their stage use them (report, findings, exports, dashboard, notebook; docs/output.md).
+REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),  # the route's cluster
+    "retries": pl.UInt32(),  # `performing retry` lines
+    "log_lines": pl.UInt32(),  # records of the stream
+    "first_ts": pl.Int64(),  # the stream's first line (orders requests whose life start is unknown)
+    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(),  # b0/b9 before clipping: the life's own lines
+    "outcome": pl.String(),  # ok, local reply: <details>, stream reset, cut by the capture, ...
+    "link": pl.String(),  # how the upstream connection was linked: attached, pool-line-...
+    "new_upstream_conn": pl.Boolean(),  # the request waited for a new upstream connection
+    **{f"b{i}": pl.Int64() for i in range(10)},  # phase boundaries (analysis/phases.py)
+    "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
+    "flush_work_us": pl.Int64(),  # a tracer flush's own worker time (on the flush's internal request)
+    "downstream_tls_handshake_us": pl.Int64(),  # handshake before the connection's first request (outside total)
+}
+#: Requests stitched across origins (analysis/stitch.py).
+PEER_SCHEMA: dict[str, pl.DataType] = {"peer_origin": pl.String(), "peer_request_uid": pl.String(),
+                                       "network_out_us": pl.Int64(), "network_back_us": pl.Int64()}
+
+#: Requests stage (requests.build_requests): one row per HTTP stream with its identity, milestones and the
+#: timestamps of the lines the phases and event-loop stages cut at (``*_ts``, see fallbacks.BOUNDARY_SOURCES).
+REQUEST_LINES_SCHEMA: dict[str, pl.DataType] = {
+    **_REQUEST_IDENTITY,
+    "conn_id": pl.Int64(),  # = downstream_conn_id, under the events' name (join key with events)
+    **{c: REQUEST_DETAIL_SCHEMA[c] for c in ("cluster", "retries", "log_lines", "first_ts", "life_start_us",
+                                             "life_end_us", "outcome", "link", "new_upstream_conn")},
+    "first_line_no": pl.Int64(), "conn_first_ts": pl.Int64(),
+    **{c: pl.Int64() for c in ("new_stream_ts", "read_start_ts", "parse_start_ts", "hdr_ts", "route_ts",
+                               "router_any_ts", "pool_ready_ts", "us_tx_start_ts", "us_written_ts",
+                               "us_read_start_ts", "us_resp_router_ts", "response_end_ts", "life_end_ts")},
+}
+#: Phases stage (phases.attribute_phases): the contract but the event-loop estimates, the detail columns, and
+#: what the event-loop stage reads besides (tie-break, the connection's first line, the upstream read event).
+PHASED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    **{c: t for c, t in REQUEST_SCHEMA.items() if c not in ("loop_queue_us", "queue_before_read_us")},
+    **REQUEST_DETAIL_SCHEMA,
+    "first_line_no": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
+}
+#: Event-loop stage (loop.loop_queue): the contract, then the detail columns.
+QUEUED_REQUEST_SCHEMA: dict[str, pl.DataType] = {**REQUEST_SCHEMA, **REQUEST_DETAIL_SCHEMA}
+#: The requests frame of ``analyse`` / ``Capture.requests`` (after stitching): contract, detail, peers.
+REQUEST_FRAME_SCHEMA: dict[str, pl.DataType] = {**QUEUED_REQUEST_SCHEMA, **PEER_SCHEMA}
+
 PHASES_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "phase": pl.String(), "detail": pl.String(), "start_us": pl.Int64(),
     "end_us": pl.Int64(), "dur_us": pl.Int64(), "part_of_total": pl.Boolean(),
@@ -78,3 +127,24 @@ LOOP_SCHEMA: dict[str, pl.DataType] = {
     "origin": pl.String(), "thread": pl.Int64(), "start_us": pl.Int64(), "end_us": pl.Int64(),
     "conn_id": pl.Int64(), "kind": pl.String(), "lines": pl.Int64(),
 }
+#: Per worker (loop.worker_stats, ``Capture.workers()``; read by findings and the dashboard).
+WORKER_SCHEMA: dict[str, pl.DataType] = {
+    "origin": pl.String(), "thread": pl.Int64(), "utilisation": pl.Float64(), "busy_us": pl.Int64(),
+    "requests": pl.UInt32(), "connections": pl.UInt32(), "window_us": pl.Int64(), "waited": pl.UInt32(),
+    "wait_p50_us": pl.Int64(),
+}
+#: Event-loop queueing windows (loop.loop_queue): where a request's event waited for its worker, and the other
+#: connections the worker served meanwhile, in the order served. The phases frame shows them as ``loop_queue``
+#: rows whose detail is :func:`loop.render_queueing`'s text.
+QUEUEING_SCHEMA: dict[str, pl.DataType] = {
+    "request_uid": pl.String(), "where": pl.String(), "start_us": pl.Int64(), "end_us": pl.Int64(),
+    "dur_us": pl.Int64(), "conn_ids": pl.List(pl.Int64()),
+}
+
+
+def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A stage's exit: exactly ``schema``'s columns, in its order and types (scratch columns dropped).
+
+    A declared column the stage did not make is an error (``ColumnNotFoundError``), never a silent null.
+    """
+    return frame.select(pl.col(c).cast(t) for c, t in schema.items())

@@ -38,7 +38,7 @@ def flush_bursts(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Worker time of each flush: ``flush_uid, origin, thread, start_us, end_us`` (one row per burst)."""
     empty = pl.DataFrame(schema={"flush_uid": pl.String(), "origin": pl.String(), "thread": pl.Int64(),
                                  "start_us": pl.Int64(), "end_us": pl.Int64()})
-    if "cluster" not in requests.columns or requests.height == 0:
+    if requests.height == 0:
         return empty
     flushes = requests.filter(is_flush()).select(
         flush_uid="request_uid", origin="origin", conn_id="conn_id", stream_id="stream_id",

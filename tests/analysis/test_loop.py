@@ -8,6 +8,7 @@ import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
 from envoy_dissector.analysis.loop import WAIT_POINTS
+from envoy_dissector.analysis.requests import _main_threads
 from envoy_dissector.analysis.pipeline import analyse
 
 ALL = discover()
@@ -166,7 +167,7 @@ def test_retry_backoff_is_idle_not_busy() -> None:
 def test_inferred_lanes_match_real_workers(rel: str) -> None:
     """Strip thread ids from a capture that has them; every inferred lane must be one real worker."""
     cap = truth(rel).capture()
-    main = cap.requests["main_thread"].drop_nulls().unique().to_list()
+    main = _main_threads(cap.events)["main_thread"].to_list()
     stripped = cap.events.with_columns(true_thread=pl.col("thread"), thread=pl.lit(None, dtype=pl.Int64))
     result = analyse(stripped)
     assert any("inferred" in n for n in result.notes)
@@ -208,7 +209,8 @@ def _naive_competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> dict[tuple[
 def test_competitors_match_the_naive_listing(seed: int) -> None:
     import random
 
-    from envoy_dissector.analysis.loop import _competitors
+    from envoy_dissector.analysis.loop import _competitors, render_queueing
+    from envoy_dissector.analysis.schema import QUEUEING_SCHEMA
 
     rnd = random.Random(seed)
     rows = []
@@ -230,8 +232,13 @@ def test_competitors_match_the_naive_listing(seed: int) -> None:
                                    "where": pl.String, "start_us": pl.Int64, "end_us": pl.Int64}, orient="row")
     got = _competitors(windows, loop)
     assert got.height == windows.height
+    assert dict(got.schema) == QUEUEING_SCHEMA
     expected = _naive_competitors(windows, loop)
-    for uid, detail in got.select("request_uid", "detail").iter_rows():
+    shown = render_queueing(got)  # the phases frame's text, from the structured connections
+    assert shown["detail"].to_list() == [f"{w}: " + (" + ".join(f"C{c}" for c in conns) if conns else
+                                                      "(no other connection logged)")
+                                         for w, conns in got.select("where", "conn_ids").iter_rows()]
+    for uid, detail in shown.select("request_uid", "detail").iter_rows():
         where = detail.split(":", 1)[0]
         assert expected[(uid, where)] == detail
 

@@ -5,10 +5,24 @@ import polars as pl
 import pytest
 from truth import Truth, capture_of, discover, fixture_ids
 
-from envoy_dissector.analysis.loop import infer_threads
-from envoy_dissector.analysis.pipeline import split_restarts
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.loop import infer_threads, loop_queue, slices
+from envoy_dissector.analysis.phases import attribute_phases
+from envoy_dissector.analysis.pipeline import analyse, split_restarts
 from envoy_dissector.analysis.requests import build_requests, connection_links
-from envoy_dissector.analysis.schema import LINK_SCHEMA, LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_SCHEMA
+from envoy_dissector.analysis.schema import (
+    LINK_SCHEMA,
+    LOOP_SCHEMA,
+    PHASED_REQUEST_SCHEMA,
+    PHASES_SCHEMA,
+    QUEUED_REQUEST_SCHEMA,
+    QUEUEING_SCHEMA,
+    REQUEST_FRAME_SCHEMA,
+    REQUEST_LINES_SCHEMA,
+    REQUEST_SCHEMA,
+    WORKER_SCHEMA,
+)
+from envoy_dissector.analysis.stitch import stitch
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 TRUTHS = discover()
@@ -20,18 +34,66 @@ def _schema(frame: pl.DataFrame) -> dict[str, pl.DataType]:
 
 @pytest.mark.parametrize("t", TRUTHS, ids=fixture_ids(TRUTHS))
 def test_every_stage_returns_its_declared_frame(t: Truth) -> None:
+    """Each stage's output has exactly its declared columns (no scratch column leaks out), in order and type."""
     cap = capture_of(t.log, t.log_format)
-    assert _schema(cap.events) == EVENT_SCHEMA
-    assert _schema(cap.phases) == PHASES_SCHEMA
-    assert _schema(cap.loop) == LOOP_SCHEMA
-    assert _schema(cap.requests.select(list(REQUEST_SCHEMA))) == REQUEST_SCHEMA
-    assert cap.requests.columns[:len(REQUEST_SCHEMA)] == list(REQUEST_SCHEMA)  # the contract comes first
-    events, _ = split_restarts(cap.events)
+    events, _ = split_restarts(cap.events.filter(pl.col("ts_us").is_not_null()))
     assert _schema(events) == EVENT_SCHEMA
     links = connection_links(events)
     assert _schema(links) == LINK_SCHEMA
     inferred, _ = infer_threads(events.with_columns(thread=pl.lit(None, pl.Int64)), links)
     assert _schema(inferred) == EVENT_SCHEMA
+    lines = build_requests(events)
+    assert _schema(lines) == REQUEST_LINES_SCHEMA
+    phased, phases = attribute_phases(lines, events)
+    assert _schema(phased) == PHASED_REQUEST_SCHEMA
+    assert _schema(phases) == PHASES_SCHEMA
+    loop = slices(events)
+    assert _schema(loop) == LOOP_SCHEMA
+    queued, queueing = loop_queue(phased, loop)
+    assert _schema(queued) == QUEUED_REQUEST_SCHEMA
+    assert _schema(queueing) == QUEUEING_SCHEMA
+    stitched, _ = stitch(queued)
+    assert _schema(stitched) == REQUEST_FRAME_SCHEMA
+    # What a capture holds: the same declared frames, the contract first.
+    assert _schema(cap.events) == EVENT_SCHEMA
+    assert _schema(cap.requests) == REQUEST_FRAME_SCHEMA
+    assert cap.requests.columns[:len(REQUEST_SCHEMA)] == list(REQUEST_SCHEMA)
+    assert _schema(cap.phases) == PHASES_SCHEMA
+    assert _schema(cap.loop) == LOOP_SCHEMA
+    assert _schema(cap.queueing) == QUEUEING_SCHEMA
+    assert _schema(cap.workers()) == WORKER_SCHEMA
+
+
+QUEUED = [t for t in TRUTHS if t.rel.endswith("/lua-cpu")]
+
+
+@pytest.mark.parametrize("t", QUEUED, ids=fixture_ids(QUEUED))
+def test_queueing_is_the_loop_queue_rows(t: Truth) -> None:
+    """The structured queueing windows and the phases frame's ``loop_queue`` rows are the same windows, and
+    their parts add up to each request's estimates."""
+    cap = capture_of(t.log, t.log_format)
+    rows = cap.phases.filter(pl.col("phase") == "loop_queue").select("request_uid", "start_us", "end_us", "dur_us")
+    windows = cap.queueing.select("request_uid", "start_us", "end_us", "dur_us")
+    assert rows.sort(pl.all()).equals(windows.sort(pl.all()))
+    per_request = cap.queueing.group_by("request_uid").agg(
+        before=pl.col("dur_us").filter(pl.col("where") == "before read").sum(),
+        inside=pl.col("dur_us").filter(pl.col("where") != "before read").sum())
+    r = cap.requests.join(per_request, on="request_uid", how="left").with_columns(
+        pl.col("before", "inside").fill_null(0))
+    assert (r["queue_before_read_us"] == r["before"]).all()
+    capped = r.select(pl.min_horizontal("inside", pl.col("total_us").clip(lower_bound=0)))["inside"]
+    assert (r["loop_queue_us"] == capped).all()
+    assert r["before"].sum() + r["inside"].sum() > 0  # the fixtures do queue
+
+
+def test_a_capture_without_requests_has_the_same_declared_frames() -> None:
+    cap = dissect("fixtures/info-level/istio-thread/keepalive/envoy.log")
+    assert cap.requests.height == 0
+    assert _schema(cap.requests) == REQUEST_FRAME_SCHEMA
+    assert _schema(cap.phases) == PHASES_SCHEMA
+    assert _schema(cap.loop) == LOOP_SCHEMA
+    assert _schema(cap.queueing) == QUEUEING_SCHEMA
+    assert _schema(analyse(cap.events.head(0)).requests) == REQUEST_FRAME_SCHEMA
 
 
 @pytest.mark.parametrize("t", [t for t in TRUTHS if not t.has_thread_ids][:2],
