@@ -8,8 +8,8 @@ import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
 from envoy_dissector.analysis.loop import WAIT_POINTS
-from envoy_dissector.analysis.requests import _main_threads
 from envoy_dissector.analysis.pipeline import analyse
+from envoy_dissector.analysis.requests import _main_threads
 
 ALL = discover()
 THREADED = [t for t in ALL if t.has_thread_ids and t.origin_prefix is None]
