@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
-from envoy_dissector.analysis.loop import WAIT_POINTS
+from envoy_dissector.analysis.loop import BEFORE_READ, WAIT_POINTS
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.requests import _main_threads
 
@@ -57,12 +57,20 @@ def test_lua_cpu_baseline_has_little_queueing() -> None:
 
 
 def test_loop_queue_parts_add_up() -> None:
-    r = truth("istio-thread/lua-cpu").requests()
-    parts = [c for c in r.columns if c.startswith("queue_") and c.endswith("_us")]
-    assert len(parts) == len(WAIT_POINTS) and "queue_before_read_us" in parts  # the first wait point's own column
-    inside = pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts if c != "queue_before_read_us"])
+    """The queueing windows (one per wait point that waited) add up to each request's two estimates."""
+    t = truth("istio-thread/lua-cpu")
+    r = t.requests()
+    windows = t.capture().queueing
+    assert set(windows["where"].unique()) <= {w[0] for w in WAIT_POINTS}
+    assert (windows["dur_us"] > 0).all() and (windows["dur_us"] == windows["end_us"] - windows["start_us"]).all()
+    assert windows.select("request_uid", "where").is_unique().all()  # one window per wait point and request
+    per_request = windows.group_by("request_uid").agg(
+        before=pl.col("dur_us").filter(pl.col("where") == BEFORE_READ).sum(),
+        inside=pl.col("dur_us").filter(pl.col("where") != BEFORE_READ).sum())
+    r = r.join(per_request, on="request_uid", how="left").with_columns(pl.col("before", "inside").fill_null(0))
+    assert (r["queue_before_read_us"] == r["before"]).all()
     # Inside the life the parts add up to loop_queue_us unless that would exceed total_us (then it is clipped).
-    assert r.select((pl.min_horizontal(inside, "total_us") == pl.col("loop_queue_us")).all()).item()
+    assert r.select((pl.min_horizontal("inside", "total_us") == pl.col("loop_queue_us")).all()).item()
     assert (r["loop_queue_us"] >= 0).all() and (r["queue_before_read_us"] >= 0).all()
     assert r["queue_before_read_us"].sum() > 0 and r["loop_queue_us"].sum() > 0
 

@@ -69,21 +69,13 @@ QUEUED = [t for t in TRUTHS if t.rel.endswith("/lua-cpu")]
 
 @pytest.mark.parametrize("t", QUEUED, ids=fixture_ids(QUEUED))
 def test_queueing_is_the_loop_queue_rows(t: Truth) -> None:
-    """The structured queueing windows and the phases frame's ``loop_queue`` rows are the same windows, and
-    their parts add up to each request's estimates."""
+    """The phases frame's ``loop_queue`` rows are the structured queueing windows rendered for display."""
     cap = capture_of(t.log, t.log_format)
     rows = cap.phases.filter(pl.col("phase") == "loop_queue").select("request_uid", "start_us", "end_us", "dur_us")
     windows = cap.queueing.select("request_uid", "start_us", "end_us", "dur_us")
+    assert windows.height > 0
     assert rows.sort(pl.all()).equals(windows.sort(pl.all()))
-    per_request = cap.queueing.group_by("request_uid").agg(
-        before=pl.col("dur_us").filter(pl.col("where") == "before read").sum(),
-        inside=pl.col("dur_us").filter(pl.col("where") != "before read").sum())
-    r = cap.requests.join(per_request, on="request_uid", how="left").with_columns(
-        pl.col("before", "inside").fill_null(0))
-    assert (r["queue_before_read_us"] == r["before"]).all()
-    capped = r.select(pl.min_horizontal("inside", pl.col("total_us").clip(lower_bound=0)))["inside"]
-    assert (r["loop_queue_us"] == capped).all()
-    assert r["before"].sum() + r["inside"].sum() > 0  # the fixtures do queue
+    assert cap.queueing["conn_ids"].list.len().sum() > 0  # the workers served other connections meanwhile
 
 
 def test_a_capture_without_requests_has_the_same_declared_frames() -> None:
