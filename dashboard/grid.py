@@ -42,7 +42,9 @@ _STATUS = re.compile(r"^\s*(\d{3})\s*$")
 
 def grid_frame(requests: pl.DataFrame) -> pl.DataFrame:
     """The output-contract columns as the grid shows them (``stream_id`` as text: it exceeds 2^53)."""
-    return requests.select(CONTRACT_COLUMNS).with_columns(pl.col("stream_id").cast(pl.String))
+    cols = [c for c in CONTRACT_COLUMNS if c in requests.columns]
+    out = requests.select(cols)
+    return out.with_columns(pl.col("stream_id").cast(pl.String)) if "stream_id" in cols else out
 
 
 def column_defs() -> list[dict[str, Any]]:
