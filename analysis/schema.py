@@ -1,4 +1,7 @@
-"""Names of milestones, phases and the analysis frames' columns (the output contract)."""
+"""Names of milestones and phases, and the declared frames each analysis stage returns (docs/architecture.md).
+
+``REQUEST_SCHEMA`` is the output contract; the other request schemas are what each stage hands on (its
+scratch columns are dropped at its exit with :func:`conform`)."""
 from __future__ import annotations
 
 from enum import StrEnum
@@ -78,7 +81,7 @@ REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
     "retries": pl.UInt32(),  # `performing retry` lines
     "log_lines": pl.UInt32(),  # records of the stream
     "first_ts": pl.Int64(),  # the stream's first line (orders requests whose life start is unknown)
-    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(),  # b0/b9 before clipping: the life's own lines
+    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(),  # first read → last write, from the stream's lines
     "outcome": pl.String(),  # ok, local reply: <details>, stream reset, cut by the capture, ...
     "link": pl.String(),  # how the upstream connection was linked: attached, pool-line-...
     "new_upstream_conn": pl.Boolean(),  # the request waited for a new upstream connection
