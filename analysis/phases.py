@@ -18,7 +18,6 @@ import polars as pl
 
 from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.schema import PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
-from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
@@ -189,8 +188,8 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The phases stage: requests (``REQUEST_LINES_SCHEMA``) with boundaries and ``*_us`` phase columns
-    (``PHASED_REQUEST_SCHEMA``), and the long ``phases`` frame (spans, filter, Wasm, tracing and downstream
-    TLS handshake details; ``PHASES_SCHEMA``)."""
+    (``PHASED_REQUEST_SCHEMA``), and the long ``phases`` frame (spans, filter, Wasm and tracing details;
+    ``PHASES_SCHEMA``)."""
     r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
@@ -215,7 +214,6 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
              wasm_us=pl.coalesce("vm_us", "wasm_us").fill_null(0).cast(pl.Int64),
              tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64))
          .drop("vm_us", "flush_us"))
-    r, handshakes = downstream_waits(r, events)
-    phases = pl.concat([spans, details, vm, flushes, handshakes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    phases = pl.concat([spans, details, vm, flushes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
     return (conform(r, PHASED_REQUEST_SCHEMA),
             phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True]))

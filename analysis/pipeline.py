@@ -10,6 +10,7 @@ from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
+from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
 
 
@@ -68,6 +69,8 @@ def analyse(events: pl.DataFrame) -> Analysis:
         return Analysis(_with_timeless(events, timeless), pl.DataFrame(schema=REQUEST_FRAME_SCHEMA),
                         pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
     requests, phases = attribute_phases(requests, events)
+    requests, handshake_rows = downstream_waits(requests, events)
+    phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     loop = slices(events)
     requests, queueing = loop_queue(requests, loop)
     phases = pl.concat([phases, render_queueing(queueing)]).sort("request_uid", "start_us")

@@ -106,14 +106,18 @@ REQUEST_LINES_SCHEMA: dict[str, pl.DataType] = {
                                "router_any_ts", "pool_ready_ts", "us_tx_start_ts", "us_written_ts",
                                "us_read_start_ts", "us_resp_router_ts", "response_end_ts", "life_end_ts")},
 }
-#: Phases stage (phases.attribute_phases): the contract but the event-loop estimates, the detail columns, and
-#: what the event-loop stage reads besides (tie-break, the connection's first line, the upstream read event).
+#: Downstream TLS waits (tls.downstream_waits) append this column to the phases stage's requests.
+DOWNSTREAM_TLS_SCHEMA: dict[str, pl.DataType] = {"downstream_tls_handshake_us": pl.Int64()}
+#: Phases stage (phases.attribute_phases): the contract but the event-loop estimates, the detail columns but
+#: the downstream TLS wait, and what the next steps read besides (the downstream connection under the events'
+#: name, the tie-break, the connection's first line, the upstream read event).
 PHASED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     **{c: t for c, t in REQUEST_SCHEMA.items() if c not in ("loop_queue_us", "queue_before_read_us")},
-    **REQUEST_DETAIL_SCHEMA,
-    "first_line_no": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
+    **{c: t for c, t in REQUEST_DETAIL_SCHEMA.items() if c not in DOWNSTREAM_TLS_SCHEMA},
+    "conn_id": pl.Int64(), "first_line_no": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
 }
-#: Event-loop stage (loop.loop_queue): the contract, then the detail columns.
+#: Event-loop stage (loop.loop_queue; its input is ``PHASED_REQUEST_SCHEMA`` + ``DOWNSTREAM_TLS_SCHEMA``):
+#: the contract, then the detail columns.
 QUEUED_REQUEST_SCHEMA: dict[str, pl.DataType] = {**REQUEST_SCHEMA, **REQUEST_DETAIL_SCHEMA}
 #: The requests frame of ``analyse`` / ``Capture.requests`` (after stitching): contract, detail, peers.
 REQUEST_FRAME_SCHEMA: dict[str, pl.DataType] = {**QUEUED_REQUEST_SCHEMA, **PEER_SCHEMA}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.requests import TLS_KINDS
-from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.parser.kinds import EventKind
 
 HANDSHAKE_SCHEMA = {"origin": pl.String(), "conn_id": pl.Int64(), "direction": pl.String(),
@@ -49,10 +48,10 @@ def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     firsts = requests.filter(pl.col("life_start_us").is_not_null()).sort("life_start_us").group_by(
         "origin", "conn_id").agg(request_uid=pl.col("request_uid").first())
     waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner")
-    rows = waited.select("request_uid", phase=pl.lit(Phase.TLS_HANDSHAKE.value), detail=pl.lit("downstream"),
+    rows = waited.select("request_uid", phase=pl.lit("tls_handshake"), detail=pl.lit("downstream"),
                          start_us="start_us", end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
                          part_of_total=pl.lit(False))
-    out = requests.join(
+    out = requests.drop("downstream_tls_handshake_us", strict=False).join(
         rows.select("request_uid", downstream_tls_handshake_us="dur_us"), on="request_uid", how="left")
     return out, rows
 

@@ -11,6 +11,7 @@ from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import analyse, split_restarts
 from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import (
+    DOWNSTREAM_TLS_SCHEMA,
     LINK_SCHEMA,
     LOOP_SCHEMA,
     PHASED_REQUEST_SCHEMA,
@@ -23,6 +24,7 @@ from envoy_dissector.analysis.schema import (
     WORKER_SCHEMA,
 )
 from envoy_dissector.analysis.stitch import stitch
+from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 TRUTHS = discover()
@@ -47,9 +49,12 @@ def test_every_stage_returns_its_declared_frame(t: Truth) -> None:
     phased, phases = attribute_phases(lines, events)
     assert _schema(phased) == PHASED_REQUEST_SCHEMA
     assert _schema(phases) == PHASES_SCHEMA
+    waited, handshake_rows = downstream_waits(phased, events)
+    assert _schema(waited) == {**PHASED_REQUEST_SCHEMA, **DOWNSTREAM_TLS_SCHEMA}
+    assert handshake_rows.columns == list(PHASES_SCHEMA)  # cast to it where they join the phases frame
     loop = slices(events)
     assert _schema(loop) == LOOP_SCHEMA
-    queued, queueing = loop_queue(phased, loop)
+    queued, queueing = loop_queue(waited, loop)
     assert _schema(queued) == QUEUED_REQUEST_SCHEMA
     assert _schema(queueing) == QUEUEING_SCHEMA
     stitched, _ = stitch(queued)
