@@ -14,7 +14,7 @@ from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
 from envoy_dissector.analysis.stitch import render_stitching
-from envoy_dissector.analysis.units import column_unit, in_unit
+from envoy_dissector.analysis.units import column_unit, in_unit, table_units
 
 WIDTH = 100
 SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "  "}
@@ -113,10 +113,8 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
     hidden += [key for key, _ in SHARE_ROWS if not pct[key]["max"]]
     rows = [(p, p, "") for p in shown] + [(k, label, "") for k, label in shares] + list(TOTAL_ROWS)
     stats = ("p50", "p90", "p99", "max")
-    units = {st: column_unit(pct[key][st] for key, _, _ in rows) for st in stats}
-    decimals = 2
-    if _ms_tick(capture):  # every figure is ±1 ms: whole ms everywhere, no false precision
-        units, decimals = dict.fromkeys(stats, "ms"), 0
+    units, decimals = table_units({st: [pct[key][st] for key, _, _ in rows] for st in stats},
+                                  capture.quality().timestamp_tick_us)
     lines = [f"{'phase':<22}" + "".join(f"{st + ' ' + units[st]:>10}" for st in stats)]
     for key, label, what in rows:
         if key == "total":

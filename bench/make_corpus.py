@@ -46,18 +46,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from envoy_dissector.lab.formats import resolve_log_format
 from envoy_dissector.lab.run import run_scenario
 
 #: One pass over a block rewrites the four things that must change per piece.
 _REWRITE = re.compile(
     rb"(?m)^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"  # istio text: record start (whole seconds)
     rb"|^\[(?P<ts2>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"  # envoy default layout
-    rb"|(?P<cpre>\[C|ConnectionId\":\"|ConnectionId\\\\\":\\\\\")(?P<cid>\d+)"
+    rb"|(?P<tpre>\"time\":\")(?P<ts3>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"  # istio JSON
+    rb"|(?P<cpre>\[C|ConnectionId(?:\\)*\":(?:\\)*\")(?P<cid>\d+)"  # (quotes escaped 0, 1, 2 times)
     rb"|(?P<xpre>'x-request-id', ')(?P<xid>[0-9a-f]{8})"
 )
-_TS_TEXT = re.compile(rb"(?m)^\[?(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)")
-_CONN = re.compile(rb"(?:\[C|ConnectionId\":\")(\d+)")
+_TS_TEXT = re.compile(rb"(?m)(?:^\[?|^\{.*?\"time\":\")(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)")
+_CONN = re.compile(rb"(?:\[C|ConnectionId(?:\\)*\":(?:\\)*\")(\d+)")
 _BLOCK = 8 * 1024 * 1024
 
 
@@ -92,7 +92,7 @@ def scan(path: Path) -> tuple[datetime, datetime, int, int]:
         if ids:
             max_conn = max(max_conn, max(int(i) for i in ids))
     if first is None or last is None:
-        raise SystemExit(f"{path}: no timestamps found; is it a text (not JSON) log?")
+        raise SystemExit(f"{path}: no timestamps found")
     return first, last, max_conn, path.stat().st_size
 
 
@@ -116,6 +116,8 @@ class Rewriter:
             return self._ts(m.group("ts"), "T")
         if m.group("ts2") is not None:
             return b"[" + self._ts(m.group("ts2"), " ")
+        if m.group("ts3") is not None:
+            return m.group("tpre") + self._ts(m.group("ts3"), "T")
         if m.group("cid") is not None:
             return m.group("cpre") + str(int(m.group("cid")) + self.conn_offset).encode()
         xid = int(m.group("xid"), 16) ^ (self.copy * 0x9E3779B1 & 0xFFFFFFFF)
@@ -157,12 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=8000, help="requests per run (lab cap 20000; default 8000)")
     ap.add_argument("--scenario", default="workers", help="lab scenario (default workers)")
     ap.add_argument("--log-format", default="istio-thread",
-                    help="lab log format name (text formats only; default istio-thread)")
+                    help="lab log format name (text or JSON; default istio-thread)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/envoy-corpus/corpus.log"))
     ap.add_argument("--fresh", action="store_true", help="re-run Envoy even if runs exist")
     args = ap.parse_args(argv)
-    if resolve_log_format(args.log_format)[1].lstrip().startswith("{"):
-        raise SystemExit("JSON formats are not supported by the rewriter; use a text format")
 
     t0 = time.time()
     logs = make_runs(args.out.parent / "runs", args.runs, args.requests, args.scenario, args.log_format, args.fresh)

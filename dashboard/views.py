@@ -13,7 +13,7 @@ from dash import dcc, html
 from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
-from envoy_dissector.analysis.units import format_us
+from envoy_dissector.analysis.units import format_us, in_unit, table_units
 from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000
@@ -43,9 +43,13 @@ def _table(header: list[str], rows: list[list[Any]], *, id: str | None = None,
 
 
 def percentile_table(summary: dict[str, Any]) -> html.Table:
-    """Per-phase p50/p90/p99/max in µs."""
-    rows = [[p, us(v["p50"]), us(v["p90"]), us(v["p99"]), us(v["max"])] for p, v in summary["phases"].items()]
-    return _table(["phase", "p50", "p90", "p99", "max"], rows, id="percentile-table")
+    """Per-phase p50/p90/p99/max, one unit per column (in its header), as the terminal report writes them."""
+    stats = ("p50", "p90", "p99", "max")
+    phases = summary["phases"]
+    units, decimals = table_units({st: [v[st] for v in phases.values()] for st in stats},
+                                  summary["capture_quality"]["timestamp_tick_us"])
+    rows = [[p, *(in_unit(v[st], units[st], decimals) for st in stats)] for p, v in phases.items()]
+    return _table(["phase", *(f"{st} ({units[st]})" for st in stats)], rows, id="percentile-table")
 
 
 def facts(ds: Dataset) -> html.Div:

@@ -15,7 +15,7 @@ from truth import ABS_TOLERANCE_US, FIXTURES, REL_TOLERANCE, Truth, capture_of, 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.report import WIDTH, render
 from envoy_dissector.analysis.stats import counted, median, percentiles
-from envoy_dissector.analysis.units import format_us
+from envoy_dissector.analysis.units import format_us, in_unit
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.datasets import Registry
 from envoy_dissector.parser.errors import DissectorError
@@ -57,12 +57,14 @@ def test_one_p50_per_phase_everywhere(rel: str, tmp_path: Path) -> None:
     notebook = {p: v["p50"] for p, v in cap.summary()["phases"].items()}
     report = _report_p50(proc.stdout)
     ds = Registry().add(cap, name=rel, owner=None)
-    dashboard = {row[0]: row[1] for row in _cells(views.percentile_table(ds.summary()))}
+    table = views.percentile_table(ds.summary())
+    p50_unit = _header(table)[1].removeprefix("p50 (").removesuffix(")")
+    dashboard = {row[0]: row[1] for row in _cells(table)}
     r = counted(cap.requests)
     assert from_json == notebook
     for phase, p50 in from_json.items():
         assert p50 == median(r[f"{phase}_us"]), phase  # the notebook's own median is the same number
-        assert dashboard[phase] == format_us(p50), phase
+        assert dashboard[phase] == in_unit(p50, p50_unit), phase
         if phase in report:  # rows that are zero in every request are hidden (and said so)
             unit_step = 10 if p50 >= 10_000 else 1  # ms cells carry two decimals
             assert abs(report[phase] - p50) < unit_step, (phase, report[phase], p50)
@@ -73,6 +75,10 @@ def test_one_p50_per_phase_everywhere(rel: str, tmp_path: Path) -> None:
         for phase, value in re.findall(r"median (\w+) ([\d,.]+ (?:µs|ms))", f.evidence):
             if phase in from_json:
                 assert value == format_us(from_json[phase]), (f.id, phase, value)
+
+
+def _header(table: object) -> list[str]:
+    return [th.children for th in table.children[0].children.children]  # type: ignore[attr-defined]
 
 
 def _cells(table: object) -> list[list[str]]:
