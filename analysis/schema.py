@@ -80,7 +80,8 @@ REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
     "cluster": pl.String(),  # the route's cluster
     "retries": pl.UInt32(),  # `performing retry` lines
     "log_lines": pl.UInt32(),  # records of the stream
-    "first_ts": pl.Int64(),  # the stream's first line (orders requests whose life start is unknown)
+    # the stream's first and last line (order requests whose life is unknown; place Envoy's own streams)
+    "first_ts": pl.Int64(), "last_ts": pl.Int64(), "first_line_no": pl.Int64(),
     "life_start_us": pl.Int64(), "life_end_us": pl.Int64(),  # first read → last write, from the stream's lines
     "outcome": pl.String(),  # ok, local reply: <details>, stream reset, cut by the capture, ...
     "link": pl.String(),  # how the upstream connection was linked: attached, pool-line-...
@@ -99,9 +100,10 @@ PEER_SCHEMA: dict[str, pl.DataType] = {"peer_origin": pl.String(), "peer_request
 REQUEST_LINES_SCHEMA: dict[str, pl.DataType] = {
     **_REQUEST_IDENTITY,
     "conn_id": pl.Int64(),  # = downstream_conn_id, under the events' name (join key with events)
-    **{c: REQUEST_DETAIL_SCHEMA[c] for c in ("cluster", "retries", "log_lines", "first_ts", "life_start_us",
-                                             "life_end_us", "outcome", "link", "new_upstream_conn")},
-    "first_line_no": pl.Int64(), "conn_first_ts": pl.Int64(),
+    **{c: REQUEST_DETAIL_SCHEMA[c] for c in ("cluster", "retries", "log_lines", "first_ts", "last_ts",
+                                             "first_line_no", "life_start_us", "life_end_us", "outcome", "link",
+                                             "new_upstream_conn")},
+    "conn_first_ts": pl.Int64(),
     **{c: pl.Int64() for c in ("new_stream_ts", "read_start_ts", "parse_start_ts", "hdr_ts", "route_ts",
                                "router_any_ts", "pool_ready_ts", "us_tx_start_ts", "us_written_ts",
                                "us_read_start_ts", "us_resp_router_ts", "response_end_ts", "life_end_ts")},
@@ -114,7 +116,7 @@ DOWNSTREAM_TLS_SCHEMA: dict[str, pl.DataType] = {"downstream_tls_handshake_us": 
 PHASED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     **{c: t for c, t in REQUEST_SCHEMA.items() if c not in ("loop_queue_us", "queue_before_read_us")},
     **{c: t for c, t in REQUEST_DETAIL_SCHEMA.items() if c not in DOWNSTREAM_TLS_SCHEMA},
-    "conn_id": pl.Int64(), "first_line_no": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
+    "conn_id": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
 }
 #: Event-loop stage (loop.loop_queue; its input is ``PHASED_REQUEST_SCHEMA`` + ``DOWNSTREAM_TLS_SCHEMA``):
 #: the contract, then the detail columns.
