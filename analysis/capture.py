@@ -91,7 +91,8 @@ class Capture:
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"])),
+                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"]),
+                self.internal_work()),
                 self.quality(), self.requests)
         return self._cache["findings"]
 
@@ -211,15 +212,15 @@ class Capture:
         return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end, internal=self.internal_work())
 
     def internal_work(self) -> pl.DataFrame:
-        """Envoy's own work on the workers (tracing span flushes): ``origin, thread, start_us, end_us, label``."""
+        """Envoy's own work on its threads (tracing flushes, filter calls such as ext_authz, health checks), one
+        row per burst: ``origin, thread, start_us, end_us, kind, label, work_uid, owner_uid`` (analysis/internal.py)."""
         if "internal_work" not in self._cache:
-            from envoy_dissector.analysis.tracing import flush_bursts
+            from envoy_dissector.analysis.internal import work_bursts
 
             requests = self.requests.with_columns(conn_id=pl.col("downstream_conn_id"))
-            bursts = flush_bursts(requests, self.events)
-            self._cache["internal_work"] = bursts.select(
-                "origin", "thread", "start_us", "end_us",
-                label=pl.lit("tracing flush ") + pl.col("flush_uid").str.split(":").list.last())
+            bursts = work_bursts(requests, self.events)
+            self._cache["internal_work"] = bursts.select("origin", "thread", "start_us", "end_us", "kind", "label",
+                                                         "work_uid", "owner_uid")
         return self._cache["internal_work"]
 
     def _repr_html_(self) -> str:

@@ -237,11 +237,14 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    take={"ts_us": "new_stream_ts"}, tolerance=1_000_000)
     # Some layouts tag `new stream` with the connection only (Envoy 1.34 `[Tags: "ConnectionId":…]`): such a
     # line opens the stream whose first line comes next on that connection.
-    untagged = _pick(events, ("origin", "conn_id", "ts_us"), _kind(EventKind.NEW_STREAM)
+    # (on the same worker too: Envoy's own async streams all log connection id 0, as a client connection may)
+    untagged = _pick(events, ("origin", "conn_id", "thread", "ts_us"), _kind(EventKind.NEW_STREAM)
                      & pl.col("conn_id").is_not_null() & pl.col("stream_id").is_null())
     if untagged.height:
-        opened = asof(untagged, streams.select(*CONN, "stream_id", "first_ts"), left_on="ts_us", right_on="first_ts",
-                      by=CONN, strategy="forward", take={"stream_id": "stream_id"}, tolerance=1_000_000).filter(
+        lane = pl.col("thread").fill_null(-1).alias("lane__")
+        opened = asof(untagged.with_columns(lane), streams.select(*CONN, "stream_id", "first_ts", lane),
+                      left_on="ts_us", right_on="first_ts", by=[*CONN, "lane__"], strategy="forward",
+                      take={"stream_id": "stream_id"}, tolerance=1_000_000).filter(
             pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
             untagged_new_stream_ts=pl.col("ts_us").max())
         streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns(
@@ -294,8 +297,11 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.join(up_first.rename({"conn_id": "upstream_conn_id"}), on=UPSTREAM_CONN, how="left",
                            maintain_order="left")
     router_start = pl.coalesce("route_ts", "router_any_ts")
-    # A connection this request waited for: it was set up (connect lines) between route match and pool ready.
-    new_conn = ((pl.col("up_first_ts") >= router_start) & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
+    # A new connection of this request: set up (connect lines) between the request's start and its pool ready —
+    # after its route match, or while a filter held it (an ext_authz check) for another request's demand, which
+    # Envoy then reports for this request too (US_CX_BEG after its DS_RX_BEG).
+    new_conn = ((pl.col("up_first_ts") >= pl.coalesce("new_stream_ts", router_start))
+                & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
                 & pl.col("up_connecting_ts").is_not_null())
     streams = streams.with_columns(
         new_upstream_conn=new_conn.fill_null(False),

@@ -61,7 +61,8 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "protocol": pl.String(), "complete": pl.Boolean(), "internal": pl.Boolean(), "upstream_attempts": pl.Int64(),
     **{c: pl.Int64() for c in MILESTONE_COLUMNS},
     "downstream_read_us": pl.Int64(), "header_parse_us": pl.Int64(), "filter_chain_us": pl.Int64(),
-    "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "router_us": pl.Int64(), "upstream_connect_us": pl.Int64(),
+    "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "internal_us": pl.Int64(), "router_us": pl.Int64(),
+    "upstream_connect_us": pl.Int64(),
     "tls_handshake_us": pl.Int64(),
     "upstream_send_us": pl.Int64(), "upstream_wait_us": pl.Int64(), "response_parse_us": pl.Int64(),
     "encode_us": pl.Int64(), "downstream_write_us": pl.Int64(), "total_us": pl.Int64(), "loop_queue_us": pl.Int64(),
@@ -88,7 +89,8 @@ REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
     "new_upstream_conn": pl.Boolean(),  # the request waited for a new upstream connection
     **{f"b{i}": pl.Int64() for i in range(10)},  # phase boundaries (analysis/phases.py)
     "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
-    "flush_work_us": pl.Int64(),  # a tracer flush's own worker time (on the flush's internal request)
+    # on an internal request: what it was (internal.WorkKind), its own worker time, the same for tracer flushes
+    "internal_kind": pl.String(), "internal_work_us": pl.Int64(), "flush_work_us": pl.Int64(),
     "downstream_tls_handshake_us": pl.Int64(),  # handshake before the connection's first request (outside total)
 }
 #: Requests stitched across origins (analysis/stitch.py).

@@ -85,6 +85,8 @@ lifecycle
     | deferredDeleteAdded | deferredDeleteCleared
     // cluster manager, wasm, lua
     | noHealthyHost | wasmLog | celError | luaLog | wasmVmEnter | wasmVmExit
+    // Envoy's own requests: active health checks (logger `hc`), async-client answers, ext_authz calls
+    | healthCheckResult | healthCheckFailure | asyncResponseHeaders | extAuthzCalling
     ;
 
 // ---- connection ----
@@ -242,6 +244,16 @@ luaLog : 'script log: ' text=rest ;
 // The first argument of an HTTP context's callbacks is the module's context id.
 wasmVmEnter : '[host->vm] ' wasm_call=WORD '(' (wasm_context=INT anything)? ')' ;
 wasmVmExit : '[host<-vm] ' wasm_call=WORD ' return: ' rest ;
+
+// ---- Envoy's own requests ----
+// Active health checking (health_checker_impl.cc, logger `hc`; Envoy runs it on the main thread). One line per
+// check on the checker's connection: the answer's status (`hc response=` before 1.22) and the host's flags.
+healthCheckResult : ('hc response_code=' | 'hc response=') status=INT ' health_flags=' text=rest ;
+healthCheckFailure : ('connection/stream error health_flags=' | 'connection/stream timeout health_flags=') text=rest ;
+// The async client (tracing flushes, ext_authz http_service, Lua httpCall) received its answer's headers.
+asyncResponseHeaders : 'async http request response headers (end_stream=' end_stream=WORD '):' ;
+// The ext_authz filter starts its check of the request whose stream id the line carries.
+extAuthzCalling : 'ext_authz filter calling authorization server' anything ;
 
 // ---- recognised, not used by the analysis ----
 noise

@@ -141,6 +141,10 @@ class EventKind(StrEnum):
     LUA_LOG = "lua_log"
     WASM_VM_ENTER = "wasm_vm_enter"
     WASM_VM_EXIT = "wasm_vm_exit"
+    HEALTH_CHECK_RESULT = "health_check_result"
+    HEALTH_CHECK_FAILURE = "health_check_failure"
+    ASYNC_RESPONSE_HEADERS = "async_response_headers"
+    EXT_AUTHZ_CALLING = "ext_authz_calling"
     # noise: recognised, not used by the analysis (``background`` = quiet loggers)
     TIMER_NOISE = "timer_noise"
     LOAD_SHED_NOISE = "load_shed_noise"

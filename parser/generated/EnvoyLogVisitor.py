@@ -689,6 +689,26 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#healthCheckResult.
+    def visitHealthCheckResult(self, ctx:EnvoyLogParser.HealthCheckResultContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#healthCheckFailure.
+    def visitHealthCheckFailure(self, ctx:EnvoyLogParser.HealthCheckFailureContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#asyncResponseHeaders.
+    def visitAsyncResponseHeaders(self, ctx:EnvoyLogParser.AsyncResponseHeadersContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#extAuthzCalling.
+    def visitExtAuthzCalling(self, ctx:EnvoyLogParser.ExtAuthzCallingContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#noise.
     def visitNoise(self, ctx:EnvoyLogParser.NoiseContext):
         return self.visitChildren(ctx)
