@@ -114,7 +114,7 @@ REQUEST_LINES_SCHEMA: dict[str, pl.DataType] = {
 DOWNSTREAM_TLS_SCHEMA: dict[str, pl.DataType] = {"downstream_tls_handshake_us": pl.Int64()}
 #: Phases stage (phases.attribute_phases): the contract but the event-loop estimates, the detail columns but
 #: the downstream TLS wait, and what the next steps read besides (the downstream connection under the events'
-#: name, the tie-break, the connection's first line, the upstream read event).
+#: name, the connection's first line, the upstream read event).
 PHASED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
     **{c: t for c, t in REQUEST_SCHEMA.items() if c not in ("loop_queue_us", "queue_before_read_us")},
     **{c: t for c, t in REQUEST_DETAIL_SCHEMA.items() if c not in DOWNSTREAM_TLS_SCHEMA},
