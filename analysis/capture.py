@@ -13,7 +13,7 @@ from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.loop import worker_stats, worker_threads
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.quality import CaptureQuality, assess, at_resolution, capture_span, partial_requests
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
@@ -37,7 +37,7 @@ class Capture:
     records: pl.DataFrame
     #: records + kind + typed fields
     events: pl.DataFrame
-    #: one row per HTTP stream; the output-contract columns come first
+    #: one row per HTTP stream (``REQUEST_FRAME_SCHEMA``): the output-contract columns, then the declared detail
     requests: pl.DataFrame
     #: long form: request_uid, phase, detail, start_us, end_us, dur_us, part_of_total
     phases: pl.DataFrame
@@ -49,6 +49,8 @@ class Capture:
     name: str = "capture"
     #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
     stitching: Stitching = field(default_factory=Stitching)
+    #: event-loop queueing windows: request_uid, where, start_us, end_us, dur_us, conn_ids (served meanwhile)
+    queueing: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=QUEUEING_SCHEMA))
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -133,7 +135,7 @@ class Capture:
             "findings": [f.as_dict() for f in self.findings()],
             "tls_handshakes": tls_counts(self.events),
             "stitching": self.stitching.as_dict(),
-            "by": {by: grouped(self.requests, by).head(50).to_dicts() if by in self.requests.columns else []
+            "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
         }
         if not self.requests.filter(~pl.col("internal") & pl.col("complete")).height:
@@ -157,6 +159,11 @@ class Capture:
     def request_phases(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         uid = self._request_row(request)["request_uid"]
         return self.phases.filter(pl.col("request_uid") == uid)
+
+    def request_queueing(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
+        """One request's event-loop queueing windows in time order, each with the connections served meanwhile."""
+        uid = self._request_row(request)["request_uid"]
+        return self.queueing.filter(pl.col("request_uid") == uid).sort("start_us")
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """The log records of one request: its stream's lines and its connections' lines during its life."""
@@ -275,4 +282,4 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
-                   stitching=result.stitching)
+                   stitching=result.stitching, queueing=result.queueing)

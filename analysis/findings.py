@@ -118,13 +118,11 @@ def imbalance_of(origin: str, group: pl.DataFrame) -> Imbalance:
     top, low = int(req.max() or 0), int(req.min() or 0)  # type: ignore[arg-type]
     severity: Severity | None = None
     if group.height >= 2 and top >= IMBALANCE_MIN_REQUESTS and top / max(low, 1) >= IMBALANCE_RATIO:
-        severity = "info"
-        if "waited" in group.columns:
-            busiest = group.sort("requests", descending=True).row(0, named=True)
-            idlest = group.sort("requests").row(0, named=True)
-            hurt = (busiest["requests"] and busiest["waited"] >= SATURATION_WAITED_SHARE * busiest["requests"]
-                    and (busiest["wait_p50_us"] or 0) - (idlest["wait_p50_us"] or 0) >= WAITED_US)
-            severity = "warning" if hurt else "info"
+        busiest = group.sort("requests", descending=True).row(0, named=True)
+        idlest = group.sort("requests").row(0, named=True)
+        hurt = (busiest["requests"] and busiest["waited"] >= SATURATION_WAITED_SHARE * busiest["requests"]
+                and (busiest["wait_p50_us"] or 0) - (idlest["wait_p50_us"] or 0) >= WAITED_US)
+        severity = "warning" if hurt else "info"
     return Imbalance(origin, group.height, low, top, float(util.min() or 0.0),  # type: ignore[arg-type]
                      float(util.max() or 0.0), severity)  # type: ignore[arg-type]
 
@@ -140,7 +138,7 @@ def imbalance(workers: pl.DataFrame) -> list[Finding]:
             continue
         g = workers.filter(pl.col("origin") == im.origin).sort("thread")
         detail = ", ".join(f"thread {w['thread']}: {w['requests']} requests, {(w['utilisation'] or 0):.0%} busy"
-                           + (f", median wait {format_us(w['wait_p50_us'])}" if "wait_p50_us" in w else "")
+                           + f", median wait {format_us(w['wait_p50_us'])}"
                            for w in g.iter_rows(named=True))
         out.append(Finding(
             "worker-imbalance", im.severity, "Work is unevenly spread across workers",
@@ -256,7 +254,7 @@ def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]
     if gaps.len() < 5 or r.height == 0:
         return []
     per_line = median(gaps) or 0.0
-    lines = median(r["log_lines"]) if "log_lines" in r.columns else None
+    lines = median(r["log_lines"])
     cost = per_line * lines if lines is not None else None
     return [Finding(
         "observer-effect", "info", f"Trace logging itself costs about {per_line:.1f} µs per log record",
@@ -316,8 +314,6 @@ def _paused_fix(filter_name: str) -> str:
 
 def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Finding]:
     """The tracer's span flushes: how many, their own worker time, how many client requests they delayed."""
-    if "flush_work_us" not in requests.columns:
-        return []
     flushes = requests.filter(pl.col("flush_work_us").is_not_null())
     if flushes.height == 0:
         return []
@@ -325,7 +321,7 @@ def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Findin
     clients = counted(requests)
     work = flushes["flush_work_us"]
     per_client = float(work.sum() or 0) / max(clients.height, 1)
-    cluster = flushes["cluster"].drop_nulls().mode().to_list() if "cluster" in flushes.columns else []
+    cluster = flushes["cluster"].drop_nulls().mode().to_list()
     return [Finding(
         "tracing-flush", "info",
         f"The tracer flushed spans {flushes.height} times, {format_us(median(work))} of worker time each",

@@ -73,7 +73,7 @@ def is_work_row() -> pl.Expr:
 
 def _async_streams(requests: pl.DataFrame) -> pl.DataFrame:
     """Internal requests that are Envoy's own async-client streams (no connection-manager line: not admin)."""
-    if "cluster" not in requests.columns or requests.height == 0:
+    if requests.height == 0:
         return requests.head(0)
     return requests.filter(pl.col("internal") & pl.col("ds_rx_beg_us").is_null() & pl.col("stream_id").is_not_null())
 

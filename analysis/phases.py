@@ -18,7 +18,7 @@ import polars as pl
 
 from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
 from envoy_dissector.analysis.internal import charged_rows, charged_shares, internal_streams, own_work, work_bursts
-from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
+from envoy_dissector.analysis.schema import PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
 
@@ -187,7 +187,9 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
+    """The phases stage: requests (``REQUEST_LINES_SCHEMA``) with boundaries and ``*_us`` phase columns
+    (``PHASED_REQUEST_SCHEMA``), and the long ``phases`` frame (spans, filter, Wasm and tracing details;
+    ``PHASES_SCHEMA``)."""
     r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
@@ -214,4 +216,5 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
              internal_us=pl.col("internal_us").fill_null(0).cast(pl.Int64))
          .drop("vm_us", "flush_us"))
     phases = pl.concat([spans, details, vm, internal], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
-    return r, phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True])
+    return (conform(r, PHASED_REQUEST_SCHEMA),
+            phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True]))

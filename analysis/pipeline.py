@@ -5,31 +5,29 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, slices
+from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests, connection_links
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
+from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
 
-#: Working columns of the requests frame that a capture without any request still carries (empty).
-EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
-    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(), "first_ts": pl.Int64(), "cluster": pl.String(),
-    "outcome": pl.String(), "link": pl.String(), "log_lines": pl.UInt32(),
-    **{f"b{i}": pl.Int64() for i in range(10)},
-    "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
-}
+
+def _no_queueing() -> pl.DataFrame:
+    return pl.DataFrame(schema=QUEUEING_SCHEMA)
 
 
 @dataclass(frozen=True)
 class Analysis:
     events: pl.DataFrame  # with inferred threads filled in when the format has none
-    requests: pl.DataFrame  # contract columns first, then working columns (boundaries, links, ...)
-    phases: pl.DataFrame
-    loop: pl.DataFrame
+    requests: pl.DataFrame  # REQUEST_FRAME_SCHEMA: the contract columns, then the declared detail and peers
+    phases: pl.DataFrame  # PHASES_SCHEMA
+    loop: pl.DataFrame  # LOOP_SCHEMA
     notes: tuple[str, ...]
     stitching: Stitching = field(default_factory=Stitching)
+    #: QUEUEING_SCHEMA: event-loop queueing windows and the connections served meanwhile
+    queueing: pl.DataFrame = field(default_factory=_no_queueing)
 
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -67,18 +65,15 @@ def analyse(events: pl.DataFrame) -> Analysis:
                 notes.append(note)
     requests = build_requests(events)  # once: thread inference needs only the links
     if requests.height == 0:
-        # The working columns readers use besides the contract ones (exports, report, dashboard).
-        empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
-        return Analysis(_with_timeless(events, timeless), empty, pl.DataFrame(schema=PHASES_SCHEMA),
-                        slices(events.head(0)), ())
+        # The same declared frames as a capture with requests, empty.
+        return Analysis(_with_timeless(events, timeless), pl.DataFrame(schema=REQUEST_FRAME_SCHEMA),
+                        pl.DataFrame(schema=PHASES_SCHEMA), slices(events.head(0)), ())
     requests, phases = attribute_phases(requests, events)
     requests, handshake_rows = downstream_waits(requests, events)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     loop = slices(events)
-    requests, queue_rows = loop_queue(requests, loop, events)
-    phases = pl.concat([phases, queue_rows]).sort("request_uid", "start_us")
-    extra = [c for c in requests.columns if c not in CONTRACT_COLUMNS]
-    requests = requests.select(*[pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()], *extra)
+    requests, queueing = loop_queue(requests, loop)
+    phases = pl.concat([phases, render_queueing(queueing)]).sort("request_uid", "start_us")
     requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", nulls_last=True)
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
@@ -90,7 +85,8 @@ def analyse(events: pl.DataFrame) -> Analysis:
             notes.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
                          f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
                          "their log timestamps contradict causality")
-    return Analysis(_with_timeless(events, timeless), requests, phases, loop, tuple(notes), stitching)
+    return Analysis(_with_timeless(events, timeless), requests, phases, loop, tuple(notes), stitching,
+                    queueing.sort("request_uid", "start_us"))
 
 
 def _with_timeless(events: pl.DataFrame, timeless: pl.DataFrame) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.schema import LINK_SCHEMA
+from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
 from envoy_dissector.parser.kinds import EventKind
 
 CONN = ["origin", "conn_id"]
@@ -229,7 +229,8 @@ def connection_links(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def build_requests(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per HTTP stream with milestones (``*_us``), phase boundaries (``b*``) and attributes."""
+    """The requests stage: one row per HTTP stream with its identity, milestones (``*_us``), attributes and the
+    timestamps of the lines later stages cut at (``REQUEST_LINES_SCHEMA``; the rest is scratch)."""
     streams = stream_aggregates(events)
     events = events.select(*(c for c in _USED if c in events.columns))
     new_stream = _events_of(events, EventKind.NEW_STREAM)
@@ -361,8 +362,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
     streams = streams.join(_main_threads(events), on="origin", how="left")
-    return _finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
-        pl.col("origin_socket_lines").fill_null(False)))
+    return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
+        pl.col("origin_socket_lines").fill_null(False))), REQUEST_LINES_SCHEMA)
 
 
 #: Lines of the connection logger at trace level: without them (debug captures) a request's life is
