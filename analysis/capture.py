@@ -22,7 +22,7 @@ from envoy_dissector.analysis.quality import (
     partial_requests,
     span_of,
 )
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.tls import counts as tls_counts
@@ -47,7 +47,7 @@ class Capture:
     records: pl.DataFrame
     #: records + kind + typed fields
     events: pl.DataFrame
-    #: one row per HTTP stream; the output-contract columns come first
+    #: one row per HTTP stream (``REQUEST_FRAME_SCHEMA``): the output-contract columns, then the declared detail
     requests: pl.DataFrame
     #: long form: request_uid, phase, detail, start_us, end_us, dur_us, part_of_total
     phases: pl.DataFrame
@@ -61,6 +61,8 @@ class Capture:
     stitching: Stitching = field(default_factory=Stitching)
     #: a streamed capture (``dissect_stream``) keeps no events: its capture-wide facts instead
     facts: CaptureFacts | None = None
+    #: event-loop queueing windows: request_uid, where, start_us, end_us, dur_us, conn_ids (served meanwhile)
+    queueing: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=QUEUEING_SCHEMA))
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -101,9 +103,10 @@ class Capture:
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
-            gaps_or_events = self.facts.gaps if self.facts is not None else self.events
+            gathered = (self.facts.gaps, self.facts.health_checks) if self.facts is not None else None
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), gaps_or_events, self.phases, list(self.diagnostics_dict()["warnings"])),
+                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"]),
+                self.internal_work(), gathered),
                 self.quality(), self.requests)
         return self._cache["findings"]
 
@@ -151,7 +154,7 @@ class Capture:
             "tls_handshakes": (tls_counts_of(self.facts.handshakes) if self.facts is not None
                                and self.facts.handshakes is not None else tls_counts(self.events)),
             "stitching": self.stitching.as_dict(),
-            "by": {by: grouped(self.requests, by).head(50).to_dicts() if by in self.requests.columns else []
+            "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
         }
         if not self.requests.filter(~pl.col("internal") & pl.col("complete")).height:
@@ -175,6 +178,11 @@ class Capture:
     def request_phases(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         uid = self._request_row(request)["request_uid"]
         return self.phases.filter(pl.col("request_uid") == uid)
+
+    def request_queueing(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
+        """One request's event-loop queueing windows in time order, each with the connections served meanwhile."""
+        uid = self._request_row(request)["request_uid"]
+        return self.queueing.filter(pl.col("request_uid") == uid).sort("start_us")
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """The log records of one request: its stream's lines and its connections' lines during its life."""
@@ -225,15 +233,16 @@ class Capture:
         return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end, internal=self.internal_work())
 
     def internal_work(self) -> pl.DataFrame:
-        """Envoy's own work on the workers (tracing span flushes): ``origin, thread, start_us, end_us, label``."""
+        """Envoy's own work on its threads (tracing flushes, filter calls such as ext_authz, health checks), one
+        row per burst: ``origin, thread, start_us, end_us, kind, label, work_uid, owner_uid`` (analysis/internal.py)."""
         if "internal_work" not in self._cache:
-            from envoy_dissector.analysis.tracing import flush_bursts
+            from envoy_dissector.analysis.internal import work_bursts
 
             requests = self.requests.with_columns(conn_id=pl.col("downstream_conn_id"))
-            bursts = flush_bursts(requests, self.events)
-            self._cache["internal_work"] = bursts.select(
-                "origin", "thread", "start_us", "end_us",
-                label=pl.lit("tracing flush ") + pl.col("flush_uid").str.split(":").list.last())
+            bursts = (self.facts.internal_work if self.facts is not None and self.facts.internal_work is not None
+                      else work_bursts(requests, self.events))
+            self._cache["internal_work"] = bursts.select("origin", "thread", "start_us", "end_us", "kind", "label",
+                                                         "work_uid", "owner_uid")
         return self._cache["internal_work"]
 
     def _repr_html_(self) -> str:
@@ -295,4 +304,4 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
-                   stitching=result.stitching)
+                   stitching=result.stitching, queueing=result.queueing)

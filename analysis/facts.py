@@ -25,6 +25,10 @@ class CaptureFacts:
     started: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STARTED_SCHEMA))
     #: ``tls.handshakes`` of the whole capture
     handshakes: pl.DataFrame | None = None
+    #: health-check result lines (``findings.health_checks``)
+    health_checks: int = 0
+    #: ``internal.work_bursts`` of the finished requests, window by window
+    internal_work: pl.DataFrame | None = None
 
     def worker_threads(self, requests: pl.DataFrame) -> pl.DataFrame:
         """``loop.worker_threads`` from the started threads and the requests."""

@@ -64,8 +64,6 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     - ``upstream_timeout_ts``: the router's ``upstream timeout`` (else the last per-try timeout).
     """
     r = requests
-    if "us_tx_start_ts" not in r.columns:
-        r = r.with_columns(us_tx_start_ts=pl.coalesce("proxy_hdr_ts", "pool_ready_ts"))
     writing = _on_upstream(events, pl.col("kind") == EventKind.WRITING_BYTES)
     r = asof(r, writing, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
              take={"ts_us": "us_writing_ts"}, tolerance=100_000)
@@ -86,12 +84,7 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     ).group_by(stream).agg(
         upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == EventKind.UPSTREAM_TIMEOUT).min(),
                                         pl.col("ts_us").max()))
-    r = r.drop("upstream_timeout_ts", strict=False).join(timeouts, on=stream, how="left", maintain_order="left")
-    for column in ("response_end_ts", "us_rx_beg_us", "ds_tx_beg_us", "ds_tx_end_us", "life_end_ts",
-                   "read_start_ts", "parse_start_ts"):
-        if column not in r.columns:
-            r = r.with_columns(pl.lit(None, dtype=pl.Int64).alias(column))
-    return r
+    return r.join(timeouts, on=stream, how="left", maintain_order="left")
 
 
 def raw_boundaries(r: pl.DataFrame) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
+from envoy_dissector.analysis.internal import WorkKind
 from envoy_dissector.analysis.schema import PHASE_COLUMNS, Phase
 from envoy_dissector.analysis.stats import counted, percentile
 from envoy_dissector.analysis.units import format_us
@@ -149,14 +150,23 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
     return _layout(fig, "Latency over time (colour: event-loop queueing)")
 
 
+#: Fill and outline of each kind of Envoy's own work in the event-loop view (analysis/internal.py ``WorkKind``).
+INTERNAL_WORK_COLOURS: dict[str, tuple[str, str]] = {
+    WorkKind.TRACING_FLUSH: ("#ff7f00", "#a65628"), WorkKind.EXT_AUTHZ: ("#f781bf", "#984ea3"),
+    WorkKind.RATE_LIMIT: ("#a6d854", "#4d9221"), WorkKind.FILTER_CALL: ("#ffd92f", "#b8860b"),
+    WorkKind.INTERNAL_REQUEST: ("#e5c494", "#8c6d31"), WorkKind.HEALTH_CHECK: ("#66c2a5", "#1b7837"),
+}
+
+
 def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int | None = None,
                end_us: int | None = None, highlight: list[int] | None = None,
                zero_us: int | None = None, internal: pl.DataFrame | None = None) -> go.Figure:
     """One lane per worker, busy slices as bars (coloured by event kind). Windows with too many slices
     are shown as busy-fraction buckets instead.
 
-    ``internal`` (``origin, thread, start_us, end_us, label``: Envoy's own work, such as tracing span flushes)
-    is drawn over the slices it ran inside, as its own trace.
+    ``internal`` (``origin, thread, start_us, end_us, kind, label``: Envoy's own work — tracing flushes, ext_authz
+    and other filter calls, health checks) is drawn over the slices it ran inside, one trace per kind
+    (``internal work: <kind>``), each bar labelled (``health check C0``, ``ext_authz call S…``).
     ``highlight`` connection ids get a red outline and their own trace; ``zero_us`` fixes the x origin
     (µs) so a zoomed window keeps the coordinates of the whole capture (the dashboard re-queries the
     window server-side on zoom); by default the first slice shown is 0."""
@@ -210,14 +220,17 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     if internal is not None and internal.height:
         work = internal.join(lo.select("origin", "thread").unique(), on=["origin", "thread"], how="semi").filter(
             (pl.col("end_us") >= first) & (pl.col("start_us") <= int(lo["end_us"].max())))  # type: ignore[arg-type]
-        if work.height:
-            work = work.with_columns(
-                lane=_lane(pl.col("origin")) + pl.lit(" · thread ") + pl.col("thread").cast(pl.String))
+        if "kind" not in work.columns:
+            work = work.with_columns(kind=pl.lit("internal"))
+        work = work.with_columns(
+            lane=_lane(pl.col("origin")) + pl.lit(" · thread ") + pl.col("thread").cast(pl.String))
+        for (kind,), part in work.group_by("kind", maintain_order=True):
+            fill, edge = INTERNAL_WORK_COLOURS.get(str(kind), ("#ff7f00", "#a65628"))
             fig.add_trace(go.Bar(
-                y=work["lane"].to_list(), x=(work["end_us"] - work["start_us"]).clip(lower_bound=1).to_list(),
-                base=(work["start_us"] - t0).to_list(), orientation="h", name="internal work", width=0.3,
-                marker=dict(color="#ff7f00", line=dict(color="#a65628", width=1)),
-                customdata=[plain(label) for label in work["label"].to_list()],
+                y=part["lane"].to_list(), x=(part["end_us"] - part["start_us"]).clip(lower_bound=1).to_list(),
+                base=(part["start_us"] - t0).to_list(), orientation="h", name=f"internal work: {kind}", width=0.3,
+                marker=dict(color=fill, line=dict(color=edge, width=1)),
+                customdata=[plain(label) for label in part["label"].to_list()],
                 hovertemplate="%{customdata}<br>+%{base} µs, %{x} µs<extra></extra>"))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title=f"µs since {t0}")

@@ -5,11 +5,13 @@ alone. The rules and thresholds are listed in docs/findings.md (keep the two in 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import polars as pl
 
+from envoy_dissector.analysis.internal import AUTHZ, RATE_LIMIT, WorkKind, is_work_row, work_bursts
 from envoy_dissector.analysis.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
@@ -116,13 +118,11 @@ def imbalance_of(origin: str, group: pl.DataFrame) -> Imbalance:
     top, low = int(req.max() or 0), int(req.min() or 0)  # type: ignore[arg-type]
     severity: Severity | None = None
     if group.height >= 2 and top >= IMBALANCE_MIN_REQUESTS and top / max(low, 1) >= IMBALANCE_RATIO:
-        severity = "info"
-        if "waited" in group.columns:
-            busiest = group.sort("requests", descending=True).row(0, named=True)
-            idlest = group.sort("requests").row(0, named=True)
-            hurt = (busiest["requests"] and busiest["waited"] >= SATURATION_WAITED_SHARE * busiest["requests"]
-                    and (busiest["wait_p50_us"] or 0) - (idlest["wait_p50_us"] or 0) >= WAITED_US)
-            severity = "warning" if hurt else "info"
+        busiest = group.sort("requests", descending=True).row(0, named=True)
+        idlest = group.sort("requests").row(0, named=True)
+        hurt = (busiest["requests"] and busiest["waited"] >= SATURATION_WAITED_SHARE * busiest["requests"]
+                and (busiest["wait_p50_us"] or 0) - (idlest["wait_p50_us"] or 0) >= WAITED_US)
+        severity = "warning" if hurt else "info"
     return Imbalance(origin, group.height, low, top, float(util.min() or 0.0),  # type: ignore[arg-type]
                      float(util.max() or 0.0), severity)  # type: ignore[arg-type]
 
@@ -138,7 +138,7 @@ def imbalance(workers: pl.DataFrame) -> list[Finding]:
             continue
         g = workers.filter(pl.col("origin") == im.origin).sort("thread")
         detail = ", ".join(f"thread {w['thread']}: {w['requests']} requests, {(w['utilisation'] or 0):.0%} busy"
-                           + (f", median wait {format_us(w['wait_p50_us'])}" if "wait_p50_us" in w else "")
+                           + f", median wait {format_us(w['wait_p50_us'])}"
                            for w in g.iter_rows(named=True))
         out.append(Finding(
             "worker-imbalance", im.severity, "Work is unevenly spread across workers",
@@ -263,7 +263,7 @@ def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
     if gaps.len() < 5 or r.height == 0:
         return []
     per_line = median(gaps) or 0.0
-    lines = median(r["log_lines"]) if "log_lines" in r.columns else None
+    lines = median(r["log_lines"])
     cost = per_line * lines if lines is not None else None
     return [Finding(
         "observer-effect", "info", f"Trace logging itself costs about {per_line:.1f} µs per log record",
@@ -280,7 +280,8 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
     r = counted(requests)
     uids = r.select("request_uid")
     spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in(["filter_chain", "encode"])
-                          & ~pl.col("detail").str.contains("route lookup")).join(uids, on="request_uid", how="semi")
+                          & ~pl.col("detail").str.contains("route lookup")
+                          & ~is_work_row()).join(uids, on="request_uid", how="semi")
     if spans.height == 0:
         return []
     total = median(r["total_us"]) or 0.0
@@ -297,8 +298,7 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
                 f"{name} stopped the filter chain and resumed it later: p50 {format_us(p50)}, p99 {format_us(p99)} "
                 f"over {n} requests (median total {format_us(total)}). The worker was free meanwhile (a timer or "
                 "an external call, not CPU).",
-                "Check this filter's configuration (fault injection delay, ext_authz / rate-limit service "
-                "latency, Lua httpCall target).",
+                _paused_fix(name),
             )))
             continue
         out.append((p50, Finding(
@@ -311,10 +311,18 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
     return [f for _, f in sorted(out, key=lambda pf: -pf[0])]
 
 
+def _paused_fix(filter_name: str) -> str:
+    """The fix for a filter that holds requests: the service it calls (ext_authz, rate limit), else generic."""
+    if re.search(AUTHZ, filter_name):
+        return INTERNAL_WORK_FINDINGS[WorkKind.EXT_AUTHZ.value][1]
+    if re.search(RATE_LIMIT, filter_name):
+        return INTERNAL_WORK_FINDINGS[WorkKind.RATE_LIMIT.value][1]
+    return ("Check this filter's configuration (fault injection delay, ext_authz / rate-limit service latency, "
+            "Lua httpCall target).")
+
+
 def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Finding]:
     """The tracer's span flushes: how many, their own worker time, how many client requests they delayed."""
-    if "flush_work_us" not in requests.columns:
-        return []
     flushes = requests.filter(pl.col("flush_work_us").is_not_null())
     if flushes.height == 0:
         return []
@@ -322,7 +330,7 @@ def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Findin
     clients = counted(requests)
     work = flushes["flush_work_us"]
     per_client = float(work.sum() or 0) / max(clients.height, 1)
-    cluster = flushes["cluster"].drop_nulls().mode().to_list() if "cluster" in flushes.columns else []
+    cluster = flushes["cluster"].drop_nulls().mode().to_list()
     return [Finding(
         "tracing-flush", "info",
         f"The tracer flushed spans {flushes.height} times, {format_us(median(work))} of worker time each",
@@ -336,16 +344,103 @@ def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Findin
         "tracing.zipkin.flush_interval_ms), or disable tracing where it is not used.")]
 
 
+#: Per kind of internal work (besides tracing flushes, which have `tracing-flush`): finding id and the fix.
+INTERNAL_WORK_FINDINGS: dict[str, tuple[str, str]] = {
+    WorkKind.HEALTH_CHECK.value: (
+        "health-checks",
+        "Check less often: a longer health_checks interval (and no_traffic_interval, with interval_jitter), fewer "
+        "checked hosts or clusters; Istio: rely on outlier detection instead of active checks where it suffices."),
+    WorkKind.EXT_AUTHZ.value: (
+        "ext-authz-calls",
+        "Make the check cheaper or rarer: cache decisions in the authorization service, disable ext_authz on routes "
+        "that need no check (per-route ExtAuthzPerRoute disabled), keep the service close with a tight "
+        "http_service/grpc_service timeout (failure_mode_allow only if acceptable)."),
+    WorkKind.RATE_LIMIT.value: (
+        "rate-limit-calls",
+        "Use local rate limiting where a global limit is not needed, or make the rate-limit service faster; "
+        "bound its timeout."),
+    WorkKind.FILTER_CALL.value: (
+        "filter-calls",
+        "Look at the filter that makes the call (Lua httpCall, a custom filter): cache its answers or call "
+        "asynchronously where the request need not wait."),
+    WorkKind.INTERNAL_REQUEST.value: (
+        "internal-requests",
+        "Find what Envoy calls (the internal requests' clusters) and make those calls rarer or cheaper."),
+}
+
+
+def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataFrame,
+                  events: pl.DataFrame | int) -> list[Finding]:
+    """Envoy's own work besides tracing flushes (health checks, ext_authz and other filter calls): how much
+    thread time it took, and how much it cost client requests. A warning when it delayed client requests that
+    did not ask for it by ≥ 10 % of their summed time; else info (own filter calls are `paused-filter-*`)."""
+    clients = counted(requests)
+    total = float(clients["total_us"].sum() or 0) if clients.height else 0.0
+    uids = clients.select("request_uid")
+    out = []
+    for kind, (fid, fix) in INTERNAL_WORK_FINDINGS.items():
+        mine = bursts.filter(pl.col("kind") == kind)
+        if mine.height == 0:
+            continue
+        units = mine["work_uid"].n_unique() if kind != WorkKind.HEALTH_CHECK.value else health_checks(events)
+        work = (mine["end_us"] - mine["start_us"])
+        rows = phases.filter(pl.col("detail").str.starts_with(kind + " ")).join(uids, on="request_uid", how="semi")
+        # A filter's call is its owner's own wait (`paused-filter-*` judges it); the rows of other requests, and of
+        # work nobody asked for (health checks), are delays.
+        other = pl.col("detail").str.ends_with("(another request's)")
+        owned = bool(mine["owner_uid"].is_not_null().any())
+        own = rows.filter(~other) if owned else rows.head(0)
+        delayed = rows.filter(other) if owned else rows
+        delay = float(delayed["dur_us"].sum() or 0)
+        share = delay / total if total else 0.0
+        client_threads = clients.select("origin", "thread").unique()
+        on_workers = mine.join(client_threads, on=["origin", "thread"], how="semi").height
+        where = ("on the workers that serve client requests" if on_workers == mine.height else
+                 "on threads that serve no client request (Envoy runs active health checks on its main thread: "
+                 "they compete with the workers for CPU but hold no worker's event loop)"
+                 if on_workers == 0 else f"({on_workers} of {mine.height} bursts on client requests' workers)")
+        evidence = (f"{units} {kind}s took {format_us(float(work.sum()))} of thread time in {mine.height} bursts "
+                    f"{where} (median burst {format_us(median(work))}); they delayed "
+                    f"{delayed['request_uid'].n_unique()} client requests in flight on the same thread by "
+                    f"{format_us(delay)} in all ({share:.1%} of the client requests' time; internal_us).")
+        if own.height:
+            evidence += (f" Each of {own['request_uid'].n_unique()} client requests waited for its own call: median "
+                         f"{format_us(median(own['dur_us']))}, p99 {format_us(percentile(own['dur_us'], 0.99))} "
+                         f"(median total {format_us(median(clients['total_us']))}).")
+        severity: Severity = "warning" if share >= SHARE_WARNING else "info"
+        out.append(Finding(fid, severity, f"{units} {kind}s took {format_us(float(work.sum()))} of Envoy's thread time",
+                           evidence, fix))
+    return out
+
+
 def format_notes(notes: list[str]) -> list[Finding]:
     return [Finding(f"note-{i}", "info", "Capture caveat", note) for i, note in enumerate(notes, 1)]
 
 
-def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame | pl.Series,
-                 phases: pl.DataFrame, notes: list[str]) -> list[Finding]:
-    """Every finding; ``events`` may be the record gaps alone (``record_gaps``), all the events are for."""
-    gaps = events if isinstance(events, pl.Series) else record_gaps(events)
+def health_checks(events: pl.DataFrame | int) -> int:
+    """Health-check result lines (``events``, or their count gathered part by part)."""
+    if isinstance(events, int):
+        return events
+    return events.filter(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])).height
+
+
+def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame | None, phases: pl.DataFrame,
+                 notes: list[str], internal: pl.DataFrame | None = None,
+                 gathered: tuple[pl.Series, int] | None = None) -> list[Finding]:
+    """Every rule's findings, most severe first. ``internal``: the capture's internal work bursts
+    (``Capture.internal_work()``; computed here when not given). ``gathered``: the record gaps and health-check
+    lines when there are no events (a streamed capture: ``Capture.facts``)."""
+    if gathered is not None:
+        gaps, checks = gathered
+    else:
+        assert events is not None
+        gaps, checks = record_gaps(events), health_checks(events)
+    if internal is None:
+        assert events is not None
+        internal = work_bursts(requests.with_columns(conn_id=pl.col("downstream_conn_id")), events)
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
              + retries(requests) + slow_side(requests) + observer_cost_of(gaps, requests)
-             + tracing_flushes(requests, phases) + format_notes(notes))
+             + tracing_flushes(requests, phases) + internal_work(requests, phases, internal, checks)
+             + format_notes(notes))
     return sorted(found, key=lambda f: f.rank)

@@ -24,7 +24,15 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, Phase
+from envoy_dissector.analysis.schema import (
+    LOOP_SCHEMA,
+    PHASES_SCHEMA,
+    QUEUED_REQUEST_SCHEMA,
+    QUEUEING_SCHEMA,
+    WORKER_SCHEMA,
+    Phase,
+    conform,
+)
 from envoy_dissector.analysis.stats import percentile_expr
 from envoy_dissector.parser.kinds import EventKind
 
@@ -228,10 +236,11 @@ WAIT_POINTS = (
 )
 
 
-def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Adds ``queue_before_read_us`` (the wait before the request's first read, outside ``total_us``),
-    ``loop_queue_us`` (the waits inside its life, never more than ``total_us``) and the ``queue_<where>_us``
-    parts to requests; returns detail rows for ``phases``.
+def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The event-loop stage: requests (``PHASED_REQUEST_SCHEMA``) with ``queue_before_read_us`` (the wait
+    before the request's first read, outside ``total_us``) and ``loop_queue_us`` (the waits inside its life,
+    never more than ``total_us``), as ``QUEUED_REQUEST_SCHEMA``; and the queueing windows (``QUEUEING_SCHEMA``:
+    one row per wait point that waited, with the connections served meanwhile).
 
     At each wait point the request's next event is served in some slice; it was ready no
     earlier than a lower bound (see module doc) and no earlier than the start of the busy
@@ -240,8 +249,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     """
     runs = busy_runs(loop).select("origin", "thread", "start_us", "end_us", "run_start_us")
     # HTTP/2 streams read in one socket read share life_start_us: break ties by stream start, then log order.
-    tie_break = [c for c in ("ds_rx_beg_us", "first_line_no") if c in requests.columns]
-    r = requests.sort("origin", "downstream_conn_id", "life_start_us", *tie_break).with_columns(
+    r = requests.sort("origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no").with_columns(
         prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
     turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
     waits = pl.col("us_read_start_ts") - pl.col("b5")
@@ -253,14 +261,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
     r = (r.join(turnaround, on="origin", how="left")
          .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True)
          .join(min_connect, on=["origin", "cluster"], how="left", nulls_equal=True))
-    if "conn_first_ts" in r.columns:  # the requests stage already knows each connection's first line
-        r = r.with_columns(conn_seen_us=pl.col("conn_first_ts"))
-    else:
-        accepted = events.select("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null()).group_by(
-            "origin", "conn_id").agg(conn_seen_us=pl.col("ts_us").min()).rename({"conn_id": "downstream_conn_id"})
-        r = r.join(accepted, on=["origin", "downstream_conn_id"], how="left")
+    # (the requests stage knows each downstream connection's first line: a request cannot be read before it)
     r = r.with_columns(
-        ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_seen_us"),
+        ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_first_ts"),
         ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
         ready_connect_us=pl.col("us_cx_beg_us") + pl.col("min_connect_us").fill_null(0),
     )
@@ -301,7 +304,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, events: pl.DataFrame)
         queue_before_read_us=pl.col(f"queue_{BEFORE_READ.replace(' ', '_')}_us").fill_null(0).cast(pl.Int64),
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
                                         ).cast(pl.Int64))
-    return r, _competitors(windows, loop)
+    return conform(r, QUEUED_REQUEST_SCHEMA), _competitors(windows, loop)
 
 
 def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
@@ -317,9 +320,9 @@ def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
 
 
 def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
-    """Rows for ``phases``: each queueing window with the connections the worker served during it."""
+    """``QUEUEING_SCHEMA``: each queueing window with the connections the worker served during it."""
     if windows.height == 0:
-        return pl.DataFrame(schema=PHASES_SCHEMA)
+        return pl.DataFrame(schema=QUEUEING_SCHEMA)
     # Slices numbered per worker in time order; a window covers the index range of the slices starting
     # inside it (two as-of lookups), so the work is linear in the slices actually served, not windows × slices.
     numbered = loop.select("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread", "s").with_columns(
@@ -340,12 +343,20 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
         pl.col("c").is_not_null() & (pl.col("c") != pl.col("downstream_conn_id"))
         & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
     names = served.group_by("win", maintain_order=True).agg(conns=pl.col("c").unique(maintain_order=True))
-    rows = windows.join(names, on="win", how="left", maintain_order="left").with_columns(
-        detail=pl.col("where") + pl.lit(": ") + pl.col("conns").list.eval(
-            pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ").fill_null("(no other connection logged)"))
-    return rows.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value), detail="detail", start_us="start_us",
-                       end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
-                       part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    rows = windows.join(names, on="win", how="left", maintain_order="left")
+    return conform(rows.with_columns(dur_us=pl.col("end_us") - pl.col("start_us"),
+                                     conn_ids=pl.col("conns").fill_null(pl.lit([], dtype=pl.List(pl.Int64)))),
+                   QUEUEING_SCHEMA)
+
+
+def render_queueing(queueing: pl.DataFrame) -> pl.DataFrame:
+    """``loop_queue`` rows for the phases frame: the windows with their connections as text for display
+    (``upstream wait: C2 + C7``); readers that need the connections read ``queueing`` itself."""
+    listed = pl.col("conn_ids").list.eval(pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ")
+    served = pl.when(pl.col("conn_ids").list.len() > 0).then(listed).otherwise(pl.lit("(no other connection logged)"))
+    return queueing.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value),
+                           detail=pl.col("where") + pl.lit(": ") + served, start_us="start_us", end_us="end_us",
+                           dur_us="dur_us", part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
 
 
 def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
@@ -368,9 +379,7 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     """
     if workers is not None:
         loop = loop.join(workers, on=["origin", "thread"], how="semi")
-    schema = {"origin": pl.String, "thread": pl.Int64, "utilisation": pl.Float64, "busy_us": pl.Int64,
-              "requests": pl.UInt32, "connections": pl.UInt32, "window_us": pl.Int64,
-              "waited": pl.UInt32, "wait_p50_us": pl.Int64}
+    schema = WORKER_SCHEMA
     client = requests.filter(~pl.col("internal"))
     if loop.height == 0 or client.height == 0:
         return pl.DataFrame(schema=schema)

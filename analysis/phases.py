@@ -17,8 +17,8 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
-from envoy_dissector.analysis.schema import PHASES_SCHEMA, Phase
-from envoy_dissector.analysis.tracing import flush_bursts, tracing_rows
+from envoy_dissector.analysis.internal import charged_rows, charged_shares, internal_streams, own_work, work_bursts
+from envoy_dissector.analysis.schema import PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
 
@@ -187,7 +187,9 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Requests with ``*_us`` phase columns, and the long ``phases`` frame (spans + filter details)."""
+    """The phases stage: requests (``REQUEST_LINES_SCHEMA``) with boundaries and ``*_us`` phase columns
+    (``PHASED_REQUEST_SCHEMA``), and the long ``phases`` frame (spans, filter, Wasm and tracing details;
+    ``PHASES_SCHEMA``)."""
     r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
@@ -201,16 +203,18 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     vm = in_phase(wasm_rows(r, events), spans)
     # Time inside the Wasm VM, where Envoy traced its calls; else the Wasm filters' own callbacks.
     vm_share = vm.group_by("request_uid").agg(vm_us=pl.col("dur_us").sum())
-    bursts = flush_bursts(r, events)
-    flushes = in_phase(tracing_rows(r, events, bursts), spans)
-    flush_share = flushes.group_by("request_uid").agg(flush_us=pl.col("dur_us").sum())
-    # A flush's own worker time (its bursts), on the flush's internal request.
-    work = bursts.group_by("flush_uid").agg(flush_work_us=(pl.col("end_us") - pl.col("start_us")).sum())
-    r = r.join(work.rename({"flush_uid": "request_uid"}), on="request_uid", how="left")
+    # Envoy's own work (tracing flushes, filter calls, health checks) and the client requests it took time from.
+    streams = internal_streams(r, events)
+    bursts = work_bursts(r, events, streams)
+    charged = charged_rows(r, bursts, streams)
+    internal = in_phase(charged.drop("tracing"), spans)
+    r = r.join(own_work(bursts, streams), on="request_uid", how="left")
     r = (r.join(share, on="request_uid", how="left").join(vm_share, on="request_uid", how="left")
-         .join(flush_share, on="request_uid", how="left").with_columns(
+         .join(charged_shares(charged), on="request_uid", how="left").with_columns(
              wasm_us=pl.coalesce("vm_us", "wasm_us").fill_null(0).cast(pl.Int64),
-             tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64))
+             tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64),
+             internal_us=pl.col("internal_us").fill_null(0).cast(pl.Int64))
          .drop("vm_us", "flush_us"))
-    phases = pl.concat([spans, details, vm, flushes], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
-    return r, phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True])
+    phases = pl.concat([spans, details, vm, internal], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    return (conform(r, PHASED_REQUEST_SCHEMA),
+            phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True]))

@@ -5,32 +5,29 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, slices
+from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests, connection_links
-from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PHASES_SCHEMA, REQUEST_SCHEMA
+from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits, handshakes
 from envoy_dissector.parser.kinds import EventKind
-from envoy_dissector.parser.schema import EVENT_SCHEMA
 
-#: Working columns of the requests frame that a capture without any request still carries (empty).
-EMPTY_WORKING_COLUMNS: dict[str, pl.DataType] = {
-    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(), "first_ts": pl.Int64(), "cluster": pl.String(),
-    "outcome": pl.String(), "link": pl.String(), "log_lines": pl.UInt32(),
-    **{f"b{i}": pl.Int64() for i in range(10)},
-    "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
-}
+
+def _no_queueing() -> pl.DataFrame:
+    return pl.DataFrame(schema=QUEUEING_SCHEMA)
 
 
 @dataclass(frozen=True)
 class Analysis:
     events: pl.DataFrame  # with inferred threads filled in when the format has none
-    requests: pl.DataFrame  # contract columns first, then working columns (boundaries, links, ...)
-    phases: pl.DataFrame
-    loop: pl.DataFrame
+    requests: pl.DataFrame  # REQUEST_FRAME_SCHEMA: the contract columns, then the declared detail and peers
+    phases: pl.DataFrame  # PHASES_SCHEMA
+    loop: pl.DataFrame  # LOOP_SCHEMA
     notes: tuple[str, ...]
     stitching: Stitching = field(default_factory=Stitching)
+    #: QUEUEING_SCHEMA: event-loop queueing windows and the connections served meanwhile
+    queueing: pl.DataFrame = field(default_factory=_no_queueing)
 
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -53,10 +50,19 @@ class Staged:
     """What the per-request stages give before the capture-wide ones (``conclude``) run."""
 
     events: pl.DataFrame
-    requests: pl.DataFrame
+    requests: pl.DataFrame  # PHASED_REQUEST_SCHEMA (empty: REQUEST_FRAME_SCHEMA)
     phases: pl.DataFrame
     loop: pl.DataFrame
     notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Concluded:
+    requests: pl.DataFrame
+    phases: pl.DataFrame
+    stitching: Stitching
+    notes: tuple[str, ...]
+    queueing: pl.DataFrame
 
 
 def analyse(events: pl.DataFrame) -> Analysis:
@@ -69,11 +75,12 @@ def analyse(events: pl.DataFrame) -> Analysis:
     events, restarts = split_restarts(events)
     staged = stage(events, [restart_note(restarts)] if restarts else [])
     if staged.requests.height == 0:
-        return Analysis(_with_timeless(staged.events, timeless), staged.requests, staged.phases,
-                        slices(staged.events.head(0)), ())
-    requests, phases, stitching, notes = conclude(staged.requests, staged.phases, staged.loop,
-                                                  handshakes(staged.events), staged.notes)
-    return Analysis(_with_timeless(staged.events, timeless), requests, phases, staged.loop, notes, stitching)
+        # The same declared frames as a capture with requests, empty.
+        return Analysis(_with_timeless(staged.events, timeless), pl.DataFrame(schema=REQUEST_FRAME_SCHEMA),
+                        pl.DataFrame(schema=PHASES_SCHEMA), slices(staged.events.head(0)), ())
+    done = conclude(staged.requests, staged.phases, staged.loop, handshakes(staged.events), staged.notes)
+    return Analysis(_with_timeless(staged.events, timeless), done.requests, done.phases, staged.loop, done.notes,
+                    done.stitching, done.queueing)
 
 
 def restart_note(restarts: int) -> str:
@@ -93,24 +100,21 @@ def stage(events: pl.DataFrame, notes: list[str]) -> Staged:
     requests = build_requests(events)  # once: thread inference needs only the links
     loop = slices(events)
     if requests.height == 0:
-        # The working columns readers use besides the contract ones (exports, report, dashboard).
-        empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
-        return Staged(events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop, tuple(notes))
+        return Staged(events, pl.DataFrame(schema=REQUEST_FRAME_SCHEMA), pl.DataFrame(schema=PHASES_SCHEMA), loop,
+                      tuple(notes))
     requests, phases = attribute_phases(requests, events)
     return Staged(events, requests, phases, loop, tuple(notes))
 
 
 def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, shakes: pl.DataFrame,
-             notes: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame, Stitching, tuple[str, ...]]:
+             notes: tuple[str, ...]) -> Concluded:
     """The capture-wide steps on finished requests: downstream TLS waits (``shakes``: ``tls.handshakes``),
     event-loop queueing (its lower bounds are minima over the origin), order, stitching, notes."""
     out = list(notes)
     requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
-    requests, queue_rows = loop_queue(requests, loop, pl.DataFrame(schema=EVENT_SCHEMA))
-    phases = pl.concat([phases, queue_rows]).sort("request_uid", "start_us")
-    extra = [c for c in requests.columns if c not in CONTRACT_COLUMNS]
-    requests = requests.select(*[pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()], *extra)
+    requests, queueing = loop_queue(requests, loop)
+    phases = pl.concat([phases, render_queueing(queueing)]).sort("request_uid", "start_us")
     requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", nulls_last=True)
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
@@ -122,7 +126,7 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
             out.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
                        f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
                        "their log timestamps contradict causality")
-    return requests, phases, stitching, tuple(out)
+    return Concluded(requests, phases, stitching, tuple(out), queueing.sort("request_uid", "start_us"))
 
 
 def _with_timeless(events: pl.DataFrame, timeless: pl.DataFrame) -> pl.DataFrame:

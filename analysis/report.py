@@ -27,7 +27,7 @@ TOTAL_ROWS = (
     ("loop_queue", "  loop_queue", "queueing, a share of the phases"),
     ("queue_before_read", "queue_before_read", "queueing before the first read"),
 )
-SHARE_ROWS = (("wasm", "  wasm filters"), ("tracing", "  tracing"))
+SHARE_ROWS = (("wasm", "  wasm filters"), ("tracing", "  tracing"), ("internal", "  internal work"))
 #: The slowest requests' columns: total, Envoy's duration, queueing inside and before.
 SLOW_COLUMNS = ("total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us")
 

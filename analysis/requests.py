@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.schema import LINK_SCHEMA
+from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
 from envoy_dissector.parser.kinds import EventKind
 
 CONN = ["origin", "conn_id"]
@@ -88,7 +88,8 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         trace_id_client=_when(rhc, "trace_id"),
         method=_when(rhc, "method"),
         authority=_when(rhc, "authority"),
-        path=_when(rhc, "path"),
+        # (the admin interface's filter logs the path it served: an admin request whose dump lies outside the excerpt)
+        path=pl.coalesce(_when(rhc, "path"), _when(EventKind.ADMIN_REQUEST_COMPLETE, "url")),
         status=_when(EventKind.ENCODING_HEADERS, "status"),
     )
     first = {c: pl.col(c).first(ignore_nulls=True) for c in (
@@ -228,7 +229,8 @@ def connection_links(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def build_requests(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per HTTP stream with milestones (``*_us``), phase boundaries (``b*``) and attributes."""
+    """The requests stage: one row per HTTP stream with its identity, milestones (``*_us``), attributes and the
+    timestamps of the lines later stages cut at (``REQUEST_LINES_SCHEMA``; the rest is scratch)."""
     streams = stream_aggregates(events)
     events = events.select(*(c for c in _USED if c in events.columns))
     new_stream = _events_of(events, EventKind.NEW_STREAM)
@@ -236,15 +238,26 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    take={"ts_us": "new_stream_ts"}, tolerance=1_000_000)
     # Some layouts tag `new stream` with the connection only (Envoy 1.34 `[Tags: "ConnectionId":…]`): such a
     # line opens the stream whose first line comes next on that connection.
-    untagged = _pick(events, ("origin", "conn_id", "ts_us"), _kind(EventKind.NEW_STREAM)
+    # (on the same worker too: Envoy's own async streams all log connection id 0, as a client connection may)
+    untagged = _pick(events, ("origin", "conn_id", "thread", "ts_us", "line_no"), _kind(EventKind.NEW_STREAM)
                      & pl.col("conn_id").is_not_null() & pl.col("stream_id").is_null())
     if untagged.height:
-        opened = asof(untagged, streams.select(*CONN, "stream_id", "first_ts"), left_on="ts_us", right_on="first_ts",
-                      by=CONN, strategy="forward", take={"stream_id": "stream_id"}, tolerance=1_000_000).filter(
-            pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
+        lane = pl.col("thread").fill_null(-1).alias("lane__")
+        nexts = asof(untagged.with_columns(lane), streams.select(*CONN, "stream_id", "first_ts", lane),
+                     left_on="ts_us", right_on="first_ts", by=[*CONN, "lane__"], strategy="forward",
+                     take={"stream_id": "stream_id"}, tolerance=1_000_000)
+        opened = nexts.filter(pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
             untagged_new_stream_ts=pl.col("ts_us").max())
         streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns(
             new_stream_ts=pl.coalesce("new_stream_ts", "untagged_new_stream_ts")).drop("untagged_new_stream_ts")
+        # A `new stream` no line of its stream follows (the excerpt ends there): a request of its own, cut,
+        # whose stream id the log never shows.
+        lone = nexts.filter(pl.col("stream_id").is_null()).select(
+            *CONN, "thread", new_stream_ts="ts_us", first_ts="ts_us", last_ts="ts_us", first_line_no="line_no",
+            pool_ready_count=pl.lit(0), retries=pl.lit(0), upstream_resets=pl.lit(0), stream_reset=pl.lit(False),
+            log_lines=pl.lit(1))
+        if lone.height:
+            streams = pl.concat([streams, lone], how="diagonal_relaxed")
     reads = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.SOCKET_EVENT)
                   & ((pl.col("events") & 1) == 1) & pl.col("conn_id").is_not_null())
     streams = asof(streams, reads, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
@@ -293,8 +306,11 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.join(up_first.rename({"conn_id": "upstream_conn_id"}), on=UPSTREAM_CONN, how="left",
                            maintain_order="left")
     router_start = pl.coalesce("route_ts", "router_any_ts")
-    # A connection this request waited for: it was set up (connect lines) between route match and pool ready.
-    new_conn = ((pl.col("up_first_ts") >= router_start) & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
+    # A new connection of this request: set up (connect lines) between the request's start and its pool ready —
+    # after its route match, or while a filter held it (an ext_authz check) for another request's demand, which
+    # Envoy then reports for this request too (US_CX_BEG after its DS_RX_BEG).
+    new_conn = ((pl.col("up_first_ts") >= pl.coalesce("new_stream_ts", router_start))
+                & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
                 & pl.col("up_connecting_ts").is_not_null())
     streams = streams.with_columns(
         new_upstream_conn=new_conn.fill_null(False),
@@ -346,8 +362,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
     streams = streams.join(_main_threads(events), on="origin", how="left")
-    return _finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
-        pl.col("origin_socket_lines").fill_null(False)))
+    return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
+        pl.col("origin_socket_lines").fill_null(False))), REQUEST_LINES_SCHEMA)
 
 
 #: Lines of the connection logger at trace level: without them (debug captures) a request's life is
@@ -371,7 +387,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     response_end = pl.coalesce("ds_tx_end_us", pl.when(pl.col("us_complete_ts") >= pl.col("enc_hdr_ts")).then(
         pl.col("us_complete_ts")))
     uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
-                         pl.col("stream_id").cast(pl.String)])
+                         pl.col("stream_id").cast(pl.String).fill_null(pl.concat_str(pl.lit("?"), "first_line_no"))])
     # Not client traffic: Envoy's own async streams (no connection-manager line), and the admin interface (on
     # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
     admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(
@@ -380,7 +396,9 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
     hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
         "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts", "hcm_filter_ts"))
-    internal = (~hcm
+    # An async stream has no connection: Envoy logs it as connection 0. A stream of another connection with
+    # router or filter lines only is a client request whose connection-manager lines lie outside the excerpt.
+    internal = ((~hcm & (pl.col("conn_id") == 0))
                 # (a routed stream is never the admin interface, whatever thread it runs on)
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
                    & pl.col("route_ts").is_null()) | admin)

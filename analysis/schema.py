@@ -1,4 +1,7 @@
-"""Names of milestones, phases and the analysis frames' columns (the output contract)."""
+"""Names of milestones and phases, and the declared frames each analysis stage returns (docs/architecture.md).
+
+``REQUEST_SCHEMA`` is the output contract; the other request schemas are what each stage hands on (its
+scratch columns are dropped at its exit with :func:`conform`)."""
 from __future__ import annotations
 
 from enum import StrEnum
@@ -58,13 +61,70 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "protocol": pl.String(), "complete": pl.Boolean(), "internal": pl.Boolean(), "upstream_attempts": pl.Int64(),
     **{c: pl.Int64() for c in MILESTONE_COLUMNS},
     "downstream_read_us": pl.Int64(), "header_parse_us": pl.Int64(), "filter_chain_us": pl.Int64(),
-    "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "router_us": pl.Int64(), "upstream_connect_us": pl.Int64(),
+    "wasm_us": pl.Int64(), "tracing_us": pl.Int64(), "internal_us": pl.Int64(), "router_us": pl.Int64(),
+    "upstream_connect_us": pl.Int64(),
     "tls_handshake_us": pl.Int64(),
     "upstream_send_us": pl.Int64(), "upstream_wait_us": pl.Int64(), "response_parse_us": pl.Int64(),
     "encode_us": pl.Int64(), "downstream_write_us": pl.Int64(), "total_us": pl.Int64(), "loop_queue_us": pl.Int64(),
     "envoy_duration_us": pl.Int64(), "queue_before_read_us": pl.Int64(),
 }
 CONTRACT_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA)
+
+#: The contract columns a request has once the requests stage has read its lines (the phase durations and the
+#: event-loop estimates come later).
+_REQUEST_IDENTITY = {c: t for c, t in REQUEST_SCHEMA.items()
+                     if not c.endswith("_us") or c in MILESTONE_COLUMNS}
+
+#: Detail columns: not part of the output contract (they may change between versions), declared because
+#: readers after their stage use them (report, findings, exports, dashboard, notebook; docs/output.md).
+REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),  # the route's cluster
+    "retries": pl.UInt32(),  # `performing retry` lines
+    "log_lines": pl.UInt32(),  # records of the stream
+    # the stream's first and last line (order requests whose life is unknown; place Envoy's own streams)
+    "first_ts": pl.Int64(), "last_ts": pl.Int64(), "first_line_no": pl.Int64(),
+    "life_start_us": pl.Int64(), "life_end_us": pl.Int64(),  # first read → last write, from the stream's lines
+    "outcome": pl.String(),  # ok, local reply: <details>, stream reset, cut by the capture, ...
+    "link": pl.String(),  # how the upstream connection was linked: attached, pool-line-...
+    "new_upstream_conn": pl.Boolean(),  # the request waited for a new upstream connection
+    **{f"b{i}": pl.Int64() for i in range(10)},  # phase boundaries (analysis/phases.py)
+    "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
+    # on an internal request: what it was (internal.WorkKind), its own worker time, the same for tracer flushes
+    "internal_kind": pl.String(), "internal_work_us": pl.Int64(), "flush_work_us": pl.Int64(),
+    "downstream_tls_handshake_us": pl.Int64(),  # handshake before the connection's first request (outside total)
+}
+#: Requests stitched across origins (analysis/stitch.py).
+PEER_SCHEMA: dict[str, pl.DataType] = {"peer_origin": pl.String(), "peer_request_uid": pl.String(),
+                                       "network_out_us": pl.Int64(), "network_back_us": pl.Int64()}
+
+#: Requests stage (requests.build_requests): one row per HTTP stream with its identity, milestones and the
+#: timestamps of the lines the phases and event-loop stages cut at (``*_ts``, see fallbacks.BOUNDARY_SOURCES).
+REQUEST_LINES_SCHEMA: dict[str, pl.DataType] = {
+    **_REQUEST_IDENTITY,
+    "conn_id": pl.Int64(),  # = downstream_conn_id, under the events' name (join key with events)
+    **{c: REQUEST_DETAIL_SCHEMA[c] for c in ("cluster", "retries", "log_lines", "first_ts", "last_ts",
+                                             "first_line_no", "life_start_us", "life_end_us", "outcome", "link",
+                                             "new_upstream_conn")},
+    "conn_first_ts": pl.Int64(),
+    **{c: pl.Int64() for c in ("new_stream_ts", "read_start_ts", "parse_start_ts", "hdr_ts", "route_ts",
+                               "router_any_ts", "pool_ready_ts", "us_tx_start_ts", "us_written_ts",
+                               "us_read_start_ts", "us_resp_router_ts", "response_end_ts", "life_end_ts")},
+}
+#: Downstream TLS waits (tls.downstream_waits) append this column to the phases stage's requests.
+DOWNSTREAM_TLS_SCHEMA: dict[str, pl.DataType] = {"downstream_tls_handshake_us": pl.Int64()}
+#: Phases stage (phases.attribute_phases): the contract but the event-loop estimates, the detail columns but
+#: the downstream TLS wait, and what the next steps read besides (the downstream connection under the events'
+#: name, the connection's first line, the upstream read event).
+PHASED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    **{c: t for c, t in REQUEST_SCHEMA.items() if c not in ("loop_queue_us", "queue_before_read_us")},
+    **{c: t for c, t in REQUEST_DETAIL_SCHEMA.items() if c not in DOWNSTREAM_TLS_SCHEMA},
+    "conn_id": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
+}
+#: Event-loop stage (loop.loop_queue; its input is ``PHASED_REQUEST_SCHEMA`` + ``DOWNSTREAM_TLS_SCHEMA``):
+#: the contract, then the detail columns.
+QUEUED_REQUEST_SCHEMA: dict[str, pl.DataType] = {**REQUEST_SCHEMA, **REQUEST_DETAIL_SCHEMA}
+#: The requests frame of ``analyse`` / ``Capture.requests`` (after stitching): contract, detail, peers.
+REQUEST_FRAME_SCHEMA: dict[str, pl.DataType] = {**QUEUED_REQUEST_SCHEMA, **PEER_SCHEMA}
 
 PHASES_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "phase": pl.String(), "detail": pl.String(), "start_us": pl.Int64(),
@@ -78,3 +138,24 @@ LOOP_SCHEMA: dict[str, pl.DataType] = {
     "origin": pl.String(), "thread": pl.Int64(), "start_us": pl.Int64(), "end_us": pl.Int64(),
     "conn_id": pl.Int64(), "kind": pl.String(), "lines": pl.Int64(),
 }
+#: Per worker (loop.worker_stats, ``Capture.workers()``; read by findings and the dashboard).
+WORKER_SCHEMA: dict[str, pl.DataType] = {
+    "origin": pl.String(), "thread": pl.Int64(), "utilisation": pl.Float64(), "busy_us": pl.Int64(),
+    "requests": pl.UInt32(), "connections": pl.UInt32(), "window_us": pl.Int64(), "waited": pl.UInt32(),
+    "wait_p50_us": pl.Int64(),
+}
+#: Event-loop queueing windows (loop.loop_queue): where a request's event waited for its worker, and the other
+#: connections the worker served meanwhile, in the order served. The phases frame shows them as ``loop_queue``
+#: rows whose detail is :func:`loop.render_queueing`'s text.
+QUEUEING_SCHEMA: dict[str, pl.DataType] = {
+    "request_uid": pl.String(), "where": pl.String(), "start_us": pl.Int64(), "end_us": pl.Int64(),
+    "dur_us": pl.Int64(), "conn_ids": pl.List(pl.Int64()),
+}
+
+
+def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A stage's exit: exactly ``schema``'s columns, in its order and types (scratch columns dropped).
+
+    A declared column the stage did not make is an error (``ColumnNotFoundError``), never a silent null.
+    """
+    return frame.select(pl.col(c).cast(t) for c, t in schema.items())

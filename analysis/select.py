@@ -102,7 +102,8 @@ def select(capture: Capture, *, since: str | None = None, until: str | None = No
         return capture
     kept = r.filter(cond)
     phases = capture.phases.join(kept.select("request_uid"), on="request_uid", how="semi")
-    return dataclasses.replace(capture, requests=kept, phases=phases, _cache={})
+    queueing = capture.queueing.join(kept.select("request_uid"), on="request_uid", how="semi")
+    return dataclasses.replace(capture, requests=kept, phases=phases, queueing=queueing, _cache={})
 
 
 def _status_condition(text: str) -> pl.Expr:

@@ -7,7 +7,7 @@ import polars as pl
 
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 
-SUMMARY_COLUMNS: tuple[str, ...] = (*PHASE_COLUMNS, "wasm_us", "tracing_us", "total_us", "loop_queue_us",
+SUMMARY_COLUMNS: tuple[str, ...] = (*PHASE_COLUMNS, "wasm_us", "tracing_us", "internal_us", "total_us", "loop_queue_us",
                                      "queue_before_read_us", "envoy_duration_us")
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from envoy_dissector.analysis.schema import PEER_SCHEMA
 from envoy_dissector.analysis.stats import percentile
 from envoy_dissector.analysis.units import format_us
 
-PEER_COLUMNS = {"peer_origin": pl.String(), "peer_request_uid": pl.String(), "network_out_us": pl.Int64(),
-                "network_back_us": pl.Int64()}
 _NEEDED = ("request_uid", "origin", "x_request_id", "ds_rx_beg_us", "ds_tx_end_us", "us_tx_beg_us",
            "us_rx_beg_us", "complete", "internal")
 
@@ -70,10 +69,11 @@ def _bounds(u: pl.Series, lower: pl.Series) -> tuple[float, float]:
 
 
 def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
-    """Requests with ``peer_origin, peer_request_uid, network_out_us, network_back_us``, and the summary."""
-    out = requests.drop([c for c in PEER_COLUMNS if c in requests.columns])
-    empty = out.with_columns(*(pl.lit(None, dtype=t).alias(c) for c, t in PEER_COLUMNS.items()))
-    if any(c not in requests.columns for c in _NEEDED) or requests["origin"].n_unique() < 2:
+    """The stitching stage: requests (at least the contract's ``_NEEDED`` columns) with ``PEER_SCHEMA``'s
+    columns appended, and the summary."""
+    out = requests
+    empty = out.with_columns(*(pl.lit(None, dtype=t).alias(c) for c, t in PEER_SCHEMA.items()))
+    if requests["origin"].n_unique() < 2:
         return empty, Stitching()
     r = requests.select(_NEEDED).filter(pl.col("complete") & ~pl.col("internal") & pl.col("x_request_id").is_not_null())
     # Requests whose id appears in exactly one request per origin, in exactly two origins.
@@ -113,7 +113,7 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
                            network_out_us="network_out_us", network_back_us="network_back_us")
     b_side = linked.select(request_uid="b_uid", peer_origin="a_origin", peer_request_uid="a_uid",
                            network_out_us=pl.lit(None, dtype=pl.Int64), network_back_us=pl.lit(None, dtype=pl.Int64))
-    peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_COLUMNS})  # type: ignore[arg-type,dict-item]
+    peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_SCHEMA})  # type: ignore[arg-type,dict-item]
     out = out.join(peers, on="request_uid", how="left")
     return out, Stitching(pairs=linked.height, unmatched=_unmatched(r, shared), clock_offsets=tuple(offsets))
 

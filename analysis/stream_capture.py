@@ -87,4 +87,5 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=run.diagnostics, notes=result.notes,
-                   name=label, stitching=result.stitching, facts=streaming.facts)
+                   name=label, stitching=result.stitching, queueing=result.queueing,
+                   facts=streaming.facts)

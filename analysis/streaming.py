@@ -35,15 +35,15 @@ import polars as pl
 
 from envoy_dissector.analysis.carry import carried
 from envoy_dissector.analysis.facts import STARTED_SCHEMA, CaptureFacts
-from envoy_dissector.analysis.findings import record_gaps
+from envoy_dissector.analysis.findings import health_checks, record_gaps
+from envoy_dissector.analysis.internal import BURSTS_SCHEMA, work_bursts
 from envoy_dissector.analysis.loop import worker_threads
 from envoy_dissector.analysis.loop_stream import WorkerSlices
 from envoy_dissector.analysis.phases import attribute_phases
-from envoy_dissector.analysis.pipeline import EMPTY_WORKING_COLUMNS, Analysis, conclude, restart_note, stage
+from envoy_dissector.analysis.pipeline import Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
-from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_SCHEMA
+from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
-from envoy_dissector.analysis.tracing import is_flush
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
@@ -56,15 +56,13 @@ WINDOW_EVENTS = 400_000
 #: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
 MARGIN_ROWS = 256
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
+#: The found column is the requests stage's column that holds the lookup's result (or a milestone it feeds).
 FORWARD_LOOKUPS: tuple[tuple[str, str | None, int], ...] = (
     ("ds_tx_end_us", "life_end_ts", 10_000_000),
     ("pool_ready_ts", None, 2_000),  # link_upstream: `Attached upstream connection`, the next write on the thread
     ("us_tx_start_ts", "us_written_ts", 10_000_000),
-    ("proxy_hdr_ts", "us_encoded_ts", 1_000_000),
-    ("pool_ready_ts", "us_queued_ts", 1_000_000),
-    ("us_resp_router_ts", "us_complete_ts", 60_000_000),
-    ("us_tx_start_ts", "us_writing_ts", 100_000),
-    ("pool_ready_ts", "us_encode_complete_ts", 100_000),
+    ("us_tx_start_ts", "us_tx_beg_us", 1_000_000),  # the upstream codec's next line, `writing N bytes`
+    ("us_resp_router_ts", "us_rx_end_us", 60_000_000),  # the upstream's `response complete`
 )
 _EARLIEST = ("first_ts", "read_start_ts", "parse_start_ts", "new_stream_ts", "life_start_us")
 #: Lifecycle lines kept per origin (the main thread is the one that logged most of them).
@@ -121,6 +119,7 @@ class StreamingAnalysis:
     _facts: list[pl.DataFrame] = field(default_factory=list)
     _facts_rows: int = 0
     _gaps: list[pl.Series] = field(default_factory=list)
+    _bursts: list[pl.DataFrame] = field(default_factory=list)
     _started: list[pl.DataFrame] = field(default_factory=list)
     timeless: int = 0
     #: seconds spent per step (bench/analyze_stream.py prints them)
@@ -132,6 +131,7 @@ class StreamingAnalysis:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
         with self._timed("facts"):
             self.facts.records.add(events)
+            self.facts.health_checks += health_checks(events)
         timed = events.filter(pl.col("ts_us").is_not_null())
         self.timeless += events.height - timed.height
         if timed.height == 0:
@@ -264,18 +264,22 @@ class StreamingAnalysis:
         context = [f for f in (*self._extras(worker, first_line), worker.carry) if f is not None and f.height]
         events = pl.concat([*context, window]) if context else window
         with self._timed("requests"):
-            requests = build_requests(events)
-        if requests.height:
-            with self._timed("phases"):
-                requests, phases = attribute_phases(requests, events)
-            uids = pl.Series(list(worker.emitted), dtype=pl.String)
-            candidates = requests.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
-        else:
-            candidates = requests
-            phases = pl.DataFrame(schema=PHASES_SCHEMA)
+            lines = build_requests(events)
+        uids = pl.Series(list(worker.emitted), dtype=pl.String)
+        candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
         flagged = candidates.with_columns(done__=pl.lit(True)) if final else self._finished(candidates, newest)
-        finished = flagged.filter("done__").drop("done__")
+        done_uids = flagged.filter("done__").select("request_uid")
         unfinished = flagged.filter(~pl.col("done__"))
+        if done_uids.height:
+            with self._timed("phases"):
+                requests, phases = attribute_phases(lines, events)
+                finished = requests.join(done_uids, on="request_uid", how="semi")
+                if finished["internal"].any():  # Envoy's own work: its bursts, for the findings
+                    bursts = work_bursts(requests, events)
+                    self._bursts.append(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
+                                                    how="semi"))
+        else:
+            finished = pl.DataFrame()
         if finished.height:
             mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
             self._requests.append(finished)
@@ -324,17 +328,17 @@ class StreamingAnalysis:
         settled = [pl.col(start).is_null() | (pl.col(start) + tolerance < newest)
                    | (pl.col(found).is_not_null() if found is not None and found in requests.columns else pl.lit(False))
                    for start, found, tolerance in FORWARD_LOOKUPS if start in requests.columns]
-        internal_end = pl.col("internal") & (pl.col("us_complete_ts").is_not_null()
-                                             | pl.col("local_reply").is_not_null()
-                                             | pl.col("stream_reset").fill_null(False))
+        internal_end = pl.col("internal") & (pl.col("us_rx_end_us").is_not_null()
+                                             | pl.col("outcome").str.starts_with("local reply")
+                                             | (pl.col("outcome") == "stream reset"))
         ended = ((pl.col("response_end_ts").is_not_null() | internal_end) & (last + self.grace_us < newest)
                  & pl.all_horizontal(settled))
         flagged = requests.with_columns(done__=(ended | (last + self.idle_us < newest)).fill_null(False),
                                         last__=last)
-        open_flushes = flagged.filter(is_flush() & ~pl.col("done__"))
-        if open_flushes.height:
-            hold = int(open_flushes["first_ts"].min())  # type: ignore[arg-type]
-            flagged = flagged.with_columns(done__=pl.col("done__") & (is_flush() | (pl.col("last__") < hold)))
+        open_internal = flagged.filter(pl.col("internal") & ~pl.col("done__"))
+        if open_internal.height:
+            hold = int(open_internal["first_ts"].min())  # type: ignore[arg-type]
+            flagged = flagged.with_columns(done__=pl.col("done__") & (pl.col("internal") | (pl.col("last__") < hold)))
         return flagged.drop("last__")
 
     def _cut(self, worker: _Worker, window: pl.DataFrame, unfinished: pl.DataFrame, newest: int) -> None:
@@ -385,12 +389,18 @@ class StreamingAnalysis:
         if self._started:
             self.facts.started = pl.concat(self._started).unique().cast(STARTED_SCHEMA)  # type: ignore[arg-type]
         self.facts.handshakes = pl.concat(shakes) if shakes else None
+        if whole:
+            whole_requests = staged.requests.with_columns(conn_id=pl.col("downstream_conn_id")) if (
+                "conn_id" not in staged.requests.columns) else staged.requests
+            self._bursts.append(work_bursts(whole_requests, staged.events))
+        self.facts.internal_work = (pl.concat(self._bursts, how="diagonal_relaxed") if self._bursts
+                                    else pl.DataFrame(schema=BURSTS_SCHEMA))
         loop_frame = (pl.concat(loop).sort("origin", "thread", maintain_order=True) if loop
                       else pl.DataFrame(schema=LOOP_SCHEMA))
         loop.clear()
         empty_events = pl.DataFrame(schema=EVENT_SCHEMA)
         if not requests:
-            empty = pl.DataFrame(schema={**REQUEST_SCHEMA, **EMPTY_WORKING_COLUMNS})
+            empty = pl.DataFrame(schema=REQUEST_FRAME_SCHEMA)
             return Analysis(empty_events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
         all_requests = pl.concat(requests, how="diagonal_relaxed", rechunk=False)
         requests.clear()
@@ -399,9 +409,9 @@ class StreamingAnalysis:
         phases.clear()
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
         with self._timed("conclude"):
-            out, out_phases, stitching, out_notes = conclude(all_requests, all_phases, loop_frame, all_shakes,
-                                                             tuple(notes))
-        return Analysis(empty_events, out, out_phases, loop_frame, out_notes, stitching)
+            done = conclude(all_requests, all_phases, loop_frame, all_shakes, tuple(notes))
+        return Analysis(empty_events, done.requests, done.phases, loop_frame, done.notes, done.stitching,
+                        done.queueing)
 
 
 def analyse_stream(chunks: Iterable[pl.DataFrame], *, grace_us: int = GRACE_US, idle_us: int = IDLE_US,

@@ -65,8 +65,6 @@ def _flows(reqs: pl.DataFrame, pid: dict[str, int], t0: int) -> list[dict[str, A
     """Downstream work -> upstream write, and upstream response read -> downstream encode."""
     out: list[dict[str, Any]] = []
     cols = ("request_uid", "origin", "thread", "b4", "b5", "b6", "b7")
-    if not set(cols) <= set(reqs.columns):
-        return out
     for n, (_uid, origin, thread, b4, b5, b6, b7) in enumerate(reqs.select(cols).iter_rows()):
         if thread is None or b5 is None or b6 is None or b4 is None or b7 is None or b5 <= b4:
             continue

@@ -113,8 +113,6 @@ def wasm_rows(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     ``requests`` needs ``request_uid, origin, conn_id, stream_id, life_start_us, life_end_us``. Origins with
     VM call lines use them; the others fall back to module-log episodes.
     """
-    if "wasm_call" not in events.columns:
-        return pl.DataFrame(schema=ROWS_SCHEMA)
     calls = vm_calls(events)
     traced = calls["origin"].unique().implode()
     episodes = module_episodes(events.filter(~pl.col("origin").is_in(traced)))

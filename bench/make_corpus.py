@@ -52,12 +52,12 @@ from envoy_dissector.lab.run import run_scenario
 _REWRITE = re.compile(
     rb"(?m)^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"  # istio text: record start (whole seconds)
     rb"|^\[(?P<ts2>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"  # envoy default layout
-    rb"|(?P<tspre>\"time\":\")(?P<tsj>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"  # istio JSON
-    rb"|(?P<cpre>\[C|ConnectionId\":\"|ConnectionId\\\\\":\\\\\"|ConnectionId\\\":\\\")(?P<cid>\d+)"
+    rb"|(?P<tpre>\"time\":\")(?P<ts3>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"  # istio JSON
+    rb"|(?P<cpre>\[C|ConnectionId(?:\\)*\":(?:\\)*\")(?P<cid>\d+)"  # (quotes escaped 0, 1, 2 times)
     rb"|(?P<xpre>'x-request-id', ')(?P<xid>[0-9a-f]{8})"
 )
-_TS_TEXT = re.compile(rb"(?m)(?:^\[?|\"time\":\")(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)")
-_CONN = re.compile(rb"(?:\[C|ConnectionId\":\"|ConnectionId\\\\\":\\\\\"|ConnectionId\\\":\\\")(\d+)")
+_TS_TEXT = re.compile(rb"(?m)(?:^\[?|^\{.*?\"time\":\")(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)")
+_CONN = re.compile(rb"(?:\[C|ConnectionId(?:\\)*\":(?:\\)*\")(\d+)")
 _BLOCK = 8 * 1024 * 1024
 
 
@@ -116,8 +116,8 @@ class Rewriter:
             return self._ts(m.group("ts"), "T")
         if m.group("ts2") is not None:
             return b"[" + self._ts(m.group("ts2"), " ")
-        if m.group("tsj") is not None:
-            return m.group("tspre") + self._ts(m.group("tsj"), "T")
+        if m.group("ts3") is not None:
+            return m.group("tpre") + self._ts(m.group("ts3"), "T")
         if m.group("cid") is not None:
             return m.group("cpre") + str(int(m.group("cid")) + self.conn_offset).encode()
         xid = int(m.group("xid"), 16) ^ (self.copy * 0x9E3779B1 & 0xFFFFFFFF)
@@ -159,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=8000, help="requests per run (lab cap 20000; default 8000)")
     ap.add_argument("--scenario", default="workers", help="lab scenario (default workers)")
     ap.add_argument("--log-format", default="istio-thread",
-                    help="lab log format name (default istio-thread; istio-json for the JSON path)")
+                    help="lab log format name (text or JSON; default istio-thread)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/envoy-corpus/corpus.log"))
     ap.add_argument("--fresh", action="store_true", help="re-run Envoy even if runs exist")
     args = ap.parse_args(argv)
+
     t0 = time.time()
     logs = make_runs(args.out.parent / "runs", args.runs, args.requests, args.scenario, args.log_format, args.fresh)
     info = [scan(p) for p in logs]

@@ -5,7 +5,6 @@ few lines. Figures come from :mod:`envoy_dissector.analysis.figures` (shared wit
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import polars as pl
@@ -14,14 +13,12 @@ from dash import dcc, html
 from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
-from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.analysis.units import format_us, in_unit, table_units
 from envoy_dissector.dashboard.datasets import Dataset
 
 MAX_LOG_LINES = 2000
 MAX_FINDINGS = 25
 MAX_WORKER_ROWS = 40
-_CONN_IDS = re.compile(r"\bC(\d+)\b")
 #: the project's one µs formatter (the report and findings write the same text)
 us = format_us
 
@@ -140,23 +137,19 @@ def overview(ds: Dataset) -> list[Any]:
     ]
 
 
-def competing_connections(phases: pl.DataFrame) -> list[dict[str, Any]]:
-    """Event-loop queueing of one request: for each wait point, how long and which other connections the
-    worker served meanwhile (parsed from the ``loop_queue`` rows' detail ``"upstream wait: C2 + C7"``)."""
-    out = []
-    for detail, start, end, dur in phases.filter(pl.col("phase") == Phase.LOOP_QUEUE).sort("start_us").select(
-            "detail", "start_us", "end_us", "dur_us").iter_rows():
-        where, _, conns = (detail or "").partition(":")
-        out.append({"where": where.strip(), "start_us": start, "end_us": end, "dur_us": dur,
-                    "conns": [int(c) for c in _CONN_IDS.findall(conns)]})
-    return out
+def competing_connections(queueing: pl.DataFrame) -> list[dict[str, Any]]:
+    """Event-loop queueing of one request (``Capture.request_queueing``): for each wait point, how long and
+    which other connections the worker served meanwhile."""
+    return [{"where": where, "start_us": start, "end_us": end, "dur_us": dur, "conns": list(conns)}
+            for where, start, end, dur, conns in queueing.sort("start_us").select(
+                "where", "start_us", "end_us", "dur_us", "conn_ids").iter_rows()]
 
 
 def wait_window(capture: Capture, uid: str, wait: int, margin_us: int) -> tuple[int, int, int | None]:
     """``(start, end, thread)`` to show in the event loop for the request's ``wait``-th queueing point
     (its whole life when there is no such point), with ``margin_us`` either side."""
     row = capture.request(uid)
-    waits = competing_connections(capture.request_phases(row))
+    waits = competing_connections(capture.request_queueing(row))
     w = waits[wait] if 0 <= wait < len(waits) else {}
     start = int(w.get("start_us") or row.get("life_start_us") or 0) - margin_us
     end = int(w.get("end_us") or row.get("life_end_us") or 0) + margin_us
@@ -219,7 +212,7 @@ def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
     phases = capture.request_phases(row)
     # A call stitched across two proxies (x-request-id in two origins): both timelines, the inbound nested.
     fig = capture.stitched_waterfall(row) if row.get("peer_request_uid") else figures.waterfall(row, phases)
-    return fig, [request_facts(row), competing_panel(competing_connections(phases))]
+    return fig, [request_facts(row), competing_panel(competing_connections(capture.request_queueing(row)))]
 
 
 def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:

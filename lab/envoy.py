@@ -104,6 +104,11 @@ class EnvoySettings:
     """The listener speaks mutual TLS and requires a client certificate, like a server sidecar's inbound."""
     use_remote_address: bool | None = None
     """The connection manager's ``use_remote_address`` (a server sidecar sets false and keeps x-request-id)."""
+    ext_authz_delay_ms: float | None = None
+    """If set, the ``envoy.filters.http.ext_authz`` filter runs first and asks the lab's authorization server
+    (``http_service``, cluster ``ext_authz``) about every request; the server allows it after this delay."""
+    health_check_interval_ms: int | None = None
+    """If set, the upstream cluster is actively health-checked (HTTP ``GET /healthz``) at this interval."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +135,8 @@ class EnvoyConfig:
     """The built ``.wasm`` for :attr:`EnvoySettings.wasm_stats_us`."""
     collector_port: int | None = None
     """The Zipkin collector's port for :attr:`EnvoySettings.zipkin_tracing`."""
+    authz_port: int | None = None
+    """The authorization server's port for :attr:`EnvoySettings.ext_authz_delay_ms`."""
     tls: TlsFiles | None = None
     """Certificates for :attr:`EnvoySettings.upstream_tls_sni` / :attr:`EnvoySettings.downstream_tls`."""
 
@@ -171,6 +178,8 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
     """The Envoy v3 bootstrap (static resources) for ``config`` as plain data."""
     settings = config.settings
     http_filters: list[YamlValue] = []
+    if settings.ext_authz_delay_ms is not None:
+        http_filters.append(_ext_authz_filter())
     if settings.wasm_stats_us is not None:
         http_filters.append(_wasm_stats_filter(config, settings.wasm_stats_us))
     if settings.lua_cpu_ms > 0:
@@ -229,6 +238,10 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
     if settings.zipkin_tracing:
         hcm["tracing"] = _zipkin_tracing()
         clusters.append(_zipkin_cluster(config))
+    if settings.ext_authz_delay_ms is not None:
+        if config.authz_port is None:
+            raise LabError("ext_authz_delay_ms is set but no authorization server port was given")
+        clusters.append(_static_cluster(AUTHZ_CLUSTER, config.authz_port))
     cluster: dict[str, YamlValue] = {
         "name": settings.cluster_name,
         "type": "STATIC",
@@ -247,6 +260,8 @@ def build_bootstrap(config: EnvoyConfig) -> dict[str, YamlValue]:
             "max_requests_per_connection": settings.max_requests_per_connection}
     cluster["typed_extension_protocol_options"] = {
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": protocol_options}
+    if settings.health_check_interval_ms is not None:
+        cluster["health_checks"] = [_health_check(settings.health_check_interval_ms)]
     if settings.upstream_tls_sni is not None:
         cluster["transport_socket"] = _tls_socket(config, upstream_sni=settings.upstream_tls_sni)
     filter_chain: dict[str, YamlValue] = {"filters": [{
@@ -353,6 +368,43 @@ def _zipkin_cluster(config: EnvoyConfig) -> dict[str, YamlValue]:
             "cluster_name": "zipkin",
             "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket_address(config.collector_port)}}]}],
         },
+    }
+
+
+#: The authorization server's cluster (the ext_authz filter's ``http_service``).
+AUTHZ_CLUSTER: Final = "ext_authz"
+#: The path Envoy's active health checker asks the upstream for.
+HEALTH_CHECK_PATH: Final = "/healthz"
+
+
+def _ext_authz_filter() -> dict[str, YamlValue]:
+    return {
+        "name": "envoy.filters.http.ext_authz",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz",
+            "transport_api_version": "V3",
+            "http_service": {"server_uri": {"uri": f"http://{AUTHZ_CLUSTER}", "cluster": AUTHZ_CLUSTER,
+                                            "timeout": "1s"}},
+            # Forward the client's x-request-id, so the server's record of each check joins the access log.
+            "allowed_headers": {"patterns": [{"exact": "x-request-id"}]},
+        },
+    }
+
+
+def _health_check(interval_ms: int) -> dict[str, YamlValue]:
+    interval = f"{interval_ms / 1000:.3f}s"
+    return {"timeout": "1s", "interval": interval, "no_traffic_interval": interval,
+            "unhealthy_threshold": 3, "healthy_threshold": 1,
+            "http_health_check": {"path": HEALTH_CHECK_PATH}}
+
+
+def _static_cluster(name: str, port: int) -> dict[str, YamlValue]:
+    return {
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {"cluster_name": name,
+                            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _socket_address(port)}}]}]},
     }
 
 

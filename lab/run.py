@@ -22,6 +22,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+from envoy_dissector.lab.authz import AuthzServer
 from envoy_dissector.lab.collector import ZipkinCollector
 from envoy_dissector.lab.envoy import EnvoyConfig, EnvoyProcess, EnvoySettings, LabError, envoy_version, free_port
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
@@ -85,7 +86,7 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
     format_name, pattern = resolve_log_format(log_format)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for fname in (*CAPTURE_FILES, "envoy.yaml", "envoy.stderr"):
+    for fname in (*CAPTURE_FILES, "envoy.yaml", "envoy.stderr", "authz.jsonl", "collector.jsonl"):
         (out / fname).unlink(missing_ok=True)
     envoy_settings = scenario.envoy
     if concurrency is not None:
@@ -106,9 +107,14 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
     collector = ZipkinCollector(out / "collector.jsonl") if envoy_settings.zipkin_tracing else None
     if collector is not None:
         collector.start()
+    authz = (AuthzServer(out / "authz.jsonl", delay_ms=envoy_settings.ext_authz_delay_ms)
+             if envoy_settings.ext_authz_delay_ms is not None else None)
+    if authz is not None:
+        authz.start()
     config = EnvoyConfig(settings=envoy_settings, upstream_port=upstream_port, listener_port=free_port(),
                          log_format=pattern, work_dir=out, wasm_module=wasm_module,
-                         collector_port=collector.port if collector is not None else None)
+                         collector_port=collector.port if collector is not None else None,
+                         authz_port=authz.port if authz is not None else None)
     envoy = EnvoyProcess(config, startup_timeout_s=startup_timeout_s)
     counters: dict[str, int] = {}
     try:
@@ -123,6 +129,8 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
         exit_code = envoy.stop()
         if collector is not None:
             collector.stop()
+        if authz is not None:
+            authz.stop()
         if envoy_settings.retries_to_closed_port:
             upstream_log.touch()
         else:
@@ -137,13 +145,14 @@ def run_scenario(name: str | Scenario, out_dir: Path | str, log_format: str = DE
                           upstream_port=upstream_port, load=load, times=(started, ready, finished),
                           counters=counters,
                           collector=({"flushes": collector.flushes, "spans": collector.spans}
-                                     if collector is not None else None))
+                                     if collector is not None else None),
+                          authz={"checks": authz.checks} if authz is not None else None)
 
 
 def finish_capture(out: Path, scenario: Scenario, *, envoy_settings: EnvoySettings, requests: int | None,
                    log_format: tuple[str, str], envoy: EnvoyProcess, exit_code: int, upstream_port: int,
                    load: LoadResult, times: tuple[float, float, float], counters: dict[str, int],
-                   collector: dict[str, int] | None = None) -> Path:
+                   collector: dict[str, int] | None = None, authz: dict[str, int] | None = None) -> Path:
     """Check a finished run against its client's view and write ``meta.json`` into ``out``."""
     format_name, pattern = log_format
     started, ready, finished = times
@@ -205,6 +214,7 @@ def finish_capture(out: Path, scenario: Scenario, *, envoy_settings: EnvoySettin
         },
         "envoy_counters": {k: v for k, v in sorted(counters.items()) if kept_counter(k)},
         "collector": collector,
+        "authz": authz,
         "warnings": warnings,
         "host": {"python": sys.version.split()[0], "platform": platform.platform()},
     }

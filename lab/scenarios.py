@@ -36,6 +36,8 @@ class Scenario:
 
 _LUA_CPU_MS: Final = 1.0
 _WASM_BURN_US: Final = (300, 200)
+_AUTHZ_DELAY_MS: Final = 1.0
+_HEALTH_CHECK_INTERVAL_MS: Final = 5
 
 _ALL: Final = (
     Scenario(
@@ -119,6 +121,21 @@ _ALL: Final = (
         envoy=EnvoySettings(zipkin_tracing=True),
         load=LoadSettings(connections=2, requests_per_connection=25),
         baseline="tracing-off",
+    ),
+    Scenario(
+        name="ext-authz",
+        description=f"The ext_authz filter asks a local authorization server (http_service, cluster ext_authz) "
+                    f"about every request; the server allows it after {_AUTHZ_DELAY_MS:g} ms and times itself "
+                    "(authz.jsonl); 1 worker, 2 connections × 25.",
+        envoy=EnvoySettings(ext_authz_delay_ms=_AUTHZ_DELAY_MS),
+        load=LoadSettings(connections=2, requests_per_connection=25),
+    ),
+    Scenario(
+        name="health-check",
+        description=f"Active HTTP health checks (GET /healthz every {_HEALTH_CHECK_INTERVAL_MS} ms) on the "
+                    "upstream cluster interleave with client traffic; 1 worker, 2 connections × 25.",
+        envoy=EnvoySettings(health_check_interval_ms=_HEALTH_CHECK_INTERVAL_MS),
+        load=LoadSettings(connections=2, requests_per_connection=25),
     ),
     Scenario(
         name="tracing-off",

@@ -30,7 +30,7 @@ quietLogger
     | 'runtime' | 'secret' | 'stats' | 'testing' | 'tracing' | 'upstream' | 'xds' | 'rbac'
     | 'jwt' | 'ext_authz' | 'kafka' | 'dubbo' | 'thrift' | 'redis' | 'mongo' | 'quic'
     | 'happy_eyeballs' | 'multi_connection' | 'assert' | 'backtrace' | 'envoy_bug' | 'misc'
-    | 'overload' | 'udp' | 'filter' | 'lua' | 'golang' | 'ext_proc' | 'dynamic_modules'
+    | 'overload' | 'udp' | 'filter' | 'lua' | 'golang' | 'ext_proc' | 'dynamic_modules' | 'quic_stream'
     ;
 
 prefix
@@ -48,7 +48,7 @@ lifecycle
     | connectingTo | connectionInProgress | connected | connectError | currentConnectingState
     | readReturns | readError | writeReturns | writeError
     | sslReadReturns | sslReadBytes | sslWriteReturns | sslErrorWhileRead | sslErrorWhileWrite
-    | sslShutdown | tlsFailure | rstClose
+    | sslShutdown | tlsFailure | rstClose | tlsHandshakeStep | tlsHandshakeComplete
     // listener (logger `conn_handler`)
     | newConnection | connectionOnEvent | addingToCleanupList
     // HTTP/1 codec (logger `http`)
@@ -69,6 +69,8 @@ lifecycle
     | encodeHeadersCalled | encodeDataCalled | encodeTrailersCalled | encode1xxHeadersCalled
     | continuingFilterChain | filterIterationAborted | localReply | preparingLocalReply
     | executingLocalReply
+    // the admin interface's own filter (logger `admin`)
+    | adminRequestComplete
     // router, upstream request, upstream codec filter (logger `router`)
     | routeMatch | noRouteMatch | unknownCluster | routerDecodingHeaders | routerDecodingTrailers
     | upstreamHeadersComplete | upstream1xx | upstreamTimeout | upstreamReset | performingRetry
@@ -85,6 +87,8 @@ lifecycle
     | deferredDeleteAdded | deferredDeleteCleared
     // cluster manager, wasm, lua
     | noHealthyHost | wasmLog | celError | luaLog | wasmVmEnter | wasmVmExit
+    // Envoy's own requests: active health checks (logger `hc`), async-client answers, ext_authz calls
+    | healthCheckResult | healthCheckFailure | asyncResponseHeaders | extAuthzCalling
     ;
 
 // ---- connection ----
@@ -116,7 +120,11 @@ sslWriteReturns : 'ssl write returns: ' bytes=signedInt ;
 sslErrorWhileRead : 'ssl error occurred while read: ' reason=rest ;
 sslErrorWhileWrite : 'ssl error occurred while write: ' reason=rest ;
 sslShutdown : 'SSL shutdown: rc=' code=signedInt ;
-tlsFailure : ('remote address:' | 'TLS error: ' | 'verify cert failed: ') reason=rest ;
+tlsFailure : ('remote address:' | 'TLS error: ' | 'verify cert failed: ' | 'handshake error: ') reason=rest ;
+// ssl_socket.cc up to 1.17 (debug): each non-final handshake step, then success; later versions log neither
+// (1.24+ log the end of an asynchronous certificate validation / selection inside the handshake).
+tlsHandshakeStep : 'handshake expecting ' ('read' | 'write') | 'Async cert validation completed' | 'Async cert selection completed' ;
+tlsHandshakeComplete : 'handshake complete' ;
 rstClose : ('read: rst close from peer' | 'write: rst close from peer.') ;
 
 // ---- listener ----
@@ -186,6 +194,7 @@ filterIterationAborted : iteration=WORD ' filter iteration aborted due to local 
 localReply : 'Sending local reply with details ' details=rest ;
 preparingLocalReply : 'Preparing local reply with details ' details=rest ;
 executingLocalReply : 'Executing sending local reply.' ;
+adminRequestComplete : 'request complete: path: ' url=rest ;
 
 // ---- router ----
 routeMatch : 'cluster ' cluster=SQ ' match for URL ' url=SQ ;
@@ -194,7 +203,7 @@ unknownCluster : 'unknown cluster ' cluster=SQ ;
 routerDecodingHeaders : 'router decoding headers:' ;
 routerDecodingTrailers : 'router decoding trailers:' ;
 upstreamHeadersComplete : 'upstream headers complete: end_stream=' end_stream=WORD ;
-upstream1xx : 'upstream 100 continue' | 'upstream 1xx (' status=INT ').' ;
+upstream1xx : 'upstream 100 continue' | 'upstream 1xx (' status=INT ').' ' '? ;
 upstreamTimeout : 'upstream timeout' ;
 upstreamReset : ('upstream reset: reset reason: ' | 'upstream reset: reset reason ') reason=rest ;  // no colon: <= 1.13
 performingRetry : 'performing retry' ;
@@ -243,12 +252,22 @@ luaLog : 'script log: ' text=rest ;
 wasmVmEnter : '[host->vm] ' wasm_call=WORD '(' (wasm_context=INT anything)? ')' ;
 wasmVmExit : '[host<-vm] ' wasm_call=WORD ' return: ' rest ;
 
+// ---- Envoy's own requests ----
+// Active health checking (health_checker_impl.cc, logger `hc`; Envoy runs it on the main thread). One line per
+// check on the checker's connection: the answer's status (`hc response=` before 1.22) and the host's flags.
+healthCheckResult : ('hc response_code=' | 'hc response=') status=INT ' health_flags=' text=rest ;
+healthCheckFailure : ('connection/stream error health_flags=' | 'connection/stream timeout health_flags=') text=rest ;
+// The async client (tracing flushes, ext_authz http_service, Lua httpCall) received its answer's headers.
+asyncResponseHeaders : 'async http request response headers (end_stream=' end_stream=WORD '):' ;
+// The ext_authz filter starts its check of the request whose stream id the line carries.
+extAuthzCalling : 'ext_authz filter calling authorization server' anything ;
+
 // ---- recognised, not used by the analysis ----
 noise
     : timerNoise | loadShedNoise | poolStateNoise | poolPreconnectNoise | codecClientNoise
     | h2SessionNoise | filterManagerNoise | connectionCloseNoise | routerCleanupNoise
     | dispatcherNoise | workerNoise | listenerNoise | watermarkNoise | flowControlNoise | serverLifecycleNoise
-    | wasmHostCallNoise
+    | wasmHostCallNoise | asyncClientNoise
     ;
 timerNoise : 'enableTimer called on ' anything ;
 loadShedNoise : 'LoadShedPoint ' anything ;
@@ -285,6 +304,8 @@ listenerNoise : 'tls inspector: ' anything | 'http inspector: ' anything | 'orig
 watermarkNoise : 'onAboveReadBufferHighWatermark' | 'onBelowReadBufferLowWatermark'
                | 'onAboveWriteBufferHighWatermark' | 'onBelowWriteBufferLowWatermark' ;
 flowControlNoise : 'request data too large watermark exceeded' | 'response data too large watermark exceeded' ;
+// The rest of the async client's answer (its headers are asyncResponseHeaders): no connection or stream id.
+asyncClientNoise : 'async http request response trailers:' anything | 'async http request response data (length=' anything ;
 // A module calling back into the host, inside a VM call (its time is the enclosing callback's).
 wasmHostCallNoise : '[vm->host] ' anything | '[vm<-host] ' anything ;
 

@@ -516,4 +516,19 @@ def classify(records: pl.DataFrame, *, fast: bool | None = None, classifier: Cla
         fast = fast_path_enabled()
     if records.height == 0:
         return _finish(_with_all_fields(pl.DataFrame(schema={"kind": pl.String})))
-    return classify_distinct(records, classifier) if fast else classify_slow(records)
+    found = classify_distinct(records, classifier) if fast else classify_slow(records)
+    return _without_codec_stream_ids(records, found)
+
+
+#: Loggers whose ``[S..]`` / ``"StreamId"`` is the codec's own stream number (QUIC's 0, 4, 8...), not the
+#: connection manager's stream id: kept out of ``stream_id`` so they never make a stream of their own.
+CODEC_STREAM_LOGGERS = ("quic_stream",)
+
+
+def _without_codec_stream_ids(records: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    if "logger" not in records.columns or "stream_id" not in found.columns:
+        return found
+    codec = records["logger"].is_in(CODEC_STREAM_LOGGERS)
+    if not codec.any():
+        return found
+    return found.with_columns(stream_id=pl.when(codec).then(None).otherwise(pl.col("stream_id")))

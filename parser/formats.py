@@ -11,7 +11,7 @@ from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
 
-FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "custom"]
+FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "consul", "custom"]
 #: every format id, in FormatId's order (command-line choices are derived from it)
 FORMAT_IDS: tuple[FormatId, ...] = get_args(FormatId)
 
@@ -48,6 +48,10 @@ KNOWN_FORMATS: tuple[KnownFormat, ...] = (
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"envoy %n","msg":"%j"}'),
     KnownFormat("istio-json", "Istio JSON with the bare logger as scope (1.9 and older)",
                 '{"level":"%l","time":"%Y-%m-%dT%T.%fZ","scope":"%n","msg":"%_"}'),
+    # consul-dataplane starts Envoy with its own --log-format (logFormatPlain / logFormatJSON of its proxy manager)
+    KnownFormat("consul", "consul-dataplane text", "%Y-%m-%dT%T.%eZ%z [%l] envoy.%n(%t) %v"),
+    KnownFormat("consul", "consul-dataplane JSON",
+                '{"@timestamp":"%Y-%m-%dT%T.%fZ%z","@module":"envoy.%n","@level":"%l","@message":"%j","thread":%t}'),
 )
 
 _CONTINUATION = re.compile(CONTINUATION)
@@ -114,10 +118,18 @@ def _rate(compiled: TextFormat | JsonFormat, sample: list[str]) -> float:
 _MAY_START_RECORD = re.compile(r"^[\[{0-9]")
 
 
+#: Another program's line in the same container log: zap's console layout with an upper-case level (kuma-dp's
+#: own lines in a kuma-sidecar log), which no Envoy or Istio layout prints. Set aside when judging a format.
+_OTHER_PROGRAM = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})\t(?:DEBUG|INFO|WARN|ERROR)\t")
+
+
 def _record_heads(lines: list[str]) -> list[str]:
-    """Non-blank sample lines that may start a record (not header dumps, `\tthread=` trailers, config dumps)."""
+    """Non-blank sample lines that may start a record (not header dumps, `\tthread=` trailers, config dumps,
+    other programs' lines)."""
     sample = [line for line in lines if line.strip()][:2000]
-    heads = [line for line in sample if _MAY_START_RECORD.match(line) and not _CONTINUATION.match(line)]
+    heads = [line for line in sample if _MAY_START_RECORD.match(line) and not _CONTINUATION.match(line)
+             and not _OTHER_PROGRAM.match(line)]
     return heads or sample
 
 

@@ -153,6 +153,9 @@ class JsonFormat:
     pattern: str
     keys: dict[str, str] = field(default_factory=dict)
     fields: frozenset[str] = frozenset()
+    #: keys whose whole value is fixed-width (e.g. ``%Y-%m-%dT%T.%fZ``): its width and fields, sliced
+    #: instead of matched by the key's regex when a value has exactly that width
+    fixed: dict[str, Head] = field(default_factory=dict)
 
     @cached_property
     def as_text(self) -> TextFormat | None:
@@ -226,6 +229,7 @@ def compile_json_format(pattern: str) -> JsonFormat:
     """Compile a JSON pattern such as Istio's ``{"level":"%l","time":"%Y-%m-%dT%T.%fZ",...}``."""
     keys: dict[str, str] = {}
     fields: set[str] = set()
+    fixed: dict[str, Head] = {}
     for m in _JSON_PAIR.finditer(pattern):
         value = m.group("quoted") if m.group("quoted") is not None else m.group("bare")
         if "%" not in value:
@@ -233,9 +237,26 @@ def compile_json_format(pattern: str) -> JsonFormat:
         pieces, sub_fields, _, _ = _compile_parts(value)
         keys[m.group("key")] = "(?s)^" + "".join(pieces) + "$"
         fields |= sub_fields
+        whole = whole_width(value)
+        if whole is not None:
+            fixed[m.group("key")] = whole
     if "message" not in fields:
         raise UsageError(f"JSON log format {pattern!r} has no message flag (%v, %_ or %j)")
-    return JsonFormat(pattern, keys, frozenset(fields))
+    return JsonFormat(pattern, keys, frozenset(fields), fixed)
+
+
+def whole_width(pattern: str) -> Head | None:
+    """The head of a pattern made only of literals and constant-width flags (its width covers it all).
+
+    >>> whole_width("%Y-%m-%dT%T.%fZ").width, whole_width("envoy %n")
+    (27, None)
+    """
+    flags = list(_FLAG.finditer(pattern))
+    if not flags or any(m.group(1) or m.group(2) not in FIXED_FLAGS for m in flags):
+        return None
+    head = fixed_head(pattern)
+    tail = pattern[flags[-1].end():]
+    return Head(head.width + len(tail), head.nbytes + len(tail.encode()), head.fields)
 
 
 def compile_format(pattern: str) -> TextFormat | JsonFormat:

@@ -223,7 +223,7 @@ WRAPPERS: tuple[AnyWrapper, ...] = (
             origin=("pod", "container")),
     Wrapper("stern", rf"(?P<pod>{_K8S_NAME}) (?P<container>{_K8S_NAME}) ", origin=("pod", "container")),
     Wrapper("syslog", r"(?:[A-Z][a-z]{2} [ 0-9][0-9] " + _TIME + r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T" + _TIME
-            + r"(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) [^\s]+ [^\s\[\]:]+(?:\[[0-9]+\])?: "),
+            + r"(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) [^\s]* [^\s\[\]:]+(?:\[[0-9]+\])?: "),
     Wrapper("logcat", r"(?:[0-9]{2}-[0-9]{2} " + _TIME + r"\.[0-9]{3} +[0-9]+ +[0-9]+ [VDIWEF] [^:]*: "
             r"|(?:[0-9]{2}-[0-9]{2} " + _TIME + r"\.[0-9]{3} )?[VDIWEF]/[^(:]*\( *[0-9]+\): )"),
     Wrapper("grep", r"--$|(?:(?P<file>[^\s:]+\.(?:log|txt|gz|json)):)?[0-9]+[:-]", origin=("file",)),

@@ -174,6 +174,16 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#tlsHandshakeStep.
+    def visitTlsHandshakeStep(self, ctx:EnvoyLogParser.TlsHandshakeStepContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#tlsHandshakeComplete.
+    def visitTlsHandshakeComplete(self, ctx:EnvoyLogParser.TlsHandshakeCompleteContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#rstClose.
     def visitRstClose(self, ctx:EnvoyLogParser.RstCloseContext):
         return self.visitChildren(ctx)
@@ -469,6 +479,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#adminRequestComplete.
+    def visitAdminRequestComplete(self, ctx:EnvoyLogParser.AdminRequestCompleteContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#routeMatch.
     def visitRouteMatch(self, ctx:EnvoyLogParser.RouteMatchContext):
         return self.visitChildren(ctx)
@@ -689,6 +704,26 @@ class EnvoyLogVisitor(ParseTreeVisitor):
         return self.visitChildren(ctx)
 
 
+    # Visit a parse tree produced by EnvoyLogParser#healthCheckResult.
+    def visitHealthCheckResult(self, ctx:EnvoyLogParser.HealthCheckResultContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#healthCheckFailure.
+    def visitHealthCheckFailure(self, ctx:EnvoyLogParser.HealthCheckFailureContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#asyncResponseHeaders.
+    def visitAsyncResponseHeaders(self, ctx:EnvoyLogParser.AsyncResponseHeadersContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#extAuthzCalling.
+    def visitExtAuthzCalling(self, ctx:EnvoyLogParser.ExtAuthzCallingContext):
+        return self.visitChildren(ctx)
+
+
     # Visit a parse tree produced by EnvoyLogParser#noise.
     def visitNoise(self, ctx:EnvoyLogParser.NoiseContext):
         return self.visitChildren(ctx)
@@ -761,6 +796,11 @@ class EnvoyLogVisitor(ParseTreeVisitor):
 
     # Visit a parse tree produced by EnvoyLogParser#flowControlNoise.
     def visitFlowControlNoise(self, ctx:EnvoyLogParser.FlowControlNoiseContext):
+        return self.visitChildren(ctx)
+
+
+    # Visit a parse tree produced by EnvoyLogParser#asyncClientNoise.
+    def visitAsyncClientNoise(self, ctx:EnvoyLogParser.AsyncClientNoiseContext):
         return self.visitChildren(ctx)
 
 

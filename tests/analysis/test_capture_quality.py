@@ -30,7 +30,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _lines_of(t: Truth, kind: str) -> pl.DataFrame:
     """Records of ``kind`` on client streams of the full capture, with the stream's x-request-id."""
-    r = t.requests().filter(pl.col("complete")).select("conn_id", "stream_id", "x_request_id")
+    r = t.requests().filter(pl.col("complete")).select("stream_id", "x_request_id", conn_id="downstream_conn_id")
     return record_spans(t).filter(pl.col("kind") == kind).join(r, on=["conn_id", "stream_id"]).sort("line_no")
 
 

@@ -34,6 +34,12 @@ EXPECTED: dict[str, tuple[dict[str, frozenset[str]], tuple[str, ...]]] = {
     # The flushes' worker time makes the other connection's requests wait (about half of them ≥ 1 ms).
     "tracing-zipkin": ({"tracing-flush": frozenset({"info"})}, ("saturated-worker-",)),
     # 500 µs of Wasm CPU per request on 2 connections: every request pays it, about half also wait for it.
+    # 1 ms authorization server: every request is held ~1.3 ms by the ext_authz filter (its own call); the calls'
+    # worker time delays the other connection's requests a little (info).
+    "ext-authz": ({"paused-filter-envoy.filters.http.ext_authz": frozenset({"warning"}),
+                   "ext-authz-calls": frozenset({"info"})}, ()),
+    # Envoy runs active health checks on its main thread: they cost thread time, never a worker's (info).
+    "health-check": ({"health-checks": frozenset({"info"})}, ()),
     "wasm-stats": ({"wasm-share": frozenset({"warning"}), "slow-filter-istio.stats": frozenset({"warning"})},
                    ("saturated-worker-", "slow-filter-wasm")),
 }

@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
-from envoy_dissector.analysis.loop import WAIT_POINTS
+from envoy_dissector.analysis.loop import BEFORE_READ, WAIT_POINTS
 from envoy_dissector.analysis.pipeline import analyse
+from envoy_dissector.analysis.requests import _main_threads
 
 ALL = discover()
 THREADED = [t for t in ALL if t.has_thread_ids and t.origin_prefix is None]
@@ -56,12 +57,20 @@ def test_lua_cpu_baseline_has_little_queueing() -> None:
 
 
 def test_loop_queue_parts_add_up() -> None:
-    r = truth("istio-thread/lua-cpu").requests()
-    parts = [c for c in r.columns if c.startswith("queue_") and c.endswith("_us")]
-    assert len(parts) == len(WAIT_POINTS) and "queue_before_read_us" in parts  # the first wait point's own column
-    inside = pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts if c != "queue_before_read_us"])
+    """The queueing windows (one per wait point that waited) add up to each request's two estimates."""
+    t = truth("istio-thread/lua-cpu")
+    r = t.requests()
+    windows = t.capture().queueing
+    assert set(windows["where"].unique()) <= {w[0] for w in WAIT_POINTS}
+    assert (windows["dur_us"] > 0).all() and (windows["dur_us"] == windows["end_us"] - windows["start_us"]).all()
+    assert windows.select("request_uid", "where").is_unique().all()  # one window per wait point and request
+    per_request = windows.group_by("request_uid").agg(
+        before=pl.col("dur_us").filter(pl.col("where") == BEFORE_READ).sum(),
+        inside=pl.col("dur_us").filter(pl.col("where") != BEFORE_READ).sum())
+    r = r.join(per_request, on="request_uid", how="left").with_columns(pl.col("before", "inside").fill_null(0))
+    assert (r["queue_before_read_us"] == r["before"]).all()
     # Inside the life the parts add up to loop_queue_us unless that would exceed total_us (then it is clipped).
-    assert r.select((pl.min_horizontal(inside, "total_us") == pl.col("loop_queue_us")).all()).item()
+    assert r.select((pl.min_horizontal("inside", "total_us") == pl.col("loop_queue_us")).all()).item()
     assert (r["loop_queue_us"] >= 0).all() and (r["queue_before_read_us"] >= 0).all()
     assert r["queue_before_read_us"].sum() > 0 and r["loop_queue_us"].sum() > 0
 
@@ -166,7 +175,7 @@ def test_retry_backoff_is_idle_not_busy() -> None:
 def test_inferred_lanes_match_real_workers(rel: str) -> None:
     """Strip thread ids from a capture that has them; every inferred lane must be one real worker."""
     cap = truth(rel).capture()
-    main = cap.requests["main_thread"].drop_nulls().unique().to_list()
+    main = _main_threads(cap.events)["main_thread"].to_list()
     stripped = cap.events.with_columns(true_thread=pl.col("thread"), thread=pl.lit(None, dtype=pl.Int64))
     result = analyse(stripped)
     assert any("inferred" in n for n in result.notes)
@@ -208,7 +217,8 @@ def _naive_competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> dict[tuple[
 def test_competitors_match_the_naive_listing(seed: int) -> None:
     import random
 
-    from envoy_dissector.analysis.loop import _competitors
+    from envoy_dissector.analysis.loop import _competitors, render_queueing
+    from envoy_dissector.analysis.schema import QUEUEING_SCHEMA
 
     rnd = random.Random(seed)
     rows = []
@@ -230,8 +240,13 @@ def test_competitors_match_the_naive_listing(seed: int) -> None:
                                    "where": pl.String, "start_us": pl.Int64, "end_us": pl.Int64}, orient="row")
     got = _competitors(windows, loop)
     assert got.height == windows.height
+    assert dict(got.schema) == QUEUEING_SCHEMA
     expected = _naive_competitors(windows, loop)
-    for uid, detail in got.select("request_uid", "detail").iter_rows():
+    shown = render_queueing(got)  # the phases frame's text, from the structured connections
+    assert shown["detail"].to_list() == [f"{w}: " + (" + ".join(f"C{c}" for c in conns) if conns else
+                                                      "(no other connection logged)")
+                                         for w, conns in got.select("where", "conn_ids").iter_rows()]
+    for uid, detail in shown.select("request_uid", "detail").iter_rows():
         where = detail.split(":", 1)[0]
         assert expected[(uid, where)] == detail
 

@@ -74,11 +74,13 @@ def test_total_covers_envoys_own_duration(t: Truth) -> None:
 
 
 def test_shares_inside_phases_are_not_counted_twice() -> None:
-    """wasm_us / tracing_us are shares of the phases: per phase, their rows fit inside the phase's time."""
+    """wasm_us / tracing_us are shares of the phases: per phase, their rows fit inside the phase's time;
+    internal_us (rows that may overlap: a request's own call and other work during it) fits inside total_us."""
     for t in ALL:
         r = _complete(t)
         assert (r["wasm_us"] <= r["total_us"]).all()
         assert (r["tracing_us"] <= r["total_us"]).all()
+        assert (r["internal_us"] <= r["total_us"]).all()
         rows = t.capture().phases.filter(~pl.col("part_of_total")
                                          & pl.col("detail").str.contains(r"^(wasm|tracing flush) "))
         per = rows.group_by("request_uid", "phase").agg(share=pl.col("dur_us").sum())

@@ -145,5 +145,5 @@ def test_flushes_show_in_the_event_loop_view() -> None:
     assert work["label"].str.split(" ").list.last().n_unique() == flushes.height
     assert set(work["thread"].unique().to_list()) <= set(flushes["thread"].unique().to_list())
     fig = cap.event_loop()
-    internal = [t for t in fig.data if t.name == "internal work"]
+    internal = [t for t in fig.data if t.name == "internal work: tracing flush"]
     assert len(internal) == 1 and len(internal[0].x) == work.height

@@ -10,6 +10,7 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.findings import Finding, imbalance
+from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callbacks import session_view, slowest_request
 from envoy_dissector.dashboard.datasets import Registry
@@ -45,8 +46,12 @@ def test_competing_connections_and_waterfall(reg_and_ds):
     _, lua, _ = reg_and_ds
     uid = slowest_request(lua)
     row = lua.capture.request(uid)
-    waits = views.competing_connections(lua.capture.request_phases(row))
+    waits = views.competing_connections(lua.capture.request_queueing(row))
     assert waits and all(isinstance(c, int) for w in waits for c in w["conns"])
+    # the structured connections are the ones the phases frame's loop_queue rows show as text
+    shown = lua.capture.request_phases(row).filter(pl.col("phase") == Phase.LOOP_QUEUE).sort("start_us")["detail"]
+    assert [f"{w['where']}: " + " + ".join(f"C{c}" for c in w["conns"]) for w in waits if w["conns"]] == [
+        d for d in shown.to_list() if "no other connection" not in d]
     assert any(w["conns"] for w in waits)
     assert row["downstream_conn_id"] not in {c for w in waits for c in w["conns"]}
     start, end, thread = views.wait_window(lua.capture, uid, 0, 1000)

@@ -22,6 +22,12 @@ LINES = [
      "CERTIFICATE_VERIFY_FAILED:TLS_error_end", "tls_failure", {}),
     ("connection\tverify cert failed: X509_verify_cert: certificate verification error at depth 0: unable to get "
      "local issuer certificate", "tls_failure", {}),
+    # Envoy <= 1.17 (ssl_socket.cc, debug): handshake steps and success; 1.24+ async cert validation (fixtures/real/055, 047)
+    ("connection\t[C1] handshake expecting read", "tls_handshake_step", {}),
+    ("connection\t[C1] handshake expecting write", "tls_handshake_step", {}),
+    ("connection\t[C1] handshake complete", "tls_handshake_complete", {}),
+    ("connection\t[C39] Async cert validation completed", "tls_handshake_step", {}),
+    ("connection\t[C1] handshake error: 1", "tls_failure", {"reason": "1"}),
     ("filter\ttls inspector: new connection accepted", "listener_noise", {}),
     ("filter\ttls:onServerName(), requestedServerName: outbound_.80_._.app.shop.svc.cluster.local", "listener_noise",
      {}),

@@ -316,6 +316,26 @@ def test_real_line_numbered_paste_with_a_policy_dump():
     assert parsed.events["line_no"].to_list() == [1, 2, 10]
 
 
+# fixtures/real/043 (salrashid123's QUIC README, 2021-12-27): QUIC's `encodeHeaders` message is a header dump
+# closed by a line holding only `.`.
+QUIC_ENCODE_HEADERS = (
+    "[2021-12-27 09:55:29.718][674979][debug][quic_stream] [source/common/quic/envoy_quic_server_stream.cc:59] "
+    "[C5477787520329841858][S0] encodeHeaders (end_stream=false) ':status', '200'\n"
+    "'content-length', '2'\n"
+    ".\n"
+    "[2021-12-27 09:55:29.718][674979][debug][quic_stream] [source/common/quic/envoy_quic_server_stream.cc:71] "
+    "[C5477787520329841858][S0] encodeData (end_stream=true) of 2 bytes.\n"
+)
+
+
+def test_real_quic_dump_closed_by_a_lone_dot():
+    parsed = parse_text(QUIC_ENCODE_HEADERS)
+    assert parsed.diagnostics.lines_malformed == 0
+    assert parsed.events["n_lines"].to_list() == [3, 1]
+    # quic_stream's [S0] is QUIC's own stream number, not the connection manager's stream id
+    assert parsed.events["stream_id"].to_list() == [None, None]
+
+
 def test_unknown_prefix_before_the_envelope_is_found_and_stripped(segments):
     """No known wrapper reads `<host> | <level> |`: the envelope is found further in, the text before it
     (by shape) is a `prefix` wrapper, on dump lines too."""

@@ -159,6 +159,6 @@ def test_manifest_lists_every_excerpt_once() -> None:
     assert sorted(listed) == files
     assert len(set(listed)) == len(listed)
     for e in EXCERPTS:
-        assert e["source"]["url"] and e["format"] in (None, "envoy", "istio", "istio-thread", "istio-json", "custom")
+        assert e["source"]["url"] and e["format"] in (None, "envoy", "istio", "istio-thread", "istio-json", "consul", "custom")
         assert e["level"] in ("trace", "debug", "info")
         assert e["accepted"] or e["expected_error"]
