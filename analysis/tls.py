@@ -59,10 +59,11 @@ def handshakes_of(per_conn: pl.DataFrame) -> pl.DataFrame:
         end_us="established_us").cast(HANDSHAKE_SCHEMA)  # type: ignore[arg-type]
 
 
-def downstream_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Requests with ``downstream_tls_handshake_us`` (on each TLS connection's first request), and its rows.
 
-    ``shakes`` is ``handshakes(events)`` (or ``handshakes_of(merged per-connection facts)`` when streaming)."""
+    ``events`` may also be their ``handshakes`` already (``handshakes_of(merged facts)`` when streaming)."""
+    shakes = events if "direction" in events.columns else handshakes(events)
     shakes = shakes.filter(pl.col("direction") == "downstream")
     firsts = requests.filter(pl.col("life_start_us").is_not_null()).sort("life_start_us").group_by(
         "origin", "conn_id").agg(request_uid=pl.col("request_uid").first())
