@@ -241,7 +241,8 @@ class StreamingAnalysis:
         state = self._origins[worker.origin]
         mine = (pl.col("thread") != worker.thread) | (pl.col("line_no") < first_line)
         out = [f.filter(mine) for f in state.lifecycle]
-        out += [f for f in (state.socket_line, state.conn0_first) if f is not None]
+        # (a line of this worker still in its window is not added again: stages would count it twice)
+        out += [f.filter(mine) for f in (state.socket_line, state.conn0_first) if f is not None]
         return out
 
     def _advance(self, worker: _Worker, final: bool) -> None:
