@@ -59,9 +59,9 @@ def rewrite(lines: list[str], pattern: str, repl: str) -> list[str]:
 
 def test_no_request_capture_with_every_output(tmp_path, lines, capsys):
     # trace-level connection lines and no stream: no request row (an info-level capture exits 8 by design);
-    # lines of a stream (`[S…]`, e.g. the router's) would be a client request cut at both ends
+    # lines of a stream (`[S…]`, `"StreamId"`: the router's, say) would be a client request cut at both ends
     capture = write(tmp_path / "noreq.log", [x for x in lines if "headers" not in x and "stream" not in x
-                                             and "][S" not in x and "\tinfo\t" not in x][:200])
+                                             and "][S" not in x and "StreamId" not in x and "\tinfo\t" not in x][:200])
     outs = [str(tmp_path / f"x{s}") for s in (".json", ".trace.json", ".csv", ".parquet", ".jsonl")]
     code, _, _ = run(capsys, str(capture), *[a for o in outs for a in ("-o", o)])
     assert code == 0 and all(Path(o).exists() for o in outs)
