@@ -1,6 +1,7 @@
 """``dissect_stream``: ``dissect`` through the streaming analysis (bounded memory, no events frame kept)."""
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -57,6 +58,17 @@ def prefetched(chunks: Iterable[T], depth: int) -> Iterator[T]:
         stop.set()
 
 
+def _regular_files(source: Any) -> bool:
+    """Whether every input is a regular file: only then is reading handed to a background thread (a read from
+    stdin or a FIFO may block for ever, and Ctrl-C must reach it in the main thread)."""
+    items = source if isinstance(source, (list, tuple)) else [source]
+    for item in items:
+        path = getattr(item, "path", item)
+        if not isinstance(path, (str, Path)) or "\n" in str(path) or not os.path.isfile(path):
+            return False
+    return True
+
+
 def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None = None, redact: RedactOption = True,
                    progress: Callable[[int], None] | None = None, name: str | None = None,
                    shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None,
@@ -78,7 +90,8 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
                                   on_finished=on_finished)
     seen = False
-    for chunk in (prefetched(run, prefetch) if prefetch > 0 else run):
+    ahead = prefetch > 0 and _regular_files(source)
+    for chunk in (prefetched(run, prefetch) if ahead else run):
         seen = True
         streaming.add(chunk.events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
     if not seen:
