@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Final
+from typing import Final
+
+from envoy_dissector.lab.serving import ThreadedServer, parse_head
 
 _MAX_HEADER_BYTES: Final = 64 * 1024
 _MAX_BODY: Final = 1024 * 1024
@@ -39,88 +39,22 @@ def _kernel_stamp_us(ancillary: list[tuple[int, int, bytes]]) -> int | None:
     return None
 
 
-def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
-    request_line, *lines = head.decode("latin-1").split("\r\n")
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return request_line, headers
-
-
-class AuthzServer:
+class AuthzServer(ThreadedServer):
     """Threaded HTTP/1.1 server on 127.0.0.1 that allows every check after ``delay_ms``."""
 
+    name = "lab-authz"
+
     def __init__(self, log_path: Path, *, delay_ms: float = 0.0, port: int = 0) -> None:
-        self.log_path = log_path
+        super().__init__(log_path, port=port)
         self.delay_ms = delay_ms
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", port))
         try:  # accepted sockets inherit it, so even a check sent with the connection is stamped
             self._sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         except OSError:
             pass
-        self._sock.listen(64)
-        self._sock.settimeout(0.2)
-        self.port: int = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._log: IO[str] | None = None
-        self._threads: list[threading.Thread] = []
-        self._conns: list[socket.socket] = []
         self.checks = 0
 
-    def start(self) -> AuthzServer:
-        self._log = self.log_path.open("w", encoding="utf-8")
-        thread = threading.Thread(target=self._accept_loop, name="lab-authz-accept", daemon=True)
-        thread.start()
-        self._threads.append(thread)
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for thread in self._threads:
-            thread.join(timeout=2.0)
-        self._sock.close()
-        with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
-
-    def __enter__(self) -> AuthzServer:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    def _accept_loop(self) -> None:
-        index = 0
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.settimeout(None)
-            with self._lock:
-                self._conns.append(conn)
-            thread = threading.Thread(target=self._serve, args=(conn, index), name="lab-authz-conn", daemon=True)
-            index += 1
-            thread.start()
-            self._threads.append(thread)
-
     def _serve(self, conn: socket.socket, index: int) -> None:
+        conn.settimeout(None)
         try:
             conn.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         except OSError:
@@ -140,7 +74,7 @@ class AuthzServer:
                         arrival = _kernel_stamp_us(ancillary)
                     buf += data
                     continue
-                request_line, headers = _parse_head(buf[:head_end])
+                request_line, headers = parse_head(buf[:head_end])
                 end = head_end + 4 + min(int(headers.get("content-length", "0") or 0), _MAX_BODY)
                 while len(buf) < end:
                     data = conn.recv(65536)
@@ -162,15 +96,8 @@ class AuthzServer:
                 arrival = None
         except (OSError, ValueError):
             return
-        finally:
-            with self._lock:
-                if conn in self._conns:
-                    self._conns.remove(conn)
-            conn.close()
 
     def _record(self, row: dict[str, object]) -> None:
         with self._lock:
             self.checks += 1
-            if self._log is not None:
-                self._log.write(json.dumps(row, separators=(",", ":")) + "\n")
-                self._log.flush()
+            self._write_line(json.dumps(row, separators=(",", ":")) + "\n", flush=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, BinaryIO, Final
+from typing import BinaryIO, Final
+
+from envoy_dissector.lab.serving import ThreadedServer
 
 SPANS_PATH: Final = "/api/v2/spans"
 _MAX_BODY: Final = 16 * 1024 * 1024
@@ -34,72 +34,18 @@ def _read_body(rfile: BinaryIO, headers: dict[str, str]) -> bytes:
     return rfile.read(min(int(headers.get("content-length", "0")), _MAX_BODY))
 
 
-class ZipkinCollector:
+class ZipkinCollector(ThreadedServer):
     """Threaded HTTP/1.1 server on 127.0.0.1 that accepts Zipkin v2 JSON span batches."""
 
+    name = "lab-zipkin"
+
     def __init__(self, log_path: Path, *, port: int = 0) -> None:
-        self.log_path = log_path
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", port))
-        self._sock.listen(64)
-        self._sock.settimeout(0.2)
-        self.port: int = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._log: IO[str] | None = None
-        self._threads: list[threading.Thread] = []
-        self._conns: list[socket.socket] = []
+        super().__init__(log_path, port=port)
         self.flushes = 0
         self.spans = 0
 
-    def start(self) -> ZipkinCollector:
-        self._log = self.log_path.open("w", encoding="utf-8")
-        thread = threading.Thread(target=self._accept_loop, name="lab-zipkin-accept", daemon=True)
-        thread.start()
-        self._threads.append(thread)
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for thread in self._threads:
-            thread.join(timeout=2.0)
-        self._sock.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> ZipkinCollector:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn.settimeout(None)
-            with self._lock:
-                self._conns.append(conn)
-            thread = threading.Thread(target=self._serve, args=(conn,), name="lab-zipkin-conn", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, index: int) -> None:
+        conn.settimeout(None)
         rfile = conn.makefile("rb")
         try:
             while not self._stop.is_set():
@@ -119,7 +65,6 @@ class ZipkinCollector:
             return
         finally:
             rfile.close()
-            conn.close()
 
     def _record(self, path: str, body: bytes) -> None:
         try:
@@ -130,6 +75,4 @@ class ZipkinCollector:
         with self._lock:
             self.flushes += 1
             self.spans += spans
-            if self._log is not None:
-                self._log.write(json.dumps(row) + "\n")
-                self._log.flush()
+            self._write_line(json.dumps(row) + "\n", flush=True)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Final
+from typing import Final
+
+from envoy_dissector.lab.serving import ThreadedServer, parse_head
 
 #: Request header that overrides the configured delay for one request (milliseconds).
 DELAY_HEADER: Final = "x-lab-delay-ms"
@@ -41,7 +41,7 @@ class UpstreamSettings:
     """Let a request's ``x-lab-delay-ms`` header override :attr:`delay_ms`."""
 
 
-class UpstreamServer:
+class UpstreamServer(ThreadedServer):
     """Threaded HTTP/1.1 keep-alive server on 127.0.0.1.
 
     Use as a context manager::
@@ -50,80 +50,15 @@ class UpstreamServer:
             print(up.port)
     """
 
+    name = "lab-upstream"
+
     def __init__(self, settings: UpstreamSettings, log_path: Path, *, port: int = 0) -> None:
+        super().__init__(log_path, port=port, backlog=256)
         self.settings = settings
-        self.log_path = log_path
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", port))
-        self._sock.listen(256)
-        self._sock.settimeout(0.2)
-        self.port: int = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._log: IO[str] | None = None
-        self._threads: list[threading.Thread] = []
-        self._conns: list[socket.socket] = []
-        self._accept_thread: threading.Thread | None = None
-        self._conn_counter = 0
         self.requests_served = 0
         self._body = b"x" * settings.body_bytes
 
-    # -- lifecycle -----------------------------------------------------------------
-    def start(self) -> UpstreamServer:
-        """Start accepting connections in a background thread."""
-        self._log = self.log_path.open("w", encoding="utf-8")
-        self._accept_thread = threading.Thread(target=self._accept_loop, name="lab-upstream-accept",
-                                               daemon=True)
-        self._accept_thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop accepting, close every connection, join threads, close the log."""
-        self._stop.set()
-        if self._accept_thread is not None:
-            self._accept_thread.join(timeout=5)
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for thread in self._threads:
-            thread.join(timeout=5)
-        self._sock.close()
-        with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
-
-    def __enter__(self) -> UpstreamServer:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
     # -- serving -------------------------------------------------------------------
-    def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                index = self._conn_counter
-                self._conn_counter += 1
-                self._conns.append(conn)
-            thread = threading.Thread(target=self._serve, args=(conn, index),
-                                      name=f"lab-upstream-{index}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
     def _serve(self, conn: socket.socket, index: int) -> None:
         buf = b""
         conn.settimeout(0.5)
@@ -141,12 +76,7 @@ class UpstreamServer:
                         return
                     buf += chunk
                     continue
-                head = buf[:head_end].decode("latin-1")
-                request_line, *header_lines = head.split("\r\n")
-                headers: dict[str, str] = {}
-                for line in header_lines:
-                    key, _, value = line.partition(":")
-                    headers[key.strip().lower()] = value.strip()
+                request_line, headers = parse_head(buf[:head_end])
                 length = int(headers.get("content-length", "0") or 0)
                 while len(buf) < head_end + 4 + length:
                     try:
@@ -172,11 +102,6 @@ class UpstreamServer:
                     return
         except OSError:
             return
-        finally:
-            with self._lock:
-                if conn in self._conns:
-                    self._conns.remove(conn)
-            conn.close()
 
     def _answer(self, conn: socket.socket, request_line: str, headers: dict[str, str]) -> None:
         delay_ms = self.settings.delay_ms
@@ -198,5 +123,4 @@ class UpstreamServer:
         line = json.dumps(row, separators=(",", ":")) + "\n"
         with self._lock:
             self.requests_served += 1
-            if self._log is not None:
-                self._log.write(line)
+            self._write_line(line, flush=False)
