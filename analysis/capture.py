@@ -275,6 +275,11 @@ def _as_source(source: Any) -> Any:
     raise TypeError(f"cannot read a capture from {type(source).__name__}")
 
 
+def _label(source: Any, name: str | None) -> str:
+    """The capture's name: ``name``, else the path it was read from, else ``capture`` (log text, several files)."""
+    return name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
+
+
 def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: RedactOption = True,
             progress: Callable[[int], None] | None = None, name: str | None = None,
             shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None) -> Capture:
@@ -301,7 +306,7 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
         raise InputError("nothing parseable: no log record found")
     events = pl.concat(chunks) if len(chunks) > 1 else chunks[0]
     result = analyse(events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
-    label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
+    label = _label(source, name)
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
                    stitching=result.stitching, queueing=result.queueing)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from envoy_dissector.analysis.capture import Capture, _as_source
+from envoy_dissector.analysis.capture import Capture, _as_source, _label
 from envoy_dissector.analysis.streaming import GRACE_US, IDLE_US, WINDOW_EVENTS, Emit, StreamingAnalysis
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import ShapeStore, iter_parse
@@ -97,7 +97,7 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     if not seen:
         raise InputError("nothing parseable: no log record found")
     result = streaming.finish()
-    label = name or (str(source) if isinstance(source, (str, Path)) and "\n" not in str(source) else "capture")
+    label = _label(source, name)
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=run.diagnostics, notes=result.notes,
                    name=label, stitching=result.stitching, queueing=result.queueing,

@@ -27,7 +27,7 @@ kept and analysed whole at the end.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -413,13 +413,3 @@ class StreamingAnalysis:
             done = conclude(all_requests, all_phases, loop_frame, all_shakes, tuple(notes))
         return Analysis(empty_events, done.requests, done.phases, loop_frame, done.notes, done.stitching,
                         done.queueing)
-
-
-def analyse_stream(chunks: Iterable[pl.DataFrame], *, grace_us: int = GRACE_US, idle_us: int = IDLE_US,
-                   window_events: int = WINDOW_EVENTS, on_finished: Emit | None = None) -> Analysis:
-    """``analyse`` over a capture given as consecutive event frames (``iter_parse``'s chunks), in bounded memory."""
-    streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
-                                  on_finished=on_finished)
-    for events in chunks:
-        streaming.add(events)
-    return streaming.finish()
