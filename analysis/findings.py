@@ -239,15 +239,6 @@ def slow_side(requests: pl.DataFrame) -> list[Finding]:
     )]
 
 
-def observer_cost(events: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]:
-    """Trace logging's own cost: the gap between two lines Envoy writes back to back.
-
-    ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between,
-    so that gap is about the cost of formatting and writing one record.
-    """
-    return observer_cost_of(record_gaps(events), requests)
-
-
 def record_gaps(events: pl.DataFrame) -> pl.Series:
     """Gaps between a ``socket event`` and the ``write ready``/``read ready`` its worker logs next."""
     pairs = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no").with_columns(
@@ -258,7 +249,9 @@ def record_gaps(events: pl.DataFrame) -> pl.Series:
 
 
 def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
-    """``observer_cost`` from the gaps (``record_gaps``, or gathered worker by worker when streaming)."""
+    """Trace logging's own cost, from the gaps ``record_gaps`` measures (or gathered worker by worker when
+    streaming): ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between, so that
+    gap is about the cost of formatting and writing one record."""
     r = counted(requests)
     if gaps.len() < 5 or r.height == 0:
         return []
