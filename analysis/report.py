@@ -14,7 +14,7 @@ from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
 from envoy_dissector.analysis.stitch import render_stitching
-from envoy_dissector.analysis.units import column_unit, in_unit, table_units
+from envoy_dissector.analysis.units import in_unit, table_units
 
 WIDTH = 100
 SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "  "}
@@ -127,20 +127,14 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
     return lines
 
 
-def _ms_tick(capture: Capture) -> bool:
-    """The timestamps tick in whole milliseconds (Envoy's default ``%e``)."""
-    return capture.quality().timestamp_tick_us >= 1000
-
-
 def _slowest(capture: Capture, top: int, width: int) -> list[str]:
     slow = counted(capture.requests).sort("total_us", descending=True).head(top)
     if slow.height == 0 or top <= 0:
         return []
     slow = slow.with_columns(dominant=dominant_phase(slow))
-    unit = column_unit(v for c in SLOW_COLUMNS for v in slow[c].to_list())
-    decimals = 2
-    if _ms_tick(capture):
-        unit, decimals = "ms", 0
+    units, decimals = table_units({"all": [v for c in SLOW_COLUMNS for v in slow[c].to_list()]},
+                                  capture.quality().timestamp_tick_us)  # one unit for the whole table
+    unit = units["all"]
     lines = [f"slowest {slow.height} requests ({unit})",
              f"  {'total':>8} {'envoy':>8} {'queue':>8} {'before':>8}  {'largest phase':<16} {'status':>6}  id"]
     for row in slow.iter_rows(named=True):
