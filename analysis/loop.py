@@ -225,6 +225,10 @@ def _min_positive(expr: pl.Expr) -> pl.Expr:
     return expr.filter(expr >= 0).min()
 
 
+#: The requests' columns the event-loop model reads.
+_LOOP_READS = ("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "cluster", "first_line_no",
+               "conn_first_ts", "total_us", "life_start_us", "life_end_us", "ds_rx_beg_us", "ds_tx_end_us",
+               "us_cx_beg_us", "us_cx_end_us", "us_tx_beg_us", "us_read_start_ts", "b5")
 BEFORE_READ = "before read"
 #: Where a request waits for the loop: (name, event column, lower-bound column, lower bound is a slice end).
 WAIT_POINTS = (
@@ -247,9 +251,11 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     run that slice belongs to. The queue is the time from the later of the two to the slice.
     For writes the lower bound is the end of the request's own slice that queued the bytes.
     """
-    runs = busy_runs(loop).select("origin", "thread", "start_us", "end_us", "run_start_us")
+    runs = busy_runs(loop.select("origin", "thread", "start_us", "end_us")).drop("new_run", "run")
     # HTTP/2 streams read in one socket read share life_start_us: break ties by stream start, then log order.
-    r = requests.sort("origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no").with_columns(
+    # (the model reads a few columns: they are sorted and joined, the wide frame is gathered once at the end)
+    r = requests.select(*_LOOP_READS, pos__=pl.int_range(pl.len(), dtype=pl.UInt32)).sort(
+        "origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no").with_columns(
         prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
     turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
     waits = pl.col("us_read_start_ts") - pl.col("b5")
@@ -269,10 +275,11 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     )
     # All wait points in one frame (block i = WAIT_POINTS[i], rows in `r`'s order): one as-of lookup per
     # step instead of one per step and wait point.
-    w = pl.concat([r.select("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id",
-                            event=event_col, bound=bound_col, where=pl.lit(where),
-                            bound_is_slice=pl.lit(bound_is_slice))
-                   for where, event_col, bound_col, bound_is_slice in WAIT_POINTS])
+    # (rows name their request by its row in `r` and their wait point by its number: no strings repeated)
+    w = pl.concat([r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id",
+                            row=pl.int_range(pl.len(), dtype=pl.UInt32), point=pl.lit(i, dtype=pl.UInt8),
+                            event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
+                   for i, (_where, event_col, bound_col, bound_is_slice) in enumerate(WAIT_POINTS)])
     runs = runs.sort("start_us")
     w = asof(w, runs, left_on="event", right_on="start_us", by=["origin", "thread"], strategy="backward",
              take={"start_us": "slice_start", "run_start_us": "run_start"})
@@ -295,16 +302,21 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     r = r.with_columns(queue.slice(i * r.height, r.height).alias(f"queue_{where.replace(' ', '_')}_us")
                        for i, (where, *_rest) in enumerate(WAIT_POINTS))
     windows = w.filter(pl.col("queue") > 0).select(
-        "request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "where",
-        start_us="lb", end_us="slice_start")
+        "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
+        end_us="slice_start")
+    windows = windows.select(
+        r["request_uid"].gather(windows["row"]),
+        pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(windows["point"]),
+        *windows.columns[2:])
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
     # points lie between b0 and b9, so their sum is a share of the phases (clipped, in case windows overlap).
     inside = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS if w[0] != BEFORE_READ]
-    r = r.with_columns(
+    added = r.select(
         queue_before_read_us=pl.col(f"queue_{BEFORE_READ.replace(' ', '_')}_us").fill_null(0).cast(pl.Int64),
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
                                         ).cast(pl.Int64))
-    return conform(r, QUEUED_REQUEST_SCHEMA), _competitors(windows, loop)
+    queued = requests.drop(added.columns, strict=False)[r["pos__"]].hstack(added)
+    return conform(queued, QUEUED_REQUEST_SCHEMA), _competitors(windows, loop)
 
 
 def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
@@ -317,6 +329,10 @@ def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
              by=["origin", "upstream_conn_id"], strategy="backward", take={"end_us": "own_up_end"})
     return w.with_columns(own_end=pl.max_horizontal("own_down_end", "own_up_end")).drop(
         "before", "own_down_end", "own_up_end")
+
+
+#: Slice rows gathered at once when listing the connections served during queueing windows.
+EXPLODE_ROWS = 1_000_000
 
 
 def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
@@ -334,19 +350,29 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
              take={"lo": "first_idx"})
     w = asof(w, starts, left_on="last_s", right_on="s", by=["origin", "thread"], strategy="backward",
              take={"hi": "last_idx"})
-    w = w.filter(pl.col("first_idx") <= pl.col("last_idx")).with_columns(
-        idx=pl.int_ranges("first_idx", pl.col("last_idx") + 1, dtype=pl.Int64)).explode("idx")
-    # Exploded rows are in slice order within each window: the connections in the order they were served.
-    # `idx` is a row of `numbered` (lookups were by worker, so the range stays on the window's worker).
-    served = w.select("win", "idx", "downstream_conn_id", "upstream_conn_id").with_columns(
-        c=numbered["c"].gather(w["idx"])).filter(
-        pl.col("c").is_not_null() & (pl.col("c") != pl.col("downstream_conn_id"))
-        & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
-    names = served.group_by("win", maintain_order=True).agg(conns=pl.col("c").unique(maintain_order=True))
+    ranges = w.filter(pl.col("first_idx") <= pl.col("last_idx")).select(
+        "win", "downstream_conn_id", "upstream_conn_id", "first_idx", "last_idx",
+        batch=((pl.col("last_idx") - pl.col("first_idx") + 1).cum_sum() // EXPLODE_ROWS))
+    # (one row per slice served inside a window adds up to millions: they are made a batch of windows at a time)
+    names = pl.concat([_served(part, numbered["c"]) for part in ranges.partition_by("batch", maintain_order=True)]
+                      or [pl.DataFrame(schema={"win": pl.UInt32, "conns": pl.List(pl.Int64)})])
     rows = windows.join(names, on="win", how="left", maintain_order="left")
     return conform(rows.with_columns(dur_us=pl.col("end_us") - pl.col("start_us"),
                                      conn_ids=pl.col("conns").fill_null(pl.lit([], dtype=pl.List(pl.Int64)))),
                    QUEUEING_SCHEMA)
+
+
+def _served(ranges: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
+    """Per window (``win``), the other connections served in its slice range, in the order they were served.
+
+    ``first_idx``..``last_idx`` are rows of ``conns`` (the worker's slices in time order: lookups were by
+    worker, so a range stays on the window's worker)."""
+    w = ranges.select("win", "downstream_conn_id", "upstream_conn_id",
+                      idx=pl.int_ranges("first_idx", pl.col("last_idx") + 1, dtype=pl.Int64)).explode("idx")
+    served = w.with_columns(c=conns.gather(w["idx"])).filter(
+        pl.col("c").is_not_null() & (pl.col("c") != pl.col("downstream_conn_id"))
+        & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
+    return served.group_by("win", maintain_order=True).agg(conns=pl.col("c").unique(maintain_order=True))
 
 
 def render_queueing(queueing: pl.DataFrame) -> pl.DataFrame:
