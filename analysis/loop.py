@@ -226,7 +226,7 @@ def _min_positive(expr: pl.Expr) -> pl.Expr:
 
 
 #: The requests' columns the event-loop model reads.
-_LOOP_READS = ("request_uid", "origin", "thread", "downstream_conn_id", "upstream_conn_id", "cluster", "first_line_no",
+_LOOP_READS = ("origin", "request_uid", "thread", "downstream_conn_id", "upstream_conn_id", "cluster", "first_line_no",
                "conn_first_ts", "total_us", "life_start_us", "life_end_us", "ds_rx_beg_us", "ds_tx_end_us",
                "us_cx_beg_us", "us_cx_end_us", "us_tx_beg_us", "us_read_start_ts", "b5")
 BEFORE_READ = "before read"
@@ -251,10 +251,14 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     run that slice belongs to. The queue is the time from the later of the two to the slice.
     For writes the lower bound is the end of the request's own slice that queued the bytes.
     """
-    runs = busy_runs(loop.select("origin", "thread", "start_us", "end_us")).drop("new_run", "run")
+    # (the model reads a few columns: they are sorted and joined, the wide frame is gathered once at the end;
+    # origins are numbered in their sort order, so millions of lookup rows do not each carry a file name)
+    names = pl.concat([requests["origin"].unique(), loop["origin"].unique()]).unique().drop_nulls().sort()
+    origin = pl.col("origin").cast(pl.Enum(names)).to_physical()
+    loop = loop.select(origin, "thread", "start_us", "end_us", "conn_id")
+    runs = busy_runs(loop.drop("conn_id")).drop("new_run", "run")
     # HTTP/2 streams read in one socket read share life_start_us: break ties by stream start, then log order.
-    # (the model reads a few columns: they are sorted and joined, the wide frame is gathered once at the end)
-    r = requests.select(*_LOOP_READS, pos__=pl.int_range(pl.len(), dtype=pl.UInt32)).sort(
+    r = requests.select(origin, *_LOOP_READS[1:], pos__=pl.int_range(pl.len(), dtype=pl.UInt32)).sort(
         "origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no").with_columns(
         prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
     turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
@@ -304,10 +308,6 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     windows = w.filter(pl.col("queue") > 0).select(
         "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
         end_us="slice_start")
-    windows = windows.select(
-        r["request_uid"].gather(windows["row"]),
-        pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(windows["point"]),
-        *windows.columns[2:])
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
     # points lie between b0 and b9, so their sum is a share of the phases (clipped, in case windows overlap).
     inside = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS if w[0] != BEFORE_READ]
@@ -316,7 +316,11 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
                                         ).cast(pl.Int64))
     queued = requests.drop(added.columns, strict=False)[r["pos__"]].hstack(added)
-    return conform(queued, QUEUED_REQUEST_SCHEMA), _competitors(windows, loop)
+    queueing = windows.select(
+        r["request_uid"].gather(windows["row"]), pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
+            windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
+        conn_ids=_served_during(windows, loop))
+    return conform(queued, QUEUED_REQUEST_SCHEMA), conform(queueing, QUEUEING_SCHEMA)
 
 
 def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
@@ -335,17 +339,18 @@ def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
 EXPLODE_ROWS = 1_000_000
 
 
-def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
-    """``QUEUEING_SCHEMA``: each queueing window with the connections the worker served during it."""
+def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
+    """Per queueing window (rows of ``windows``), the connections its worker served during it (``conn_ids``)."""
+    none = pl.lit([], dtype=pl.List(pl.Int64))
     if windows.height == 0:
-        return pl.DataFrame(schema=QUEUEING_SCHEMA)
+        return pl.Series("conn_ids", [], dtype=pl.List(pl.Int64))
     # Slices numbered per worker in time order; a window covers the index range of the slices starting
     # inside it (two as-of lookups), so the work is linear in the slices actually served, not windows × slices.
     numbered = loop.select("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread", "s").with_columns(
         idx=pl.int_range(pl.len(), dtype=pl.Int64))
     starts = numbered.group_by("origin", "thread", "s").agg(lo=pl.col("idx").min(), hi=pl.col("idx").max())
-    windows = windows.with_row_index("win")
-    w = windows.with_columns(last_s=pl.col("end_us") - 1)
+    w = windows.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "start_us",
+                       last_s=pl.col("end_us") - 1, win=pl.int_range(pl.len(), dtype=pl.UInt32))
     w = asof(w, starts, left_on="start_us", right_on="s", by=["origin", "thread"], strategy="forward",
              take={"lo": "first_idx"})
     w = asof(w, starts, left_on="last_s", right_on="s", by=["origin", "thread"], strategy="backward",
@@ -356,10 +361,8 @@ def _competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     # (one row per slice served inside a window adds up to millions: they are made a batch of windows at a time)
     names = pl.concat([_served(part, numbered["c"]) for part in ranges.partition_by("batch", maintain_order=True)]
                       or [pl.DataFrame(schema={"win": pl.UInt32, "conns": pl.List(pl.Int64)})])
-    rows = windows.join(names, on="win", how="left", maintain_order="left")
-    return conform(rows.with_columns(dur_us=pl.col("end_us") - pl.col("start_us"),
-                                     conn_ids=pl.col("conns").fill_null(pl.lit([], dtype=pl.List(pl.Int64)))),
-                   QUEUEING_SCHEMA)
+    return w.select("win").join(names, on="win", how="left", maintain_order="left").select(
+        conn_ids=pl.col("conns").fill_null(none)).to_series()
 
 
 def _served(ranges: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:

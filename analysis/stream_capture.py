@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envoy_dissector.analysis.capture import Capture, _as_source, _label
+from envoy_dissector.analysis.spill import MEMORY_BUDGET
 from envoy_dissector.analysis.streaming import GRACE_US, IDLE_US, WINDOW_EVENTS, Emit, StreamingAnalysis
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import ShapeStore, iter_parse
@@ -74,12 +75,13 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
                    shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None,
                    on_finished: Emit | None = None, grace_us: int = GRACE_US, idle_us: int = IDLE_US,
                    window_events: int = WINDOW_EVENTS, block_bytes: int | None = None,
-                   prefetch: int = PREFETCH) -> Capture:
+                   prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET) -> Capture:
     """Like ``dissect``, with the analysis streamed worker by worker (``analysis/streaming.py``).
 
     The capture has the same requests, phases, loop, diagnostics and summary; its ``events``/``records`` are
     empty (``facts`` holds what the summary reads from them), so ``request_lines`` is not available.
-    ``on_finished(requests, phases)`` sees each batch of finished requests as it is emitted.
+    ``on_finished(requests, phases)`` sees each batch of finished requests as it is emitted. Finished output
+    beyond ``spill_budget`` bytes waits for the end in parquet parts in a temporary directory (``spill.py``).
 
     >>> cap = dissect_stream("fixtures/istio-thread/keepalive/envoy.log.gz")
     >>> cap.requests.filter("complete").height > 0
@@ -88,7 +90,7 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     run = iter_parse(_as_source(source), format=format, log_format=log_format, redact=redact, shapes=shapes,
                      progress=progress, stop_reading=stop_reading, block_bytes=block_bytes)
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
-                                  on_finished=on_finished)
+                                  on_finished=on_finished, spill_budget=spill_budget)
     seen = False
     ahead = prefetch > 0 and _regular_files(source)
     for chunk in (prefetched(run, prefetch) if ahead else run):

@@ -42,7 +42,8 @@ from envoy_dissector.analysis.loop_stream import WorkerSlices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
-from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASES_SCHEMA, REQUEST_FRAME_SCHEMA
+from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, REQUEST_FRAME_SCHEMA
+from envoy_dissector.analysis.spill import MEMORY_BUDGET, Spill
 from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
@@ -69,6 +70,8 @@ _EARLIEST = ("first_ts", "read_start_ts", "parse_start_ts", "new_stream_ts", "li
 MAX_LIFECYCLE_ROWS = 10_000
 
 Emit = Callable[[pl.DataFrame, pl.DataFrame], None]
+#: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
+FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
 
 
 @dataclass
@@ -113,19 +116,25 @@ class StreamingAnalysis:
     on_finished: Emit | None = None
     _workers: dict[tuple[str, int], _Worker] = field(default_factory=dict)
     _origins: dict[str, _Origin] = field(default_factory=dict)
-    _requests: list[pl.DataFrame] = field(default_factory=list)
-    _phases: list[pl.DataFrame] = field(default_factory=list)
-    _loop: list[pl.DataFrame] = field(default_factory=list)
+    #: where finished requests, their phase rows and closed loop slices wait for ``finish`` (``spill.py``)
+    #: bytes of finished output held in memory before it is written to parquet parts (``spill.py``)
+    spill_budget: int = MEMORY_BUDGET
+    _done: Spill = field(init=False)
     _facts: list[pl.DataFrame] = field(default_factory=list)
     _facts_rows: int = 0
     _gaps: list[pl.Series] = field(default_factory=list)
     _bursts: list[pl.DataFrame] = field(default_factory=list)
     _started: list[pl.DataFrame] = field(default_factory=list)
     timeless: int = 0
+    #: parquet parts the finished output was spilled to (0: it stayed in memory)
+    spilled_parts: int = 0
     #: seconds spent per step (bench/analyze_stream.py prints them)
     timings: dict[str, float] = field(default_factory=dict)
     #: capture-wide facts (complete after ``finish``)
     facts: CaptureFacts = field(default_factory=CaptureFacts)
+
+    def __post_init__(self) -> None:
+        self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
@@ -252,10 +261,10 @@ class StreamingAnalysis:
         if new is not None:
             with self._timed("loop"):
                 threaded = new.filter(pl.col("thread").is_not_null())
-                self._loop.append(worker.slices.step(threaded, final=final))
+                self._done.add("loop", worker.slices.step(threaded, final=final))
                 self._gaps.append(self._record_gaps(worker, threaded))
         elif final:
-            self._loop.append(worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
+            self._done.add("loop", worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
         if not parts:
             return
@@ -283,8 +292,8 @@ class StreamingAnalysis:
             finished = pl.DataFrame()
         if finished.height:
             mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
-            self._requests.append(finished)
-            self._phases.append(mine)
+            self._done.add("requests", finished)
+            self._done.add("phases", mine)
             for uid, last in finished.select("request_uid", "last_ts").iter_rows():
                 worker.emitted[uid] = last
             if self.on_finished is not None:
@@ -369,11 +378,6 @@ class StreamingAnalysis:
         restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
         if restarts:
             notes.append(restart_note(restarts))
-        # (the lists are handed over, not copied: each batch is freed once concatenated)
-        requests = [r for r in self._requests if r.height]
-        phases = [p for p in self._phases if p.height]
-        loop = [s for s in self._loop if s.height]
-        self._requests, self._phases, self._loop = [], [], []
         whole = [pl.concat(s.whole) for s in self._origins.values() if s.whole]
         shakes = [handshakes_of(merge_facts(self._facts))] if self._facts else []
         if whole:
@@ -381,11 +385,11 @@ class StreamingAnalysis:
             notes.extend(staged.notes)
             self._gaps.append(record_gaps(staged.events))
             self._started.append(worker_threads(staged.events, staged.requests.head(0)).select("origin", "thread"))
-            loop.append(staged.loop)
+            self._done.add("loop", staged.loop)
             shakes.append(handshakes(staged.events))
             if staged.requests.height:
-                requests.append(staged.requests)
-                phases.append(staged.phases)
+                self._done.add("requests", staged.requests)
+                self._done.add("phases", staged.phases)
         self.facts.gaps = pl.concat(self._gaps) if self._gaps else self.facts.gaps
         if self._started:
             self.facts.started = pl.concat(self._started).unique().cast(STARTED_SCHEMA)  # type: ignore[arg-type]
@@ -396,18 +400,16 @@ class StreamingAnalysis:
             self._bursts.append(work_bursts(whole_requests, staged.events))
         self.facts.internal_work = (pl.concat(self._bursts, how="diagonal_relaxed") if self._bursts
                                     else pl.DataFrame(schema=BURSTS_SCHEMA))
-        loop_frame = (pl.concat(loop).sort("origin", "thread", maintain_order=True) if loop
-                      else pl.DataFrame(schema=LOOP_SCHEMA))
-        loop.clear()
+        loop_frame = self._done.take("loop").sort("origin", "thread", maintain_order=True)
         empty_events = pl.DataFrame(schema=EVENT_SCHEMA)
-        if not requests:
+        if not self._done.rows("requests"):
+            self._done.close()
             empty = pl.DataFrame(schema=REQUEST_FRAME_SCHEMA)
             return Analysis(empty_events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
-        all_requests = pl.concat(requests, how="diagonal_relaxed", rechunk=False)
-        requests.clear()
-        all_phases = (pl.concat(phases, how="diagonal_relaxed", rechunk=False).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
-                      if phases else pl.DataFrame(schema=PHASES_SCHEMA))
-        phases.clear()
+        self.spilled_parts = self._done.parts
+        all_requests = self._done.take("requests")
+        all_phases = self._done.take("phases")
+        self._done.close()
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
         with self._timed("conclude"):
             done = conclude(all_requests, all_phases, loop_frame, all_shakes, tuple(notes))

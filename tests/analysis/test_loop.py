@@ -213,12 +213,17 @@ def _naive_competitors(windows: pl.DataFrame, loop: pl.DataFrame) -> dict[tuple[
     return out
 
 
+@pytest.mark.parametrize("explode_rows", [1_000_000, 7])
 @pytest.mark.parametrize("seed", range(5))
-def test_competitors_match_the_naive_listing(seed: int) -> None:
+def test_competitors_match_the_naive_listing(seed: int, explode_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(``explode_rows``: the slice rows listed at once; 7 makes many batches)"""
     import random
 
-    from envoy_dissector.analysis.loop import _competitors, render_queueing
-    from envoy_dissector.analysis.schema import QUEUEING_SCHEMA
+    from envoy_dissector.analysis import loop as loop_module
+    from envoy_dissector.analysis.loop import _served_during, render_queueing
+    from envoy_dissector.analysis.schema import QUEUEING_SCHEMA, conform
+
+    monkeypatch.setattr(loop_module, "EXPLODE_ROWS", explode_rows)
 
     rnd = random.Random(seed)
     rows = []
@@ -238,7 +243,8 @@ def test_competitors_match_the_naive_listing(seed: int) -> None:
                            schema={"request_uid": pl.String, "origin": pl.String, "thread": pl.Int64,
                                    "downstream_conn_id": pl.Int64, "upstream_conn_id": pl.Int64,
                                    "where": pl.String, "start_us": pl.Int64, "end_us": pl.Int64}, orient="row")
-    got = _competitors(windows, loop)
+    got = conform(windows.with_columns(dur_us=pl.col("end_us") - pl.col("start_us"),
+                                       conn_ids=_served_during(windows, loop)), QUEUEING_SCHEMA)
     assert got.height == windows.height
     assert dict(got.schema) == QUEUEING_SCHEMA
     expected = _naive_competitors(windows, loop)

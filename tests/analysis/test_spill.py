@@ -1,0 +1,80 @@
+"""Finished output spilled to parquet parts (analysis/spill.py) comes back whole, in order, and leaves no files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+from truth import FIXTURES, capture_of
+
+from envoy_dissector.analysis.spill import Spill
+from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis.streaming import StreamingAnalysis
+
+SCHEMA: dict[str, pl.DataType] = {"uid": pl.String(), "n": pl.Int64()}
+
+
+def _batch(start: int, rows: int) -> pl.DataFrame:
+    return pl.DataFrame({"uid": [f"r{i}" for i in range(start, start + rows)], "n": list(range(start, start + rows))},
+                        schema={"uid": pl.String, "n": pl.Int32})
+
+
+def test_within_budget_nothing_is_written(tmp_path: Path) -> None:
+    spill = Spill({"a": SCHEMA}, directory=tmp_path)
+    spill.add("a", _batch(0, 3))
+    spill.add("a", _batch(3, 2))
+    assert spill.parts == 0 and list(tmp_path.iterdir()) == []
+    out = spill.take("a")
+    assert out.schema == pl.Schema(SCHEMA) and out["n"].to_list() == [0, 1, 2, 3, 4]
+
+
+def test_over_budget_parts_come_back_in_order_and_are_removed(tmp_path: Path) -> None:
+    spill = Spill({"a": SCHEMA, "b": SCHEMA}, budget=0, directory=tmp_path)
+    for start in range(0, 50, 10):
+        spill.add("a", _batch(start, 10))
+        spill.add("b", _batch(1000 + start, 10))
+    assert spill.parts == 10 and spill.rows("a") == 50
+    (directory,) = tmp_path.iterdir()
+    assert len(list(directory.glob("*.parquet"))) == 10
+    a = spill.take("a")
+    assert a["n"].to_list() == list(range(50)) and a.schema == pl.Schema(SCHEMA)
+    assert len(list(directory.glob("a-*.parquet"))) == 0 and spill.rows("a") == 0
+    assert spill.take("a").height == 0
+    spill.close()
+    assert not directory.exists()
+
+
+def test_an_abandoned_spill_removes_its_directory(tmp_path: Path) -> None:
+    spill = Spill({"a": SCHEMA}, budget=0, directory=tmp_path)
+    spill.add("a", _batch(0, 5))
+    (directory,) = tmp_path.iterdir()
+    del spill
+    assert not directory.exists()
+
+
+@pytest.mark.parametrize("rel", ["istio-thread/workers/envoy.log.gz", "istio-thread/http2/envoy.log.gz",
+                                 "kubectl/multi-pod/sequential.log.gz"])
+def test_streaming_with_every_batch_spilled_equals_the_whole_file(rel: str, monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    parts: list[int] = []
+    finish = StreamingAnalysis.finish
+
+    def counted(self: StreamingAnalysis) -> object:
+        out = finish(self)
+        parts.append(self.spilled_parts)
+        return out
+
+    monkeypatch.setattr(StreamingAnalysis, "finish", counted)
+    log = FIXTURES / rel
+    streamed = dissect_stream(str(log), block_bytes=4096, window_events=500, spill_budget=0)
+    whole = capture_of(log, None)
+    assert parts and parts[0] > 3, "the finished output was not spilled"
+    for name in ("requests", "phases", "loop"):
+        ours, theirs = getattr(streamed, name), getattr(whole, name)
+        columns = sorted(theirs.columns)
+        assert_frame_equal(ours.select(columns).sort(columns, nulls_last=True),
+                           theirs.select(columns).sort(columns, nulls_last=True))
+    assert list(tmp_path.glob("envoy-dissect-spill-*")) == []
