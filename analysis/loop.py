@@ -285,23 +285,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
                             event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
                    for i, (_where, event_col, bound_col, bound_is_slice) in enumerate(WAIT_POINTS)])
     runs = runs.sort("start_us")
-    w = asof(w, runs, left_on="event", right_on="start_us", by=["origin", "thread"], strategy="backward",
-             take={"start_us": "slice_start", "run_start_us": "run_start"})
-    w = asof(w, runs, left_on="bound", right_on="start_us", by=["origin", "thread"], strategy="backward",
-             take={"end_us": "bound_slice_end", "start_us": "bound_slice_start"})
-    # Writes: the bound is the end of the slice that queued the bytes; the same slice as the event means
-    # no new event, no wait.
-    w = w.with_columns(bound=pl.when(~pl.col("bound_is_slice")).then(pl.col("bound")).when(
-        pl.col("bound_slice_start") == pl.col("slice_start")).then(pl.col("slice_start")).otherwise(
-        pl.col("bound_slice_end")))
-    w = _after_own_work(w, loop)
-    w = w.with_columns(lb=pl.max_horizontal("bound", "run_start", "own_end"))
-    # Slices after `lb` and before the event belong to other connections (own ones moved `lb`);
-    # the wait starts when the first of them starts: idle time before it is not queueing.
-    w = asof(w, runs, left_on="lb", right_on="start_us", by=["origin", "thread"], strategy="forward",
-             take={"start_us": "first_other"})
-    w = w.with_columns(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
-    w = w.with_columns(queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64))
+    # (the lookups are made a block of rows at a time: memory stays bounded however many requests there are)
+    w = pl.concat([_queued_at(w.slice(at, QUEUE_ROWS), runs, loop) for at in range(0, w.height, QUEUE_ROWS)]
+                  or [_queued_at(w, runs, loop)])
     queue = w["queue"]
     r = r.with_columns(queue.slice(i * r.height, r.height).alias(f"queue_{where.replace(' ', '_')}_us")
                        for i, (where, *_rest) in enumerate(WAIT_POINTS))
@@ -323,6 +309,29 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     return conform(queued, QUEUED_REQUEST_SCHEMA), conform(queueing, QUEUEING_SCHEMA)
 
 
+def _queued_at(w: pl.DataFrame, runs: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
+    """``w`` (wait points: event, bound) with the slice that served each event (``slice_start``), the lower
+    bound ``lb`` and the ``queue`` between them; ``runs``: the busy slices, sorted by start."""
+    w = asof(w, runs, left_on="event", right_on="start_us", by=["origin", "thread"], strategy="backward",
+             take={"start_us": "slice_start", "run_start_us": "run_start"})
+    w = asof(w, runs, left_on="bound", right_on="start_us", by=["origin", "thread"], strategy="backward",
+             take={"end_us": "bound_slice_end", "start_us": "bound_slice_start"})
+    # Writes: the bound is the end of the slice that queued the bytes; the same slice as the event means
+    # no new event, no wait.
+    w = w.with_columns(bound=pl.when(~pl.col("bound_is_slice")).then(pl.col("bound")).when(
+        pl.col("bound_slice_start") == pl.col("slice_start")).then(pl.col("slice_start")).otherwise(
+        pl.col("bound_slice_end")))
+    w = _after_own_work(w, loop)
+    w = w.with_columns(lb=pl.max_horizontal("bound", "run_start", "own_end"))
+    # Slices after `lb` and before the event belong to other connections (own ones moved `lb`);
+    # the wait starts when the first of them starts: idle time before it is not queueing.
+    w = asof(w, runs, left_on="lb", right_on="start_us", by=["origin", "thread"], strategy="forward",
+             take={"start_us": "first_other"})
+    w = w.with_columns(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
+    w = w.with_columns(queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64))
+    return w
+
+
 def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     """``own_end``: end of the last slice of the request's own connections before its event (not queueing)."""
     own = loop.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "start_us", "end_us")
@@ -335,6 +344,8 @@ def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
         "before", "own_down_end", "own_up_end")
 
 
+#: Wait points looked up at once by the event-loop model.
+QUEUE_ROWS = 500_000
 #: Slice rows gathered at once when listing the connections served during queueing windows.
 EXPLODE_ROWS = 1_000_000
 
@@ -348,7 +359,11 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
     # inside it (two as-of lookups), so the work is linear in the slices actually served, not windows × slices.
     numbered = loop.select("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread", "s").with_columns(
         idx=pl.int_range(pl.len(), dtype=pl.Int64))
-    starts = numbered.group_by("origin", "thread", "s").agg(lo=pl.col("idx").min(), hi=pl.col("idx").max())
+    # (first and last row of each (worker, start) run of the sorted slices, without a hash table)
+    first = ((pl.col("origin") != pl.col("origin").shift(1)) | (pl.col("thread") != pl.col("thread").shift(1))
+             | (pl.col("s") != pl.col("s").shift(1))).fill_null(True)
+    starts = numbered.filter(first).select("origin", "thread", "s", lo="idx").with_columns(
+        hi=pl.col("lo").shift(-1).fill_null(numbered.height) - 1)
     w = windows.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "start_us",
                        last_s=pl.col("end_us") - 1, win=pl.int_range(pl.len(), dtype=pl.UInt32))
     w = asof(w, starts, left_on="start_us", right_on="s", by=["origin", "thread"], strategy="forward",

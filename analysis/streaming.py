@@ -407,11 +407,11 @@ class StreamingAnalysis:
             empty = pl.DataFrame(schema=REQUEST_FRAME_SCHEMA)
             return Analysis(empty_events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
         self.spilled_parts = self._done.parts
-        all_requests = self._done.take("requests")
-        all_phases = self._done.take("phases")
-        self._done.close()
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
         with self._timed("conclude"):
-            done = conclude(all_requests, all_phases, loop_frame, all_shakes, tuple(notes))
+            # (taken inside the call, not held here: conclude frees each input once it has the next frame)
+            done = conclude(self._done.take("requests"), self._done.take("phases"), loop_frame, all_shakes,
+                            tuple(notes))
+        self._done.close()
         return Analysis(empty_events, done.requests, done.phases, loop_frame, done.notes, done.stitching,
                         done.queueing)
