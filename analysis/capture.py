@@ -176,8 +176,10 @@ class Capture:
         return found.row(0, named=True)
 
     def request_phases(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
+        """One request's phase rows in time order (``phases`` itself is not sorted)."""
         uid = self._request_row(request)["request_uid"]
-        return self.phases.filter(pl.col("request_uid") == uid)
+        return self.phases.filter(pl.col("request_uid") == uid).sort("start_us", "phase", "detail", nulls_last=True,
+                                                                      maintain_order=True)
 
     def request_queueing(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """One request's event-loop queueing windows in time order, each with the connections served meanwhile."""

@@ -114,7 +114,9 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     requests, queueing = loop_queue(requests, loop)
-    phases = pl.concat([phases, render_queueing(queueing)]).sort("request_uid", "start_us")
+    # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
+    # gives one request's rows in time order)
+    phases = pl.concat([phases, render_queueing(queueing)])
     requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", nulls_last=True)
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
@@ -126,7 +128,7 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
             out.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
                        f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
                        "their log timestamps contradict causality")
-    return Concluded(requests, phases, stitching, tuple(out), queueing.sort("request_uid", "start_us"))
+    return Concluded(requests, phases, stitching, tuple(out), queueing)
 
 
 def _with_timeless(events: pl.DataFrame, timeless: pl.DataFrame) -> pl.DataFrame:
