@@ -141,9 +141,14 @@ class StreamingAnalysis:
         with self._timed("facts"):
             self.facts.records.add(events)
             self.facts.health_checks += health_checks(events)
-        timed = events.filter(pl.col("ts_us").is_not_null())
+        # (most chunks have every line timed and one origin: no copy is made for them)
+        timed = events.filter(pl.col("ts_us").is_not_null()) if events["ts_us"].null_count() else events
         self.timeless += events.height - timed.height
         if timed.height == 0:
+            return
+        origins = timed["origin"]
+        if origins.null_count() == 0 and origins[0] == origins[-1] and (origins == origins[0]).all():
+            self._add_origin(str(origins[0]), timed)
             return
         for (origin,), part in timed.partition_by("origin", as_dict=True, maintain_order=True).items():
             self._add_origin(str(origin), part)
@@ -181,8 +186,11 @@ class StreamingAnalysis:
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
         lifecycle = events.select(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).to_series()
-        if not lifecycle.any() and state.boots <= 1:  # no boot line here (most chunks): one run, no string work
-            return [(origin, events)]
+        if not lifecycle.any():  # no boot line here (most chunks): all lines belong to the current run
+            if state.boots <= 1:
+                return [(origin, events)]
+            name = f"{origin}#{state.boots}"
+            return [(name, events.with_columns(origin=pl.lit(name)))]
         # (polars evaluates both sides of `&`: the message test runs only where the kind matched)
         boot = pl.when(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).then(
             pl.col("message").str.starts_with("initializing epoch")).otherwise(False)
@@ -228,7 +236,7 @@ class StreamingAnalysis:
                 state.socket_line = socket.head(1)
 
     def _add_facts(self, events: pl.DataFrame) -> None:
-        self._facts.append(connection_facts(events))
+        self._facts.append(connection_facts(events, origin=str(events["origin"][0])))
         self._facts_rows += self._facts[-1].height
         if len(self._facts) > 64 or self._facts_rows > 1_000_000:
             self._facts = [merge_facts(self._facts)]

@@ -28,9 +28,13 @@ def handshakes(events: pl.DataFrame) -> pl.DataFrame:
     return handshakes_of(connection_facts(events))
 
 
-def connection_facts(events: pl.DataFrame) -> pl.DataFrame:
+def connection_facts(events: pl.DataFrame, *, origin: str | None = None) -> pl.DataFrame:
     """Per connection: what ``handshakes`` needs (``any`` and minima, so facts of parts merge with
-    ``merge_facts``)."""
+    ``merge_facts``). ``origin``: every event's origin, when the caller knows it is one (grouped by
+    connection alone: no string hashing)."""
+    if origin is not None:
+        per_conn = connection_facts(events.select(pl.lit(0).alias("origin"), "conn_id", "ts_us", "kind", "event"))
+        return per_conn.with_columns(origin=pl.lit(origin, dtype=pl.String))
     lines = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null())
     return lines.group_by("origin", "conn_id").agg(
         tls=pl.col("kind").is_in(TLS_KINDS).any(),
