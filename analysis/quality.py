@@ -127,13 +127,18 @@ class RecordFacts:
     def add(self, events: pl.DataFrame) -> None:
         if events.height == 0:
             return
-        for level, n in _levels(events.group_by("level").len().rename({"len": "n__"}), "n__").items():
-            self.levels[level] = self.levels.get(level, 0) + n
-        self.kinds |= set(events["kind"].unique().cast(pl.String).to_list())
         ts = pl.col("ts_us")
-        lines, not_ms, not_s, threads, timed = events.select(
+        # (one query: polars runs its parts side by side over the chunk)
+        counts, kinds, lines, not_ms, not_s, threads, timed = events.select(
+            counts=pl.col("level").value_counts(name="n__").implode(),
+            kinds=pl.col("kind").unique().cast(pl.String).implode(),
             lines=_ON_REQUEST.sum(), not_ms=(ts % 1000 != 0).any(), not_s=(ts % 1_000_000 != 0).any(),
             threads=(pl.col("thread") >= 0).any(), timed=ts.is_not_null().any()).row(0)
+        per_level = pl.DataFrame(counts, schema={"level": pl.String, "n__": pl.UInt32}, orient="row") if counts else (
+            pl.DataFrame(schema={"level": pl.String, "n__": pl.UInt32}))
+        for level, n in _levels(per_level, "n__").items():
+            self.levels[level] = self.levels.get(level, 0) + n
+        self.kinds |= set(kinds)
         self.request_lines += int(lines)
         if timed:  # _tick, one part at a time: the finest tick of any part is the capture's
             tick = 1 if not_ms else 1000 if not_s else 1_000_000
