@@ -9,7 +9,8 @@ capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is 
 steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
 (``analyze --whole``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none);
 ``--profile`` prints the child's top functions by cumulative time.
-The load average is printed with the result: the machine may be shared.
+The load average is printed with the result: the machine may be shared. The child imports the CLI package
+first, so polars' allocator is configured as for ``envoy-dissect`` (``cli/__init__.py``).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def _vm_hwm_mib() -> float:
 
 
 def child(path: str, out: str, whole: bool, profile: bool) -> None:
+    import envoy_dissector.cli  # noqa: F401  (first: it sets the CLI's allocator settings before polars loads)
     from envoy_dissector.analysis import streaming
     from envoy_dissector.cli.main import main
 
