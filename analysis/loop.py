@@ -251,7 +251,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     run that slice belongs to. The queue is the time from the later of the two to the slice.
     For writes the lower bound is the end of the request's own slice that queued the bytes.
     """
-    # (the model reads a few columns: they are sorted and joined, the wide frame is gathered once at the end;
+    # (the model reads a few columns: they are sorted and joined, the wide frame is not copied;
     # origins are numbered in their sort order, so millions of lookup rows do not each carry a file name)
     names = pl.concat([requests["origin"].unique(), loop["origin"].unique()]).unique().drop_nulls().sort()
     origin = pl.col("origin").cast(pl.Enum(names)).to_physical()
@@ -301,7 +301,8 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
         queue_before_read_us=pl.col(f"queue_{BEFORE_READ.replace(' ', '_')}_us").fill_null(0).cast(pl.Int64),
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
                                         ).cast(pl.Int64))
-    queued = requests.drop(added.columns, strict=False)[r["pos__"]].hstack(added)
+    # (the two columns are put back in the requests' own order: the wide frame is not copied)
+    queued = requests.drop(added.columns, strict=False).hstack(added[r["pos__"].arg_sort()])
     queueing = windows.select(
         r["request_uid"].gather(windows["row"]), pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
             windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
