@@ -345,6 +345,8 @@ def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
         "before", "own_down_end", "own_up_end")
 
 
+#: Queueing windows written as phase rows at once.
+RENDER_ROWS = 200_000
 #: Wait points looked up at once by the event-loop model.
 QUEUE_ROWS = 500_000
 #: Slice rows gathered at once when listing the connections served during queueing windows.
@@ -399,9 +401,12 @@ def render_queueing(queueing: pl.DataFrame) -> pl.DataFrame:
     (``upstream wait: C2 + C7``); readers that need the connections read ``queueing`` itself."""
     listed = pl.col("conn_ids").list.eval(pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ")
     served = pl.when(pl.col("conn_ids").list.len() > 0).then(listed).otherwise(pl.lit("(no other connection logged)"))
-    return queueing.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value),
-                           detail=pl.col("where") + pl.lit(": ") + served, start_us="start_us", end_us="end_us",
-                           dur_us="dur_us", part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    rows = [part.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value),
+                        detail=pl.col("where") + pl.lit(": ") + served, start_us="start_us", end_us="end_us",
+                        dur_us="dur_us", part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+            # (a block of windows at a time: the text of every listed connection is made, then joined)
+            for part in queueing.iter_slices(RENDER_ROWS)]
+    return pl.concat(rows) if rows else pl.DataFrame(schema=PHASES_SCHEMA)
 
 
 def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
