@@ -47,7 +47,7 @@ class Spill:
         frame = frame.select(pl.col(c).cast(t) for c, t in store.schema.items())
         store.held.append(frame)
         store.rows += frame.height
-        self._held_bytes += frame.estimated_size()
+        self._held_bytes += int(frame.estimated_size())
         if self._held_bytes > self._budget:
             self._write_held()
 
@@ -65,7 +65,7 @@ class Spill:
         frames = [pl.read_parquet(part) for part in store.parts] + store.held
         for part in store.parts:
             part.unlink(missing_ok=True)
-        self._held_bytes -= sum(f.estimated_size() for f in store.held)
+        self._held_bytes -= sum(int(f.estimated_size()) for f in store.held)
         store.held, store.parts, store.rows = [], [], 0
         if not frames:
             return pl.DataFrame(schema=store.schema)
