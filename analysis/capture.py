@@ -22,6 +22,7 @@ from envoy_dissector.analysis.quality import (
     partial_requests,
     span_of,
 )
+from envoy_dissector.analysis.reread import LineIndex, request_records
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
@@ -29,7 +30,6 @@ from envoy_dissector.analysis.tls import counts as tls_counts
 from envoy_dissector.analysis.tls import counts_of as tls_counts_of
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
-from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
 from envoy_dissector.parser.redact import RedactOption
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
@@ -63,6 +63,8 @@ class Capture:
     facts: CaptureFacts | None = None
     #: event-loop queueing windows: request_uid, where, start_us, end_us, dur_us, conn_ids (served meanwhile)
     queueing: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=QUEUEING_SCHEMA))
+    #: where a streamed capture's input file reads again a request's lines (``None``: stdin, several files)
+    line_index: LineIndex | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -187,22 +189,15 @@ class Capture:
         return self.queueing.filter(pl.col("request_uid") == uid).sort("start_us")
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
-        """The log records of one request: its stream's lines and its connections' lines during its life."""
-        if self.facts is not None:
-            raise ValueError("a streamed capture keeps no log records; use dissect() to read a request's lines")
+        """The log records of one request: its stream's lines and its connections' lines during its life.
+        A streamed capture reads them again from its input file (``analysis/reread.py``)."""
         row = self._request_row(request)
-        t0, t1 = row["life_start_us"], row["life_end_us"]
-        conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]
-        same = pl.col("origin") == row["origin"]
-        during = pl.col("ts_us").is_between(t0, t1) if t0 is not None and t1 is not None else pl.lit(True)
-        own = (pl.col("stream_id") == row["stream_id"]) | (pl.col("conn_id").is_in(conns) & during)
-        if row["thread"] is not None:
-            own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
-                         & pl.col("stream_id").is_null()
-                         & pl.col("kind").is_in([EventKind.WASM_LOG, EventKind.LUA_LOG,
-                                                 EventKind.ATTACHED_UPSTREAM_CONNECTION,
-                                                 EventKind.POOL_CREATING_CONNECTION, EventKind.CEL_ERROR]))
-        return self.events.filter(same & own).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
+        if self.facts is None:
+            return request_records(self.events, row)
+        if self.line_index is None:
+            raise ValueError("this streamed capture was read from stdin, log text or several files: its log "
+                             "records were not kept; analyse one file, or use dissect(), to read a request's lines")
+        return self.line_index.lines(row)
 
     # Figures: the same code the dashboard uses (analysis/figures.py).
     def waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:

@@ -140,14 +140,16 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
     if r.height > MAX_POINTS:
         r = r.gather_every(r.height // MAX_POINTS + 1)
     t0 = r["life_start_us"].min() if r.height else 0
+    queued = r["loop_queue_us"].null_count() < r.height  # unknown (no thread ids, or not computed yet): no colour
+    marker = (dict(size=4, color=r["loop_queue_us"].fill_null(0).to_list(), colorscale="Reds",
+                   colorbar=dict(title="loop queue µs")) if queued else dict(size=4, color="#1f77b4"))
     fig = go.Figure(go.Scattergl(
         x=((r["life_start_us"] - t0) / 1e6).to_list() if r.height else [], y=r["total_us"].to_list(),
-        mode="markers", marker=dict(size=4, color=r["loop_queue_us"].to_list(), colorscale="Reds",
-                                    colorbar=dict(title="loop queue µs")),
+        mode="markers", marker=marker,
         text=[plain(u) for u in r["request_uid"].to_list()], hovertemplate="%{text}<br>%{y} µs<extra></extra>"))
     fig.update_xaxes(title="seconds since first request")
     fig.update_yaxes(title="total µs", type="log")
-    return _layout(fig, "Latency over time (colour: event-loop queueing)")
+    return _layout(fig, "Latency over time" + (" (colour: event-loop queueing)" if queued else ""))
 
 
 #: Fill and outline of each kind of Envoy's own work in the event-loop view (analysis/internal.py ``WorkKind``).

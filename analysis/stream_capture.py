@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envoy_dissector.analysis.capture import Capture, _as_source, _label
+from envoy_dissector.analysis.reread import index_for
 from envoy_dissector.analysis.spill import MEMORY_BUDGET
 from envoy_dissector.analysis.streaming import GRACE_US, IDLE_US, WINDOW_EVENTS, Emit, StreamingAnalysis
 from envoy_dissector.parser.errors import InputError
@@ -79,7 +80,8 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     """Like ``dissect``, with the analysis streamed worker by worker (``analysis/streaming.py``).
 
     The capture has the same requests, phases, loop, diagnostics and summary; its ``events``/``records`` are
-    empty (``facts`` holds what the summary reads from them), so ``request_lines`` is not available.
+    empty (``facts`` holds what the summary reads from them); ``request_lines`` reads a request's lines again
+    from the input file (one regular file only: not stdin or several files).
     ``on_finished(requests, phases)`` sees each batch of finished requests as it is emitted. Finished output
     beyond ``spill_budget`` bytes waits for the end in parquet parts in a temporary directory (``spill.py``).
 
@@ -103,4 +105,5 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=run.diagnostics, notes=result.notes,
                    name=label, stitching=result.stitching, queueing=result.queueing,
-                   facts=streaming.facts)
+                   facts=streaming.facts, line_index=index_for(_as_source(source), format=format,
+                                                               log_format=log_format, redact=redact))

@@ -16,6 +16,11 @@ from envoy_dissector.dashboard.callback_input import checked
 from envoy_dissector.dashboard.datasets import Dataset, Registry
 from envoy_dissector.dashboard.grid import Pager
 
+#: prefix of the ``jobs-seen`` entries for analyses whose provisional overview this browser has been shown
+SHOWN = "shown:"
+#: a provisional overview is redrawn every this many job polls (while new requests have finished)
+PROVISIONAL_EVERY = 4
+
 LOOP_MARGIN_US = 2_000
 
 
@@ -50,9 +55,20 @@ def session_view(registry: Registry, token: str | None, current: str | None,
     seen = [j for j in seen or () if isinstance(j, str)]
     pending, finished = registry.poll(token, set(seen))
     visible = registry.visible(token)
-    ids = [d.id for d in visible]
+    running = [j for j in pending if j.state == "running"]
+    options = [views.job_option(j) for j in running] + views.dataset_options(visible)
+    ids = [o["value"] for o in options]
     new = [j.dataset_id for j in finished if j.state == "done" and j.dataset_id in ids]
-    value = new[-1] if new else (current if current in ids else (ids[0] if ids else None))
+    # an analysis that has just started is shown at once (its provisional overview), once per browser
+    started = [j for j in running if SHOWN + j.id not in seen]
+    value: str | None
+    if new:
+        value = new[-1]
+    elif started:
+        value = views.JOB_PREFIX + started[-1].id
+    else:
+        value = current if current in ids else next((i for i in ids if not i.startswith(views.JOB_PREFIX)),
+                                                     ids[0] if ids else None)
     errors = [j.describe() for j in finished if j.state == "error"]
     done = [j.describe() for j in finished if j.state == "done"]
     if pending:
@@ -64,9 +80,9 @@ def session_view(registry: Registry, token: str | None, current: str | None,
     else:
         message, kind = None, "message"
     progress = min((j.fraction for j in pending), default=1.0)
-    return {"options": views.dataset_options(visible), "value": value, "pending": bool(pending),
+    return {"options": options, "value": value, "pending": bool(pending),
             "message": message, "message_class": kind, "progress": f"{100 * progress:.0f}",
-            "seen": list(seen or ()) + [j.id for j in finished]}
+            "seen": list(seen or ()) + [j.id for j in finished] + [SHOWN + j.id for j in started]}
 
 
 def _highlight(state: dict[str, Any] | None, ds: Dataset) -> list[int] | None:
@@ -112,9 +128,10 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         # unchanged outputs are not sent: they would re-render every view twice a second
         same = v["options"] == options
         opts = no_update if same else v["options"]
+        finished = no_update if same else [o for o in v["options"] if not o["value"].startswith(views.JOB_PREFIX)]
         message = v["message"] if v["message"] is not None else no_update
         cls = v["message_class"] if v["message"] is not None else no_update
-        return (opts, no_update if v["value"] == current else v["value"], opts, opts, v["progress"],
+        return (opts, no_update if v["value"] == current else v["value"], finished, finished, v["progress"],
                 not v["pending"], message, cls, not v["pending"],
                 v["seen"] if v["seen"] != (seen or []) else no_update)
 
@@ -128,10 +145,24 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
             return (b if b in ids else ids[1]), ids[0]
         return (a if a in ids else ids[1]), (b if b in ids else ids[0])
 
-    @callback(Output("overview", "children"), Input("dataset", "value"), State("session", "data"))
-    def show_overview(dataset_id: str | None, session: dict[str, Any] | None) -> Any:
+    @callback(Output("overview", "children"), Output("overview-rows", "data"),
+              Input("dataset", "value"), Input("job-poll", "n_intervals"),
+              State("session", "data"), State("overview-rows", "data"))
+    def show_overview(dataset_id: str | None, polls: int | None, session: dict[str, Any] | None,
+                      shown_rows: int | None) -> tuple[Any, Any]:
+        polled = ctx.triggered_id == "job-poll" and "dataset.value" not in ctx.triggered_prop_ids
+        if isinstance(dataset_id, str) and dataset_id.startswith(views.JOB_PREFIX):
+            job = registry.job(dataset_id.removeprefix(views.JOB_PREFIX), _token(session))
+            if job is None or job.state != "running":
+                return (no_update, no_update) if polled else ("The analysis has ended.", None)
+            rows = job.partial_rows
+            if polled and (rows == shown_rows or (polls or 0) % PROVISIONAL_EVERY):
+                return no_update, no_update
+            return views.provisional_overview(job), rows
+        if polled:
+            return no_update, no_update
         ds = dataset(dataset_id, session)
-        return views.overview(ds) if ds else "Choose a dataset, or upload a log."
+        return (views.overview(ds) if ds else "Choose a dataset, or upload a log."), None
 
     # -- requests ------------------------------------------------------------------------------------
     app.clientside_callback(

@@ -21,12 +21,12 @@ Nothing here touches Dash: the callbacks call these methods.
 """
 from __future__ import annotations
 
+import inspect
 import secrets
 import shutil
 import struct
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,7 +34,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from envoy_dissector.analysis.capture import Capture, dissect
+import polars as pl
+
+from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.schema import REQUEST_FRAME_SCHEMA
+from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.sources import Source
@@ -46,6 +50,10 @@ DEMO_FILES: tuple[tuple[str, str], ...] = (
 )
 TOKEN_BYTES = 18
 JOB_TTL_S = 600
+#: Columns of the finished requests a running analysis keeps for its provisional overview.
+PARTIAL_COLUMNS = tuple(c for c in REQUEST_FRAME_SCHEMA if c.endswith("_us") or c in (
+    "request_uid", "origin", "thread", "status", "complete", "internal", "first_ts", "last_ts", "authority",
+    "path", "cluster", "method", "outcome"))
 
 
 class RegistryFull(Exception):
@@ -76,7 +84,10 @@ class Dataset:
     capture: Capture
     #: session token of the browser session that uploaded it; ``None`` = shared read-only (demo, CLI)
     owner: str | None
+    #: when it was uploaded (an upload's analysis may end after a later one's) or loaded
     created: float = field(default_factory=time.time)
+    #: last time a session read it (the LRU cap drops the owner's least recently used)
+    used: float = field(default_factory=time.time)
     #: files or directories that belong to this dataset only (spill files...), removed when it is dropped
     files: tuple[Path, ...] = ()
     _summary: dict[str, Any] | None = field(default=None, repr=False)
@@ -95,6 +106,8 @@ class Dataset:
 
     def release(self) -> None:
         """Remove the dataset's own files (called when it is dropped from the registry)."""
+        if self.capture.line_index is not None:
+            self.capture.line_index.close()
         for f in self.files:
             if f.is_dir():
                 shutil.rmtree(f, ignore_errors=True)
@@ -115,12 +128,42 @@ class Job:
     #: the Envoy ``--log-format`` the file was written with (custom formats only)
     log_format: str | None = None
     state: JobState = "queued"
+    submitted: float = field(default_factory=time.time)
     done_bytes: int = 0
     stage: str = "queued"
     error: str | None = None
     dataset_id: str | None = None
     started: float | None = None
     finished: float | None = None
+    _partial: list[pl.DataFrame] = field(default_factory=list, repr=False)
+    _partial_rows: int = 0
+    _partial_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_finished(self, requests: pl.DataFrame, _phases: pl.DataFrame) -> None:
+        """``on_finished`` of the streaming analysis: keep the batch for the provisional overview."""
+        batch = requests.select(pl.col(c) if c in requests.columns else pl.lit(None, REQUEST_FRAME_SCHEMA[c]).alias(c)
+                                for c in PARTIAL_COLUMNS)
+        with self._partial_lock:
+            self._partial.append(batch)
+            self._partial_rows += batch.height
+
+    @property
+    def partial_rows(self) -> int:
+        """Requests finished so far (all of them once the analysis is done)."""
+        return self._partial_rows
+
+    def partial(self) -> pl.DataFrame:
+        """The requests finished so far (``PARTIAL_COLUMNS``; phase durations before the capture-wide steps:
+        the event-loop queueing split and TLS handshake columns are still empty)."""
+        with self._partial_lock:
+            if len(self._partial) > 1:
+                self._partial = [pl.concat(self._partial)]
+            return self._partial[0] if self._partial else pl.DataFrame(
+                schema={c: REQUEST_FRAME_SCHEMA[c] for c in PARTIAL_COLUMNS})
+
+    def drop_partial(self) -> None:
+        with self._partial_lock:
+            self._partial = []
 
     @property
     def fraction(self) -> float:
@@ -138,10 +181,10 @@ class Job:
         if self.state == "queued":
             return f"{self.name}: waiting for a free analysis slot"
         if self.state == "running" and self.stage == "parsing":
-            return (f"{self.name}: parsing {self.fraction / 0.9:.0%} "
-                    f"({self.done_bytes / 1e6:.0f} of ~{mb:.0f} MB)")
+            return (f"{self.name}: analysing {self.fraction / 0.9:.0%} "
+                    f"({self.done_bytes / 1e6:.0f} of ~{mb:.0f} MB, {self.partial_rows:,} requests so far)")
         if self.state == "running":
-            return f"{self.name}: building timelines, phases and the event-loop model"
+            return f"{self.name}: finishing the event-loop model, queueing and findings"
         if self.state == "error":
             error = self.error or "failed"
             return error if error.startswith(self.name) else f"{self.name}: {error}"
@@ -176,38 +219,44 @@ class Registry:
         max_pending: analyses a session may have queued or running at once.
         session_idle_s: a session unused this long is dropped (with its datasets) when room is needed.
         workers: analyses run at once; more uploads wait in the queue.
-        analyse: the function building a ``Capture`` (``dissect``; tests may pass a slower one).
+        analyse: the function building a ``Capture`` (``dissect_stream``: bounded memory, and the finished
+            requests reach the job as they come, for the provisional overview; tests may pass a slower one).
     """
 
     def __init__(self, *, max_datasets: int = 4, max_sessions: int = 16, max_pending: int = 4,
-                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect) -> None:
+                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect_stream) -> None:
         self.max_datasets = max(1, max_datasets)
         self.max_sessions = max(1, max_sessions)
         self.max_pending = max(1, max_pending)
         self.session_idle_s = session_idle_s
-        self._datasets: OrderedDict[str, Dataset] = OrderedDict()
+        self._datasets: dict[str, Dataset] = {}
         self._jobs: dict[str, Job] = {}
         self._last_used: dict[str, float] = {}
         self._evict_listeners: list[Callable[[str], None]] = []
         self._lock = threading.RLock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="dissect-job")
         self._analyse = analyse
+        self._streams = "on_finished" in inspect.signature(analyse).parameters
 
     # -- datasets ---------------------------------------------------------------------------------
     def on_evict(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(dataset_id)`` whenever a dataset is dropped (caches keyed by dataset)."""
         self._evict_listeners.append(listener)
 
-    def add(self, capture: Capture, *, name: str, owner: str | None, files: Sequence[Path] = ()) -> Dataset:
+    def add(self, capture: Capture, *, name: str, owner: str | None, files: Sequence[Path] = (),
+            created: float | None = None) -> Dataset:
         """Register an analysed capture; ``owner=None`` makes it shared read-only. Past the owner's cap
-        its own least recently used dataset is dropped (never another session's)."""
-        ds = Dataset(id=new_id(), name=name, capture=capture, owner=owner, files=tuple(files))
+        its own least recently used dataset is dropped (never another session's). ``created``: when it was
+        uploaded (default now); a new dataset counts as used then, so uploads analysed at once keep their order."""
+        stamp = time.time() if created is None else created
+        ds = Dataset(id=new_id(), name=name, capture=capture, owner=owner, files=tuple(files), created=stamp,
+                     used=stamp)
         with self._lock:
             self._datasets[ds.id] = ds
             if owner is not None:
                 self._touch(owner)
-                mine = [k for k, d in self._datasets.items() if d.owner == owner]
-                dropped = [self._datasets.pop(k) for k in mine[: max(0, len(mine) - self.max_datasets)]]
+                mine = sorted((d for d in self._datasets.values() if d.owner == owner), key=lambda d: d.used)
+                dropped = [self._datasets.pop(d.id) for d in mine[: max(0, len(mine) - self.max_datasets)]]
             else:
                 dropped = []
         self._released(dropped)
@@ -231,7 +280,7 @@ class Registry:
             ds = self._datasets.get(dataset_id)
             if ds is None or not (ds.shared or (owner is not None and ds.owner == owner)):
                 return None
-            self._datasets.move_to_end(dataset_id)
+            ds.used = time.time()
             self._touch(owner if ds.owner == owner else None)
             return ds
 
@@ -323,12 +372,18 @@ class Registry:
         def advance(n: int) -> None:
             job.done_bytes += n
 
+        keep = False
         try:
-            fmt = {"format": "custom", "log_format": job.log_format} if job.log_format else {}
+            kw: dict[str, Any] = {"format": "custom", "log_format": job.log_format} if job.log_format else {}
+            if self._streams:
+                kw["on_finished"] = job.add_finished
             capture = self._analyse(Source(job.name, path=job.path), progress=advance, name=job.name, redact=True,
-                                    **fmt)
+                                    **kw)
             job.stage = "analysing"
-            ds = self.add(capture, name=job.name, owner=job.owner)
+            # a streamed capture reads a request's lines again from the upload: the file now belongs to it
+            keep = capture.line_index is not None and capture.line_index.path == job.path
+            ds = self.add(capture, name=job.name, owner=job.owner, files=(job.path,) if keep and job.delete else (),
+                          created=job.submitted)
             job.dataset_id, job.state = ds.id, "done"
         except DissectorError as exc:
             job.error, job.state = str(exc), "error"
@@ -336,7 +391,8 @@ class Registry:
             job.error, job.state = f"analysis failed ({type(exc).__name__}: {exc})", "error"
         finally:
             job.finished = time.time()
-            if job.delete:
+            job.drop_partial()
+            if job.delete and not keep:
                 job.path.unlink(missing_ok=True)
 
     def job(self, job_id: str, owner: str | None) -> Job | None:
@@ -385,10 +441,12 @@ def demo_sources() -> list[tuple[Source, str]]:
 
 def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path, str]],
                 **dissect_kw: Any) -> list[Dataset]:
-    """Analyse captures now and register them as shared read-only datasets (demo, CLI arguments)."""
+    """Analyse captures now (streamed: bounded memory) and register them as shared read-only datasets (demo,
+    CLI arguments)."""
     out = []
     for src, label in sources:
-        capture = dissect(src if isinstance(src, Source) else str(src), name=label, shapes=shape_cache, **dissect_kw)
+        capture = dissect_stream(src if isinstance(src, Source) else str(src), name=label, shapes=shape_cache,
+                                 **dissect_kw)
         out.append(registry.add(capture, name=label, owner=None))
     return out
 

@@ -123,6 +123,7 @@ def build_layout(upload_url: str, max_bytes: int) -> Any:
               "loop": loop_tab, "compare": compare_tab}
     return html.Div([
         dcc.Store(id="session", storage_type="session", data={"token": new_id()}),
+        dcc.Store(id="overview-rows"),         # requests shown by the provisional overview of a running analysis
         dcc.Store(id="upload-job"),            # set by assets/upload.js when an upload has been accepted
         dcc.Store(id="selected-request"),      # {"dataset": id, "uid": request_uid}
         dcc.Store(id="loop-state"),            # {"dataset", "start", "end", "highlight"}

@@ -13,8 +13,9 @@ from dash import dcc, html
 from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
+from envoy_dissector.analysis.stats import percentiles
 from envoy_dissector.analysis.units import format_us, in_unit, table_units
-from envoy_dissector.dashboard.datasets import Dataset
+from envoy_dissector.dashboard.datasets import Dataset, Job
 
 MAX_LOG_LINES = 2000
 MAX_FINDINGS = 25
@@ -135,6 +136,40 @@ def overview(ds: Dataset) -> list[Any]:
         dcc.Graph(figure=figures.latency_over_time(r), id="latency-over-time", config={"displaylogo": False}),
         dcc.Graph(figure=figures.phase_distribution(r), id="phase-distribution", config={"displaylogo": False}),
     ]
+
+
+JOB_PREFIX = "job:"
+
+
+def job_option(job: Job) -> dict[str, str]:
+    """The dropdown entry of an analysis still running (its provisional overview)."""
+    return {"label": f"uploaded: {job.name} · analysing…", "value": JOB_PREFIX + job.id}
+
+
+def provisional_overview(job: Job) -> list[Any]:
+    """What is known while the streaming analysis runs: the requests finished so far, their percentiles,
+    phase shares and latency over time. Findings, workers and the event-loop queueing split come at the end."""
+    r = job.partial()
+    client = r.filter(~pl.col("internal"))
+    complete = int(client["complete"].sum()) if client.height else 0
+    read = f"{job.done_bytes / 1e6:,.0f} of ~{(job.total_bytes or 0) / 1e6:,.0f} MB read"
+    head = [html.H3(f"{job.name} (analysing, {job.fraction:.0%})", id="overview-title"),
+            html.Div([html.Div([html.Div(f"{client.height:,}", className="fact-value", id="overview-requests"),
+                                html.Div("requests so far", className="fact-label")], className="fact"),
+                      html.Div([html.Div(f"{complete:,}", className="fact-value", id="overview-complete"),
+                                html.Div("complete", className="fact-label")], className="fact"),
+                      html.Div([html.Div(read, className="fact-value"), html.Div("progress", className="fact-label")],
+                               className="fact")], className="facts"),
+            html.Div("Provisional: the requests finished so far. Findings, workers, TLS handshakes and the "
+                     "event-loop queueing split appear when the analysis is done.", className="hint",
+                     id="overview-provisional")]
+    if not client.height:
+        return head
+    summary = {"phases": percentiles(r), "capture_quality": {"timestamp_tick_us": 1}}
+    return [*head,
+            html.Div([html.H4("Percentiles per phase (complete client requests so far)"), percentile_table(summary)]),
+            dcc.Graph(figure=figures.phase_share(r), id="phase-share", config={"displaylogo": False}),
+            dcc.Graph(figure=figures.latency_over_time(r), id="latency-over-time", config={"displaylogo": False})]
 
 
 def competing_connections(queueing: pl.DataFrame) -> list[dict[str, Any]]:

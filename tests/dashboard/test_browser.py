@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.dashboard.app import create_app
+from envoy_dissector.dashboard.datasets import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -195,6 +197,47 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     assert "Δ p50" in table
     shot(dash_duo, artifacts, "5-compare")
     assert dash_duo.get_logs() == [] or all("favicon" in str(e) for e in dash_duo.get_logs())
+
+
+def test_the_overview_grows_while_an_upload_is_analysed(dash_duo, make_app, artifacts, named):
+    """The streaming analysis hands finished requests to the page as it goes: a provisional overview with the
+    requests so far appears, grows, and gives way to the full one. Each finished batch is held 0.6 s so a
+    small fixture stays observable (the analysis itself is the real streaming path)."""
+    counts: list[int] = []
+
+    def slowed(*args, on_finished, **kwargs):
+        def emit(requests, phases):
+            on_finished(requests, phases)
+            time.sleep(0.6)
+        return dissect_stream(*args, on_finished=emit, window_events=400, block_bytes=20_000, **kwargs)
+
+    app = make_app(registry=Registry(analyse=slowed))
+    dash_duo.start_server(app)
+    dash_duo.wait_for_contains_text("#dataset", "demo: lua-cpu", timeout=TIMEOUT)
+    dash_duo.find_element("#upload-file").send_keys(str(named(WORKERS, "workers.log.gz").resolve()))
+    dash_duo.wait_for_contains_text("#overview-title", "workers.log.gz (analysing", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#overview-provisional", timeout=TIMEOUT)
+
+    def provisional_count() -> int | None:
+        if not dash_duo.find_elements("#overview-provisional"):
+            return None
+        text = [t.text for t in dash_duo.find_elements("#overview-requests")]
+        if not text or not text[0]:
+            return 0  # being redrawn
+        counts.append(int(text[0].replace(",", "")))
+        return counts[-1]
+    until(lambda: (provisional_count() or 0) > 0, what="requests in the provisional overview")
+    until(lambda: provisional_count() is None or len({c for c in counts if c > 0}) > 1,
+          what="the provisional count to grow")
+    shot(dash_duo, artifacts, "overview-provisional")
+    expected = client_requests(WORKERS)
+    dash_duo.wait_for_text_to_equal("#overview-title", "workers.log.gz", timeout=60)  # the full overview
+    assert not dash_duo.find_elements("#overview-provisional")
+    dash_duo.wait_for_text_to_equal("#overview-requests", f"{expected:,}", timeout=TIMEOUT)
+    dash_duo.wait_for_element("#percentile-table", timeout=TIMEOUT)
+    assert counts == sorted(counts), counts  # it grew, never shrank
+    grown = sorted({c for c in counts if c > 0})
+    assert len(grown) >= 2 and grown[-1] <= expected, counts
 
 
 def test_not_an_envoy_log_and_size_cap(dash_duo, make_app, tmp_path, artifacts):

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.dashboard.datasets import (
     Registry,
     RegistryFull,
@@ -17,6 +20,7 @@ from envoy_dissector.dashboard.datasets import (
     new_id,
     valid_token,
 )
+from envoy_dissector.parser.sources import Source
 
 FIXTURE = Path("fixtures/istio-thread/upstream-delay/envoy.log.gz")
 
@@ -116,14 +120,14 @@ def test_pending_analyses_per_session_are_capped(tmp_path):
     reg.shutdown(wait=True)
 
 
-def test_job_analyses_in_background_reports_progress_and_deletes_the_file(tmp_path):
+def test_job_analyses_in_background_reports_progress_and_keeps_the_file_while_the_dataset_lives(tmp_path):
     path = tmp_path / "upload.gz"
     shutil.copyfile(FIXTURE, path)
     reg = Registry()
     job = reg.submit(path, name="upstream-delay.log.gz", owner="t")
     reg.wait(job)
     assert job.state == "done", job.error
-    assert not path.exists()
+    assert path.exists()  # a request's lines are read again from it
     assert job.total_bytes == len(gzip.decompress(FIXTURE.read_bytes()))
     assert job.done_bytes == job.total_bytes and job.fraction == 1.0
     ds = reg.get(job.dataset_id, "t")
@@ -134,7 +138,34 @@ def test_job_analyses_in_background_reports_progress_and_deletes_the_file(tmp_pa
     assert reg.poll("t", {job.id}) == ([], [])  # the browser has seen it
     assert reg.poll("other") == ([], [])
     assert reg.job(job.id, "other") is None
+    uid = ds.capture.requests.filter("complete")["request_uid"][0]
+    assert ds.capture.request_lines(uid).equals(dissect(Source("upstream-delay.log.gz", path=FIXTURE)).request_lines(uid))
+    assert reg.forget(ds.id, "t") and not path.exists()
 
+
+def test_a_running_analysis_shows_the_requests_finished_so_far(tmp_path):
+    path = tmp_path / "upload.gz"
+    shutil.copyfile(FIXTURE, path)
+    seen: list[int] = []
+    gate = threading.Event()
+
+    def watched(*args, on_finished, **kwargs):
+        def emit(requests, phases):
+            on_finished(requests, phases)
+            seen.append(job.partial_rows)
+            gate.wait(30)  # hold the analysis while the test looks at the job
+        return dissect_stream(*args, on_finished=emit, window_events=500, **kwargs)
+
+    reg = Registry(analyse=watched)
+    job = reg.submit(path, name="u.gz", owner="t")
+    deadline = time.time() + 30
+    while not seen and time.time() < deadline:
+        time.sleep(0.01)
+    assert job.state == "running" and 0 < job.partial_rows == job.partial().height == seen[0]
+    assert set(job.partial().columns) >= {"request_uid", "total_us", "complete", "loop_queue_us"}
+    gate.set()
+    reg.wait(job)
+    assert job.state == "done" and seen[-1] == reg.get(job.dataset_id, "t").capture.requests.height
 
 def test_job_error_for_a_file_that_is_not_an_envoy_log(tmp_path):
     path = tmp_path / "notes.txt"

@@ -38,7 +38,10 @@ def test_upload_starts_an_analysis_owned_by_the_session(app):
     assert job.state == "done"
     assert [d.name for d in reg.visible(token)] == ["lua-cpu.log.gz"]
     assert reg.visible(new_id()) == []
-    assert list(app.server.config["DISSECTOR_UPLOAD_DIR"].iterdir()) == []  # temp file removed
+    kept = list(app.server.config["DISSECTOR_UPLOAD_DIR"].iterdir())  # a request's lines are read again from it
+    assert len(kept) == 1
+    assert reg.forget(reg.visible(token)[0].id, token)
+    assert list(app.server.config["DISSECTOR_UPLOAD_DIR"].iterdir()) == []  # removed with its dataset
 
 
 def test_size_cap_is_413(app):

@@ -1,0 +1,206 @@
+"""A request's log lines for a streamed capture: read again from the file, not kept in memory.
+
+A streamed capture (``dissect_stream``) keeps no records. When its input is one regular file, ``LineIndex``
+remembers where every ``STEP_BYTES`` of (decompressed) text begins and at which line, built on first use by
+one pass over the file (a gzip input is decompressed once into a private temporary file, so later reads can
+seek). A request's lines are then parsed again from shortly before its first line until the log has moved
+``AFTER_US`` past the end of its life, reading at most ``MAX_BYTES`` of text (a request alive for minutes in
+a busy log shows the lines of its first ``MAX_BYTES``).
+
+>>> from envoy_dissector.analysis.stream_capture import dissect_stream
+>>> cap = dissect_stream("fixtures/istio-thread/keepalive/envoy.log.gz")
+>>> uid = cap.requests.filter("complete")["request_uid"][0]
+>>> cap.request_lines(uid).height > 0
+True
+"""
+from __future__ import annotations
+
+import bisect
+import gzip
+import shutil
+import tempfile
+import threading
+import weakref
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+import polars as pl
+
+from envoy_dissector.parser.kinds import EventKind
+from envoy_dissector.parser.pipeline import iter_parse
+from envoy_dissector.parser.redact import RedactOption
+from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
+from envoy_dissector.parser.sources import GZIP_MAGIC, Source, text_source
+
+#: Text between two index entries.
+STEP_BYTES = 1 << 20
+#: Lines read before a request's first line (its connection's lines just before the stream began).
+LINES_BEFORE = 400
+#: How far past the end of the request's life the log is read (workers' lines interleave out of order a little).
+AFTER_US = 50_000
+#: The most text read for one request (a request alive for minutes in a busy log is cut here, and says so).
+MAX_BYTES = 64 << 20
+_PIECE = 4 << 20
+
+
+@dataclass
+class LineIndex:
+    """Where the lines of one input file are, for reading a stretch of them again."""
+
+    path: Path
+    name: str
+    format: str = "auto"
+    log_format: str | None = None
+    redact: RedactOption = True
+    _starts: list[int] = field(default_factory=list, repr=False)  # line number at each entry (1-based)
+    _offsets: list[int] = field(default_factory=list, repr=False)  # byte offset of that line in ``_text``
+    _text: Path | None = field(default=None, repr=False)
+    _tmp: Path | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _cleanup: Any = field(default=None, repr=False)
+
+    def lines(self, row: dict[str, Any]) -> pl.DataFrame:
+        """The records of the request ``row`` (a requests-frame row), as ``Capture.request_lines`` gives them."""
+        events = self._events_around(int(row["first_line_no"] or 1), _end_of(row))
+        return request_records(events, row, same_origin=False)
+
+    def close(self) -> None:
+        """Remove the decompressed copy (also done when the index is garbage-collected)."""
+        if self._cleanup is not None:
+            self._cleanup()
+        self._text = None
+        self._starts, self._offsets = [], []
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def _events_around(self, first_line: int, end_us: int | None) -> pl.DataFrame:
+        text_path = self._ensure_index()
+        at = max(0, bisect.bisect_right(self._starts, first_line - LINES_BEFORE) - 1)
+        start_line, offset = self._starts[at], self._offsets[at]
+        parts: list[bytes] = []
+        read = 0
+        with text_path.open("rb") as fh:
+            fh.seek(offset)
+            while read < MAX_BYTES:
+                chunk = fh.read(_PIECE)
+                if not chunk:
+                    break
+                if not chunk.endswith(b"\n"):
+                    chunk += fh.readline()
+                parts.append(chunk)
+                read += len(chunk)
+                if end_us is None or _latest_ts(chunk, self) > end_us + AFTER_US:
+                    break
+        text = b"".join(parts).decode("utf-8", errors="replace")
+        run = iter_parse(text_source(text, self.name), format=self.format, log_format=self.log_format,
+                         redact=self.redact)
+        frames = [c.events for c in run]
+        if not frames:
+            return pl.DataFrame()
+        events = pl.concat(frames) if len(frames) > 1 else frames[0]
+        return events.with_columns(pl.col("line_no") + (start_line - 1))
+
+    def _ensure_index(self) -> Path:
+        with self._lock:
+            if self._text is None:
+                self._build()
+            assert self._text is not None
+            return self._text
+
+    def _build(self) -> None:
+        with self.path.open("rb") as probe:
+            gz = probe.read(2) == GZIP_MAGIC
+        text_path = self.path
+        with ExitStack() as stack:
+            src: BinaryIO = stack.enter_context(self.path.open("rb"))
+            copy: BinaryIO | None = None
+            if gz:
+                self._tmp = Path(tempfile.mkdtemp(prefix="envoy-dissect-lines-"))
+                self._cleanup = weakref.finalize(self, shutil.rmtree, self._tmp, True)
+                text_path = self._tmp / "text.log"
+                copy = stack.enter_context(text_path.open("wb"))
+                src = cast(BinaryIO, stack.enter_context(gzip.GzipFile(fileobj=src, mode="rb")))
+            self._starts, self._offsets = _entries(src, copy)
+        self._text = text_path
+
+
+def _entries(src: BinaryIO, copy: BinaryIO | None) -> tuple[list[int], list[int]]:
+    """``(line numbers, byte offsets)`` of an entry every ``STEP_BYTES``, each at a line start (writing what
+    is read to ``copy`` when given)."""
+    starts, offsets = [1], [0]
+    line, offset, since = 1, 0, 0
+    carry = b""
+    while data := src.read(_PIECE):
+        if copy is not None:
+            copy.write(data)
+        data = carry + data
+        cut = data.rfind(b"\n") + 1
+        whole, carry = data[:cut], data[cut:]
+        pos = 0
+        while len(whole) - pos >= STEP_BYTES - since:
+            nl = whole.find(b"\n", pos + STEP_BYTES - since - 1)
+            line += whole.count(b"\n", pos, nl + 1)
+            starts.append(line)
+            offsets.append(offset + nl + 1)
+            pos, since = nl + 1, 0
+        line += whole.count(b"\n", pos)
+        since += len(whole) - pos
+        offset += len(whole)
+    return starts, offsets
+
+
+def _latest_ts(chunk: bytes, index: LineIndex) -> int:
+    """The timestamp of the last record in ``chunk`` (µs; parsed from its last few lines)."""
+    tail = chunk[-16384:]
+    start = tail.find(b"\n") + 1 if len(chunk) > len(tail) else 0
+    text = tail[start:].decode("utf-8", errors="replace")
+    if not text.strip():
+        return -1
+    run = iter_parse(text_source(text, index.name), format=index.format, log_format=index.log_format, redact=False)
+    frames = [c.events for c in run]
+    if not frames:
+        return -1
+    latest = pl.concat(frames)["ts_us"].max()
+    return int(latest) if latest is not None else -1  # type: ignore[arg-type]
+
+
+def _end_of(row: dict[str, Any]) -> int | None:
+    ends = [row.get(c) for c in ("life_end_us", "last_ts")]
+    known = [int(e) for e in ends if e is not None]
+    return max(known) if known else None
+
+
+#: Connection-less lines on the request's worker during its life that belong to it.
+WORKER_KINDS = (EventKind.WASM_LOG, EventKind.LUA_LOG, EventKind.ATTACHED_UPSTREAM_CONNECTION,
+                EventKind.POOL_CREATING_CONNECTION, EventKind.CEL_ERROR)
+
+
+def request_records(events: pl.DataFrame, row: dict[str, Any], *, same_origin: bool = True) -> pl.DataFrame:
+    """The records of ``events`` that belong to the request ``row``: its stream's lines, and its connections'
+    lines (and its worker's connection-less filter lines) during its life."""
+    if events.height == 0:
+        return pl.DataFrame(schema={**{c: EVENT_SCHEMA[c] for c in RECORD_COLUMNS}, "kind": EVENT_SCHEMA["kind"]})
+    t0, t1 = row["life_start_us"], row["life_end_us"]
+    conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]
+    during = pl.col("ts_us").is_between(t0, t1) if t0 is not None and t1 is not None else pl.lit(True)
+    own = (pl.col("stream_id") == row["stream_id"]) | (pl.col("conn_id").is_in(conns) & during)
+    if row["thread"] is not None:
+        own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
+                     & pl.col("stream_id").is_null() & pl.col("kind").is_in(list(WORKER_KINDS)))
+    if same_origin:
+        own = own & (pl.col("origin") == row["origin"])
+    return events.filter(own.fill_null(False)).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
+
+
+def index_for(source: Any, *, format: str, log_format: str | None, redact: RedactOption) -> LineIndex | None:
+    """A ``LineIndex`` when ``source`` is one regular file (not stdin, a glob of several, or log text)."""
+    if isinstance(source, Source):
+        path, name = source.path, source.name
+    elif isinstance(source, (str, Path)) and "\n" not in str(source):
+        path, name = Path(source), str(source)
+    else:
+        return None
+    if path is None or not path.is_file():
+        return None
+    return LineIndex(path=path, name=name, format=format, log_format=log_format, redact=redact)

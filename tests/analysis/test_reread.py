@@ -1,0 +1,57 @@
+"""A streamed capture reads a request's log lines again from its input file (analysis/reread.py): the same
+records as the whole-file capture keeps, for gzip and plain files, every format, and index entries small
+enough that requests straddle them."""
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import pytest
+
+from envoy_dissector.analysis import dissect, reread
+from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.parser.sources import Source
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+CASES = ["istio-thread/workers", "istio-json/workers", "envoy/keepalive", "kubectl/timestamps"]
+
+
+@pytest.mark.parametrize("rel", CASES)
+@pytest.mark.parametrize("plain", [False, True], ids=["gzip", "plain"])
+def test_streamed_request_lines_equal_the_whole_file_ones(rel, plain, tmp_path, monkeypatch):
+    monkeypatch.setattr(reread, "STEP_BYTES", 8192)  # many index entries: requests straddle them
+    src = FIXTURES / rel / "envoy.log.gz"
+    if plain:
+        path = tmp_path / "envoy.log"
+        path.write_bytes(gzip.decompress(src.read_bytes()))
+    else:
+        path = src
+    source = Source("capture.log", path=path)
+    whole, streamed = dissect(source), dissect_stream(source)
+    assert streamed.line_index is not None
+    uids = whole.requests.sort("first_line_no")["request_uid"].to_list()
+    assert uids
+    for uid in {*uids[:: max(1, len(uids) // 8)], uids[-1]}:  # spread over the file, and the last one
+        assert streamed.request_lines(uid).equals(whole.request_lines(uid)), uid
+    streamed.line_index.close()
+
+
+def test_the_gzip_copy_is_removed_on_close():
+    cap = dissect_stream(str(FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"))
+    assert cap.line_index is not None
+    cap.request_lines(0)
+    copy = cap.line_index._tmp
+    assert copy is not None and copy.is_dir()
+    cap.line_index.close()
+    assert not copy.exists()
+
+
+def test_log_text_and_stdin_have_no_lines_to_read_again(monkeypatch):
+    text = gzip.decompress((FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz").read_bytes()).decode()
+    cap = dissect_stream(text)
+    assert cap.line_index is None
+    with pytest.raises(ValueError, match="stdin, log text or several files"):
+        cap.request_lines(0)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert dissect_stream("-").line_index is None
