@@ -27,7 +27,7 @@ class CaptureFacts:
     handshakes: pl.DataFrame | None = None
     #: health-check result lines (``findings.health_checks``)
     health_checks: int = 0
-    #: ``internal.work_bursts`` of the finished requests, window by window
+    #: ``internal.work_bursts``: of the finished requests window by window, and the health checker's worker by worker
     internal_work: pl.DataFrame | None = None
 
     def worker_threads(self, requests: pl.DataFrame) -> pl.DataFrame:

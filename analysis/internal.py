@@ -21,6 +21,7 @@ filter chain's resumption (it waited for the answer, not only for the worker).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import polars as pl
@@ -145,6 +146,20 @@ def _health_check_lines(lines: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFra
         pl.col("line_no").cast(pl.Int64), "origin", work_uid=uid)
 
 
+def _burst_starts(owner: str, checking: pl.Expr, by: list[str] | None = None) -> pl.Expr:
+    """Where a burst starts among a thread's lines that have a connection id, in line order (``prev_ts``: the time of
+    the line before, of any kind; ``wakeup``: a `socket event`).
+
+    A burst ends at a line of another ``owner``, and at a `socket event` (the thread woke up again after waiting: for
+    a connect or an answer). A health check also starts on its timer, which logs nothing: on a ``checking`` line,
+    after a silence longer than an idle gap, a new burst starts (a silence inside a stream's run is silent work, such
+    as a flush's span serialisation, and stays in it).
+    """
+    before = pl.col(owner).shift(1)
+    idle = checking & ((pl.col("ts_us") - pl.col("prev_ts")) > IDLE_GAP_US)
+    return pl.col(owner).ne_missing(before.over(by) if by else before) | pl.col("wakeup") | idle
+
+
 def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFrame | None = None) -> pl.DataFrame:
     """Worker time of Envoy's own work: one row per burst (``BURSTS_SCHEMA``; ``label`` e.g. ``health check C0``).
 
@@ -184,13 +199,7 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
         *_THREAD, "line_no").with_columns(prev_ts=pl.col("ts_us").shift(1).over(_THREAD))
     # Lines without a connection id (deferred deletion, timers) neither belong to a burst nor break one.
     with_ids = marked.filter(pl.col("conn_id").is_not_null() | pl.col("work_uid").is_not_null())
-    # A burst ends at another connection's line, and at a `socket event` (the thread woke up again after waiting:
-    # for a connect or an answer). A health check also starts on its timer, which logs nothing: after a silence
-    # longer than an idle gap its request is a new burst (a silence inside a stream's run is silent work, such as
-    # a flush's span serialisation, and stays in it).
-    idle = pl.col("work_uid").str.ends_with(":hc").fill_null(False) & (
-        (pl.col("ts_us") - pl.col("prev_ts")) > IDLE_GAP_US)
-    new_run = pl.col("work_uid").ne_missing(pl.col("work_uid").shift(1).over(_THREAD)) | pl.col("wakeup") | idle
+    new_run = _burst_starts("work_uid", pl.col("work_uid").str.ends_with(":hc").fill_null(False), by=_THREAD)
     with_ids = with_ids.with_columns(run=new_run.cast(pl.Int64).cum_sum().over(_THREAD))
     runs = with_ids.filter(pl.col("work_uid").is_not_null()).group_by(*_THREAD, "run", "work_uid").agg(
         head_ts=pl.col("ts_us").first(), prev_ts=pl.col("prev_ts").first(), end_us=pl.col("ts_us").last())
@@ -220,6 +229,69 @@ def work_label() -> pl.Expr:
     tail = pl.when(pl.col("work_uid").str.ends_with(":hc")).then(parts.list.get(-2, null_on_oob=True)).otherwise(
         parts.list.last())
     return pl.col("kind") + pl.lit(" ") + tail
+
+
+#: Lines a health checker's connection logs before its first result (connecting, the first check's request) come at
+#: most this long before it, in log time: the check's timeout, or the cluster's connect timeout (5 s by default).
+HC_FIRST_RESULT_US = 10_000_000
+_RUNS_SCHEMA: dict[str, pl.DataType] = {"conn_id": pl.Int64(), "start_us": pl.Int64(), "end_us": pl.Int64()}
+_RESULT_KINDS = [EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE]
+
+
+@dataclass
+class HealthCheckBursts:
+    """The health-check bursts of one thread whose lines come part by part, in order (``streaming.py``): the
+    ``kind == health check`` rows :func:`work_bursts` gives over the whole capture.
+
+    Each step splits the lines, after those carried from the previous step, into runs of one connection's lines
+    without a stream id (:func:`_burst_starts`). A run is closed once a later line with a connection id starts
+    another; the last run stays open and its lines are carried, so a burst across two steps is found once, whole. A
+    closed run is a burst if its connection is a checker (it logs a health-check result on this thread, before or
+    after the run): the runs of other connections wait ``HC_FIRST_RESULT_US`` of log time for such a line.
+    """
+
+    origin: str
+    thread: int
+    #: connections that logged a health-check result
+    checkers: set[int] = field(default_factory=set)
+    #: lines from the head of the open run on (without one, the last line): the next step continues after them
+    carried: pl.DataFrame | None = None
+    #: closed runs of connections not known as checkers yet (``conn_id, start_us, end_us``)
+    waiting: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_RUNS_SCHEMA))
+
+    def step(self, lines: pl.DataFrame, final: bool = False) -> pl.DataFrame:
+        """The bursts (``BURSTS_SCHEMA``) closed by the thread's next ``lines`` (``EVENT_SCHEMA``, all with this
+        thread id); at ``final`` (no line follows), every burst left."""
+        results = lines.filter(pl.col("kind").is_in(_RESULT_KINDS) & pl.col("conn_id").is_not_null())["conn_id"]
+        self.checkers.update(results.to_list())
+        new = lines.sort("line_no", maintain_order=True).select(
+            "ts_us", owner=pl.when(pl.col("stream_id").is_null()).then(pl.col("conn_id")),
+            has_id=pl.col("conn_id").is_not_null(), wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
+        seq = pl.concat([self.carried, new]) if self.carried is not None else new
+        seq = seq.with_row_index("row").with_columns(prev_ts=pl.col("ts_us").shift(1))
+        ids = seq.filter("has_id").with_columns(
+            run=_burst_starts("owner", pl.col("owner").is_not_null()).cast(pl.Int64).cum_sum())
+        # The last run is open (the next lines may continue it) unless nothing follows.
+        last = ids.tail(1)
+        open_run = None if final or last.height == 0 or last["owner"][0] is None else int(last["run"][0])
+        runs = ids.filter(pl.col("owner").is_not_null() & pl.col("run").ne_missing(open_run)).group_by("run").agg(
+            conn_id=pl.col("owner").first(), start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").last())
+        runs = pl.concat([self.waiting, runs.select(list(_RUNS_SCHEMA))])
+        checking = pl.col("conn_id").is_in(pl.Series(list(self.checkers), dtype=pl.Int64).implode())
+        done, waiting = runs.filter(checking), runs.filter(~checking)
+        if final:
+            self.carried, self.waiting = None, waiting.head(0)
+        elif seq.height:
+            head = int(ids.filter(pl.col("run") == open_run)["row"][0]) if open_run is not None else seq.height - 1
+            self.carried = seq.slice(head).select(new.columns)
+            newest = pl.lit(seq["ts_us"].max(), pl.Int64)
+            self.waiting = waiting.filter(pl.col("end_us") >= newest - HC_FIRST_RESULT_US)
+        bursts = done.sort("start_us").with_columns(
+            work_uid=pl.format("{}:C{}:hc", pl.lit(self.origin), pl.col("conn_id")),
+            kind=pl.lit(WorkKind.HEALTH_CHECK.value))
+        return bursts.select("work_uid", "kind", label=work_label(), owner_uid=pl.lit(None, pl.String),
+                             origin=pl.lit(self.origin), thread=pl.lit(self.thread, pl.Int64), start_us="start_us",
+                             end_us="end_us").cast(BURSTS_SCHEMA)  # type: ignore[arg-type]
 
 
 def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataFrame) -> pl.DataFrame:

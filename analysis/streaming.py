@@ -15,7 +15,8 @@ they use live on one worker thread, and one thread's lines are in time order. So
   the dropped events update the carry;
 * workers advance independently, so the interleaving of workers in the file (a chunk ends at a different
   moment on each) does not matter; the loop model's slices are cut per worker as they close
-  (``loop_stream.py``).
+  (``loop_stream.py``), and so are the health checker's bursts (``internal.HealthCheckBursts``: they belong to
+  no request).
 
 Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
 lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
@@ -36,7 +37,7 @@ import polars as pl
 from envoy_dissector.analysis.carry import carried
 from envoy_dissector.analysis.facts import STARTED_SCHEMA, CaptureFacts
 from envoy_dissector.analysis.findings import health_checks, record_gaps
-from envoy_dissector.analysis.internal import BURSTS_SCHEMA, work_bursts
+from envoy_dissector.analysis.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
 from envoy_dissector.analysis.loop import worker_threads
 from envoy_dissector.analysis.loop_stream import WorkerSlices
 from envoy_dissector.analysis.phases import attribute_phases
@@ -87,6 +88,11 @@ class _Worker:
     slices: WorkerSlices = field(default_factory=WorkerSlices)
     #: the worker's last line so far (the gap after a `socket event` may span two parts)
     last_line: pl.DataFrame | None = None
+    #: the health checker's bursts on this thread (they belong to no request)
+    health_checks: HealthCheckBursts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.health_checks = HealthCheckBursts(self.origin, self.thread)
 
 
 @dataclass
@@ -271,8 +277,11 @@ class StreamingAnalysis:
                 threaded = new.filter(pl.col("thread").is_not_null())
                 self._done.add("loop", worker.slices.step(threaded, final=final))
                 self._gaps.append(self._record_gaps(worker, threaded))
+            with self._timed("internal"):
+                self._add_bursts(worker.health_checks.step(threaded, final=final))
         elif final:
             self._done.add("loop", worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
+            self._add_bursts(worker.health_checks.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
         if not parts:
             return
@@ -292,10 +301,10 @@ class StreamingAnalysis:
             with self._timed("phases"):
                 requests, phases = attribute_phases(lines, events)
                 finished = requests.join(done_uids, on="request_uid", how="semi")
-                if finished["internal"].any():  # Envoy's own work: its bursts, for the findings
+                if finished["internal"].any():  # Envoy's internal requests: their bursts, for the findings
                     bursts = work_bursts(requests, events)
-                    self._bursts.append(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
-                                                    how="semi"))
+                    self._add_bursts(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
+                                                 how="semi"))
         else:
             finished = pl.DataFrame()
         if finished.height:
@@ -312,6 +321,10 @@ class StreamingAnalysis:
             return
         with self._timed("cut"):
             self._cut(worker, window, unfinished, newest)
+
+    def _add_bursts(self, bursts: pl.DataFrame) -> None:
+        if bursts.height:
+            self._bursts.append(bursts)
 
     @contextmanager
     def _timed(self, step: str) -> Iterator[None]:

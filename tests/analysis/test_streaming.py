@@ -16,6 +16,7 @@ import pytest
 from polars.testing import assert_frame_equal
 from truth import FIXTURES, capture_of, discover
 
+from envoy_dissector.analysis.internal import HealthCheckBursts, WorkKind
 from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.parser.errors import InputError
 
@@ -23,9 +24,6 @@ from envoy_dissector.parser.errors import InputError
 BLOCK_BYTES = 4096
 #: events a worker's window grows by between two cuts
 WINDOW_EVENTS = 500
-#: Known gap: the streamed capture gathers Envoy's own work bursts per finished internal request, but not the
-#: health checker's bursts (they belong to a connection, not a request): its `health-checks` finding is missing.
-SUMMARY_GAPS = ("istio-thread/health-check/envoy.log.gz",)
 
 
 def _cases() -> list[Any]:
@@ -70,16 +68,24 @@ def test_streaming_equals_whole_file(log: Path, log_format: str | None) -> None:
         assert set(ours.columns) == set(theirs.columns), name
         assert_frame_equal(_sorted(ours), _sorted(theirs), check_dtypes=True)
     assert streamed.notes == whole.notes
-    if str(log.relative_to(FIXTURES)) not in SUMMARY_GAPS:
-        assert _summary(streamed.summary()) == _summary(whole.summary())
+    assert _summary(streamed.summary()) == _summary(whole.summary())
 
 
-@pytest.mark.xfail(strict=True, reason="health-check bursts are not gathered by the streaming analysis yet")
-@pytest.mark.parametrize("rel", SUMMARY_GAPS)
-def test_streamed_summary_of_known_gaps(rel: str) -> None:
-    log = FIXTURES / rel
-    streamed = dissect_stream(str(log), block_bytes=BLOCK_BYTES, window_events=WINDOW_EVENTS)
-    assert _summary(streamed.summary()) == _summary(capture_of(log).summary())
+@pytest.mark.parametrize("part_lines", [7, 64])
+def test_health_check_bursts_fed_in_parts_are_the_whole_files(part_lines: int) -> None:
+    """Each thread's lines fed a few at a time: every burst is found once, whole (a burst that straddles two parts
+    is carried; the checker's first bursts come before its first result line and wait for it)."""
+    whole = capture_of(FIXTURES / "istio-thread" / "health-check" / "envoy.log.gz")
+    expected = whole.internal_work().filter(pl.col("kind") == WorkKind.HEALTH_CHECK.value)
+    found = []
+    for (origin, thread), lines in whole.events.filter(pl.col("thread").is_not_null()).partition_by(
+            "origin", "thread", as_dict=True, maintain_order=True).items():
+        checks = HealthCheckBursts(str(origin), int(thread))
+        found += [checks.step(part) for part in lines.iter_slices(part_lines)]
+        found.append(checks.step(lines.head(0), final=True))
+    got = pl.concat(found).select(expected.columns)
+    assert expected.height > 100
+    assert_frame_equal(_sorted(got), _sorted(expected))
 
 
 def test_a_request_cut_by_the_window_is_not_emitted_twice() -> None:
