@@ -57,6 +57,8 @@ IDLE_US = 5_000_000
 WINDOW_EVENTS = 400_000
 #: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
 MARGIN_ROWS = 256
+#: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_workers``).
+MAX_ENDED_WORKERS = 64
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
 #: The found column is the requests stage's column that holds the lookup's result (or a milestone it feeds).
 FORWARD_LOOKUPS: tuple[tuple[str, str | None, int], ...] = (
@@ -131,6 +133,9 @@ class StreamingAnalysis:
     _gaps: list[pl.Series] = field(default_factory=list)
     _bursts: list[pl.DataFrame] = field(default_factory=list)
     _started: list[pl.DataFrame] = field(default_factory=list)
+    #: workers of ended runs (Envoy restarted) waiting to be finished together
+    _ended: list[_Worker] = field(default_factory=list)
+    _ended_rows: int = 0
     timeless: int = 0
     #: parquet parts the finished output was spilled to (0: it stayed in memory)
     spilled_parts: int = 0
@@ -185,9 +190,18 @@ class StreamingAnalysis:
                 self._add_worker_lines(run_origin, thread, lines.drop("worker__"))
 
     def _end_run(self, run_origin: str) -> None:
-        """Envoy restarted: the previous run's workers are over, finish them now (frees their windows)."""
+        """Envoy restarted: the previous run's workers are over. They are finished together with other ended
+        runs' workers once those hold ``window_events`` lines (frees their windows)."""
         for key in [k for k in self._workers if k[0] == run_origin]:
-            self._advance(self._workers.pop(key), final=True)
+            worker = self._workers.pop(key)
+            self._ended.append(worker)
+            self._ended_rows += worker.pending_rows + (worker.window.height if worker.window is not None else 0)
+        if self._ended_rows >= self.window_events or len(self._ended) >= MAX_ENDED_WORKERS:
+            self._finish_ended()
+
+    def _finish_ended(self) -> None:
+        ended, self._ended, self._ended_rows = self._ended, [], 0
+        self._finish_workers(ended)
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
@@ -270,6 +284,58 @@ class StreamingAnalysis:
 
     def _advance(self, worker: _Worker, final: bool) -> None:
         """Run the stages on the worker's window, emit what is finished, cut the window."""
+        step = self._window_of(worker, final)
+        if step is None:
+            return
+        window, start, newest, events = step
+        with self._timed("requests"):
+            lines = build_requests(events)
+        uids = pl.Series(list(worker.emitted), dtype=pl.String)
+        candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
+        flagged = candidates.with_columns(done__=pl.lit(True)) if final else self._finished(candidates, newest)
+        unfinished = flagged.filter(~pl.col("done__"))
+        finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"))
+        if final:
+            worker.window = worker.carry = None
+            worker.emitted.clear()
+            return
+        for uid, last in finished.select("request_uid", "last_ts").iter_rows():
+            worker.emitted[uid] = last
+        with self._timed("cut"):
+            self._cut(worker, window, unfinished, newest)
+
+    def _finish_workers(self, workers: list[_Worker]) -> None:
+        """The final advance of several workers whose lines have all been read (an ended run, or every worker
+        at the end), their stages run once over all their windows: each stage call costs milliseconds whatever
+        its size, and a log with many restarts or pods has many small workers."""
+        steps = [(w, step) for w in workers if (step := self._window_of(w, final=True)) is not None]
+        for w in workers:
+            w.window = w.carry = None
+        if not steps:
+            return
+        if len(steps) == 1:
+            _, (_, start, _, events) = steps[0]
+            starts = pl.DataFrame({"origin": [steps[0][0].origin], "thread": [steps[0][0].thread], "start__": [start]})
+        else:
+            # a line given to several windows as context (an origin's lifecycle lines) is kept once
+            events = pl.concat([step[3] for _, step in steps]).unique(["origin", "line_no"], keep="last",
+                                                                      maintain_order=True)
+            starts = pl.DataFrame({"origin": [w.origin for w, _ in steps], "thread": [w.thread for w, _ in steps],
+                                   "start__": [step[1] for _, step in steps]})
+        emitted = pl.Series([u for w, _ in steps for u in w.emitted], dtype=pl.String)
+        with self._timed("requests"):
+            lines = build_requests(events)
+        candidates = lines.join(starts.cast({"thread": lines.schema["thread"]}), on=["origin", "thread"],
+                                how="left").filter(
+            (pl.col("start__").is_null() | (pl.col("first_ts") >= pl.col("start__")))
+            & ~pl.col("request_uid").is_in(emitted.implode()))
+        self._emit(lines, events, candidates.select("request_uid"))
+        for w, _ in steps:
+            w.emitted.clear()
+
+    def _window_of(self, worker: _Worker, final: bool) -> tuple[pl.DataFrame, int, int, pl.DataFrame] | None:
+        """Take the worker's new lines (its event-loop slices, record gaps and health-check bursts on the way):
+        ``(window, first time, newest time, the window with its context)``, or ``None`` without lines."""
         new = pl.concat(worker.pending) if worker.pending else None
         worker.pending, worker.pending_rows = [], 0
         if new is not None:
@@ -284,43 +350,31 @@ class StreamingAnalysis:
             self._add_bursts(worker.health_checks.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
         if not parts:
-            return
+            return None
         window = pl.concat(parts) if len(parts) > 1 else parts[0]
         start, newest = int(window["ts_us"].min()), int(window["ts_us"].max())  # type: ignore[arg-type]
         first_line = int(window["line_no"].min())  # type: ignore[arg-type]
         context = [f for f in (*self._extras(worker, first_line), worker.carry) if f is not None and f.height]
-        events = pl.concat([*context, window]) if context else window
-        with self._timed("requests"):
-            lines = build_requests(events)
-        uids = pl.Series(list(worker.emitted), dtype=pl.String)
-        candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
-        flagged = candidates.with_columns(done__=pl.lit(True)) if final else self._finished(candidates, newest)
-        done_uids = flagged.filter("done__").select("request_uid")
-        unfinished = flagged.filter(~pl.col("done__"))
-        if done_uids.height:
-            with self._timed("phases"):
-                requests, phases = attribute_phases(lines, events)
-                finished = requests.join(done_uids, on="request_uid", how="semi")
-                if finished["internal"].any():  # Envoy's internal requests: their bursts, for the findings
-                    bursts = work_bursts(requests, events)
-                    self._add_bursts(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
-                                                 how="semi"))
-        else:
-            finished = pl.DataFrame()
+        return window, start, newest, (pl.concat([*context, window]) if context else window)
+
+    def _emit(self, lines: pl.DataFrame, events: pl.DataFrame, done_uids: pl.DataFrame) -> pl.DataFrame:
+        """Phases of the requests ``done_uids`` names, handed to the spill and ``on_finished``; returns them."""
+        if not done_uids.height:
+            return pl.DataFrame(schema={"request_uid": pl.String, "last_ts": pl.Int64})
+        with self._timed("phases"):
+            requests, phases = attribute_phases(lines, events)
+            finished = requests.join(done_uids, on="request_uid", how="semi")
+            if finished["internal"].any():  # Envoy's internal requests: their bursts, for the findings
+                bursts = work_bursts(requests, events)
+                self._add_bursts(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
+                                             how="semi"))
         if finished.height:
             mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
             self._done.add("requests", finished)
             self._done.add("phases", mine)
-            for uid, last in finished.select("request_uid", "last_ts").iter_rows():
-                worker.emitted[uid] = last
             if self.on_finished is not None:
                 self.on_finished(finished, mine)
-        if final:
-            worker.window = worker.carry = None
-            worker.emitted.clear()
-            return
-        with self._timed("cut"):
-            self._cut(worker, window, unfinished, newest)
+        return finished
 
     def _add_bursts(self, bursts: pl.DataFrame) -> None:
         if bursts.height:
@@ -393,8 +447,18 @@ class StreamingAnalysis:
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps; the result has no events frame."""
-        for worker in list(self._workers.values()):
-            self._advance(worker, final=True)
+        self._finish_ended()
+        workers = list(self._workers.values())
+        batch: list[_Worker] = []
+        rows = 0
+        for worker in workers:  # small workers together (a log of many pods or restarts), big ones alone
+            size = worker.pending_rows + (worker.window.height if worker.window is not None else 0)
+            if batch and (rows + size > self.window_events or len(batch) >= MAX_ENDED_WORKERS):
+                self._finish_workers(batch)
+                batch, rows = [], 0
+            batch.append(worker)
+            rows += size
+        self._finish_workers(batch)
         notes: list[str] = []
         restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
         if restarts:

@@ -7,7 +7,10 @@ TLS counts) must be equal to ``dissect``'s.
 """
 from __future__ import annotations
 
+import gzip
 import json
+import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 from polars.testing import assert_frame_equal
 from truth import FIXTURES, capture_of, discover
 
+from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.internal import HealthCheckBursts, WorkKind
 from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.parser.errors import InputError
@@ -97,7 +101,22 @@ def test_a_request_cut_by_the_window_is_not_emitted_twice() -> None:
     assert len(emitted) == len(set(emitted)) == streamed.requests.height > 1
 
 
-def test_streamed_capture_refuses_request_lines() -> None:
-    streamed = dissect_stream(str(FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"))
-    with pytest.raises(ValueError, match="keeps no log records"):
-        streamed.request_lines(0)
+def _restarted(copies: int) -> str:
+    """The keepalive capture ``copies`` times, each copy one second after the previous one: a proxy restarted
+    ``copies - 1`` times (each copy has Envoy's boot lines)."""
+    text = gzip.decompress((FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz").read_bytes()).decode()
+    stamp = re.compile(r"(?m)^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+    first, last = (datetime.fromisoformat(m) for m in (stamp.findall(text)[0], stamp.findall(text)[-1]))
+    span = timedelta(seconds=int((last - first).total_seconds()) + 2)
+    return "".join(stamp.sub(lambda m, k=k: (datetime.fromisoformat(m.group(1)) + k * span).strftime(
+        "%Y-%m-%dT%H:%M:%S"), text) for k in range(copies))
+
+
+@pytest.mark.parametrize("window", [300, 5000, 1_000_000])
+def test_many_restarts_are_finished_in_batches_with_the_same_result(window: int) -> None:
+    text = _restarted(5)
+    whole, streamed = dissect(text), dissect_stream(text, window_events=window, block_bytes=8192)
+    assert streamed.requests["origin"].n_unique() == 5
+    for a, b in ((whole.requests, streamed.requests), (whole.phases, streamed.phases), (whole.loop, streamed.loop)):
+        assert a.sort(pl.all()).equals(b.sort(pl.all()))
+    assert _summary(streamed.summary()) == _summary(whole.summary())
