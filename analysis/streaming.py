@@ -193,11 +193,19 @@ class StreamingAnalysis:
         """Envoy restarted: the previous run's workers are over. They are finished together with other ended
         runs' workers once those hold ``window_events`` lines (frees their windows)."""
         for key in [k for k in self._workers if k[0] == run_origin]:
-            worker = self._workers.pop(key)
-            self._ended.append(worker)
-            self._ended_rows += worker.pending_rows + (worker.window.height if worker.window is not None else 0)
-        if self._ended_rows >= self.window_events or len(self._ended) >= MAX_ENDED_WORKERS:
+            self._finish_later(self._workers.pop(key))
+
+    def _finish_later(self, worker: _Worker) -> None:
+        """Finish a worker whose lines have all been read: one with a sizeable window now, alone; a small one
+        with others once they hold a quarter window together (what waits stays small)."""
+        size = worker.pending_rows + (worker.window.height if worker.window is not None else 0)
+        if size >= self.window_events // 16:
+            self._finish_workers([worker])
+            return
+        if self._ended_rows + size > self.window_events // 4 or len(self._ended) >= MAX_ENDED_WORKERS:
             self._finish_ended()
+        self._ended.append(worker)
+        self._ended_rows += size
 
     def _finish_ended(self) -> None:
         ended, self._ended, self._ended_rows = self._ended, [], 0
@@ -447,18 +455,9 @@ class StreamingAnalysis:
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps; the result has no events frame."""
+        for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
+            self._finish_later(worker)
         self._finish_ended()
-        workers = list(self._workers.values())
-        batch: list[_Worker] = []
-        rows = 0
-        for worker in workers:  # small workers together (a log of many pods or restarts), big ones alone
-            size = worker.pending_rows + (worker.window.height if worker.window is not None else 0)
-            if batch and (rows + size > self.window_events or len(batch) >= MAX_ENDED_WORKERS):
-                self._finish_workers(batch)
-                batch, rows = [], 0
-            batch.append(worker)
-            rows += size
-        self._finish_workers(batch)
         notes: list[str] = []
         restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
         if restarts:
