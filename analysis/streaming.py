@@ -493,9 +493,10 @@ class StreamingAnalysis:
         self.spilled_parts = self._done.parts
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
         with self._timed("conclude"):
-            # (taken inside the call, not held here: conclude frees each input once it has the next frame)
-            done = conclude(self._done.take("requests"), self._done.take("phases"), loop_frame, all_shakes,
+            # (requests taken inside the call, not held here: conclude frees each input once it has the next
+            # frame; the phase rows wait on disk meanwhile — conclude only appends to them — and join after)
+            done = conclude(self._done.take("requests"), pl.DataFrame(schema=PHASES_SCHEMA), loop_frame, all_shakes,
                             tuple(notes))
+            phases = pl.concat([self._done.take("phases"), done.phases], rechunk=False)
         self._done.close()
-        return Analysis(empty_events, done.requests, done.phases, loop_frame, done.notes, done.stitching,
-                        done.queueing)
+        return Analysis(empty_events, done.requests, phases, loop_frame, done.notes, done.stitching, done.queueing)

@@ -7,7 +7,8 @@ MB/s, peak RSS of that process (VmHWM), ``grep -c thread=`` on the same file and
 each step of the streaming analysis (``StreamingAnalysis.timings``: requests/phases stages, loop slices,
 capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is the wall time outside those
 steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
-(``analyze --whole``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none);
+(``analyze --whole``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none),
+``BENCH_PARSE_WORKERS``, ``BENCH_WINDOW`` and ``BENCH_BLOCK`` the parser threads, window events and block bytes;
 ``--profile`` prints the child's top functions by cumulative time.
 The load average is printed with the result: the machine may be shared. The child imports the CLI package
 first, so polars' allocator is configured as for ``envoy-dissect`` (``cli/__init__.py``).
@@ -55,6 +56,13 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
         defaults = list(stream_capture.dissect_stream.__kwdefaults__ or {})
         assert "prefetch" in defaults
         stream_capture.dissect_stream.__kwdefaults__["prefetch"] = stream_capture.PREFETCH  # type: ignore[index]
+    for env, kw in (("BENCH_PARSE_WORKERS", "parse_workers"), ("BENCH_WINDOW", "window_events"),
+                    ("BENCH_BLOCK", "block_bytes")):
+        if os.environ.get(env):
+            from envoy_dissector.analysis import stream_capture
+
+            assert kw in (stream_capture.dissect_stream.__kwdefaults__ or {})
+            stream_capture.dissect_stream.__kwdefaults__[kw] = int(os.environ[env])  # type: ignore[index]
     argv = ["analyze", path, "-o", out, "-q", *(["--whole"] if whole else [])]
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):

@@ -7,5 +7,8 @@ if "polars" not in sys.modules:
     # its decay settings first and appends what it finds here, polars/__init__.py). One arena
     # instead of one per thread: our parser threads and polars' pool free each other's buffers, and with many
     # arenas the pages go back to the system and are faulted in again (on the 1 GB capture: system time
-    # 7.0 s -> 5.8 s, 5 GB: 57.7 -> 64.9 MB/s, the same peak RSS; bench/README.md). A value the user set wins.
-    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")
+    # 7.0 s -> 5.8 s, 5 GB: 57.7 -> 64.9 MB/s, the same peak RSS; bench/README.md). Muzzy pages returned at
+    # once: jemalloc's second step (MADV_FREE) leaves pages counted in RSS until the kernel needs them, and
+    # polars waits a second before it; without it the 5 GB capture peaks 2.50 instead of 2.56 GiB at the same
+    # speed (bench/README.md, 2026-11-26). A value the user set wins.
+    os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
