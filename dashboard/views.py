@@ -251,8 +251,12 @@ def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
 
 
 def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:
-    """The request's own log records (already redacted by the parser), as text."""
-    lines = capture.request_lines(uid)
+    """The request's own log records (already redacted by the parser), as text. A streamed capture reads them
+    again from its input file; one read from stdin or several files cannot, and says so."""
+    try:
+        lines = capture.request_lines(uid)
+    except (ValueError, OSError) as exc:
+        return html.Div(f"The log lines cannot be shown: {exc}", className="hint", id="log-lines-unavailable")
     shown = lines.head(limit)
     t0 = shown["ts_us"].min() if shown.height else 0
     text = "\n".join(

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
+from pathlib import Path
 
 import plotly.io as pio
 import polars as pl
@@ -11,6 +13,7 @@ import pytest
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.findings import Finding, imbalance
 from envoy_dissector.analysis.schema import Phase
+from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callbacks import session_view, slowest_request
 from envoy_dissector.dashboard.datasets import Registry
@@ -66,6 +69,16 @@ def test_competing_connections_and_waterfall(reg_and_ds):
     assert f'"{row["outcome"]}"' in facts
     lines = text_of(views.log_lines(lua.capture, uid))
     assert "new stream" in lines
+
+
+def test_log_lines_of_a_streamed_capture_are_read_again_or_explained():
+    path = "fixtures/istio-thread/lua-cpu/envoy.log.gz"
+    streamed = dissect_stream(path)
+    uid = slowest_request(Registry().add(streamed, name="s", owner=None))
+    assert text_of(views.log_lines(streamed, uid)) == text_of(views.log_lines(dissect(path), uid))
+    from_text = dissect_stream(gzip.decompress(Path(path).read_bytes()).decode())  # no file to read again
+    shown = text_of(views.log_lines(from_text, from_text.requests["request_uid"][0]))
+    assert "log-lines-unavailable" in shown and "stdin, log text or several files" in shown
 
 
 def test_request_facts_show_a_local_replys_details():
