@@ -28,6 +28,7 @@ from typing import Any, BinaryIO, cast
 
 import polars as pl
 
+from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.redact import RedactOption
@@ -157,8 +158,11 @@ def _latest_ts(chunk: bytes, index: LineIndex) -> int:
     text = tail[start:].decode("utf-8", errors="replace")
     if not text.strip():
         return -1
-    run = iter_parse(text_source(text, index.name), format=index.format, log_format=index.log_format, redact=False)
-    frames = [c.events for c in run]
+    try:
+        frames = [c.events for c in iter_parse(text_source(text, index.name), format=index.format,
+                                               log_format=index.log_format, redact=False)]
+    except DissectorError:  # a tail the formats do not recognise on its own: read on
+        return -1
     if not frames:
         return -1
     latest = pl.concat(frames)["ts_us"].max()

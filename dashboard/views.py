@@ -16,6 +16,7 @@ from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalance
 from envoy_dissector.analysis.stats import percentiles
 from envoy_dissector.analysis.units import format_us, in_unit, table_units
 from envoy_dissector.dashboard.datasets import Dataset, Job
+from envoy_dissector.parser.errors import DissectorError
 
 MAX_LOG_LINES = 2000
 MAX_FINDINGS = 25
@@ -255,7 +256,7 @@ def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Di
     again from its input file; one read from stdin or several files cannot, and says so."""
     try:
         lines = capture.request_lines(uid)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, DissectorError) as exc:
         return html.Div(f"The log lines cannot be shown: {exc}", className="hint", id="log-lines-unavailable")
     shown = lines.head(limit)
     t0 = shown["ts_us"].min() if shown.height else 0

@@ -55,3 +55,10 @@ def test_log_text_and_stdin_have_no_lines_to_read_again(monkeypatch):
         cap.request_lines(0)
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     assert dissect_stream("-").line_index is None
+
+
+def test_a_stretch_the_formats_do_not_recognise_does_not_stop_the_reading():
+    index = reread.LineIndex(path=FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz", name="x")
+    assert reread._latest_ts(b"not a log line\nnor this one\n", index) == -1
+    line = gzip.decompress(index.path.read_bytes()).split(b"\n")[0] + b"\n"
+    assert reread._latest_ts(line, index) > 0
