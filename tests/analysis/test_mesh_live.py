@@ -25,6 +25,7 @@ from truth import CHECKED_MILESTONES, Truth, agreement, from_lab, matched
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.tls import handshakes
 from envoy_dissector.lab.mesh import run_mesh
 
 pytestmark = pytest.mark.skipif(shutil.which("envoy") is None or shutil.which("openssl") is None,
@@ -35,7 +36,8 @@ _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})Z")
 
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return run_mesh(tmp_path_factory.mktemp("mesh"), log_format="istio-thread")
+    # 160 requests: the 95 % agreement thresholds are about the rate, not about two or three unlucky requests of 48
+    return run_mesh(tmp_path_factory.mktemp("mesh"), log_format="istio-thread", requests=160)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +146,13 @@ def test_tls_handshakes_match_envoy_counters(mesh: Path, both: Capture, sides: d
     rows = both.phases.filter(pl.col("phase") == "tls_handshake")
     assert set(rows["detail"].unique().to_list()) == {"upstream", "downstream"}
     b_first = both.requests.filter(pl.col("downstream_tls_handshake_us").is_not_null())
-    assert b_first.height == counters["b_downstream"]
+    # Each TLS connection's first request waited for its handshake; A's pool sometimes opens a connection that
+    # then carries no request (Envoy counts its handshake; no request can show it).
+    on_b = pl.col("origin").str.ends_with("b/envoy.log")
+    shaken = handshakes(both.events).filter(on_b & (pl.col("direction") == "downstream"))["conn_id"].to_list()
+    served = both.requests.filter(on_b)["downstream_conn_id"].to_list()
+    assert len(shaken) == counters["b_downstream"]
+    assert b_first.height == len(set(shaken) & set(served)) >= counters["b_downstream"] - 1
 
 
 def test_waterfall_nests_the_inbound_proxy(both: Capture) -> None:
