@@ -93,7 +93,8 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     >>> cap.requests.filter("complete").height > 0
     True
     """
-    run = iter_parse(_as_source(source), format=format, log_format=log_format, redact=redact, shapes=shapes,
+    src = _as_source(source)
+    run = iter_parse(src, format=format, log_format=log_format, redact=redact, shapes=shapes,
                      progress=progress, stop_reading=stop_reading, block_bytes=block_bytes, workers=parse_workers)
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
                                   on_finished=on_finished, spill_budget=spill_budget)
@@ -109,5 +110,5 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=run.diagnostics, notes=result.notes,
                    name=label, stitching=result.stitching, queueing=result.queueing,
-                   facts=streaming.facts, line_index=index_for(_as_source(source), format=format,
+                   facts=streaming.facts, line_index=index_for(src, format=format,
                                                                log_format=log_format, redact=redact))

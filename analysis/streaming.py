@@ -190,8 +190,8 @@ class StreamingAnalysis:
                 self._add_worker_lines(run_origin, thread, lines.drop("worker__"))
 
     def _end_run(self, run_origin: str) -> None:
-        """Envoy restarted: the previous run's workers are over. They are finished together with other ended
-        runs' workers once those hold ``window_events`` lines (frees their windows)."""
+        """Envoy restarted: the previous run's workers are over; they are finished (``_finish_later``), which
+        frees their windows."""
         for key in [k for k in self._workers if k[0] == run_origin]:
             self._finish_later(self._workers.pop(key))
 
@@ -279,7 +279,7 @@ class StreamingAnalysis:
         worker.pending.append(lines)
         worker.pending_rows += lines.height
         if worker.pending_rows >= self.window_events:
-            self._advance(worker, final=False)
+            self._advance(worker)
 
     def _extras(self, worker: _Worker, first_line: int) -> list[pl.DataFrame]:
         """The origin's lifecycle lines not in the window, and its first socket line."""
@@ -290,9 +290,10 @@ class StreamingAnalysis:
         out += [f.filter(mine) for f in (state.socket_line, state.conn0_first) if f is not None]
         return out
 
-    def _advance(self, worker: _Worker, final: bool) -> None:
-        """Run the stages on the worker's window, emit what is finished, cut the window."""
-        step = self._window_of(worker, final)
+    def _advance(self, worker: _Worker) -> None:
+        """Run the stages on the worker's window, emit what is finished, cut the window (a worker whose lines
+        have all been read is finished by ``_finish_workers`` instead)."""
+        step = self._window_of(worker, final=False)
         if step is None:
             return
         window, start, newest, events = step
@@ -300,13 +301,9 @@ class StreamingAnalysis:
             lines = build_requests(events)
         uids = pl.Series(list(worker.emitted), dtype=pl.String)
         candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
-        flagged = candidates.with_columns(done__=pl.lit(True)) if final else self._finished(candidates, newest)
+        flagged = self._finished(candidates, newest)
         unfinished = flagged.filter(~pl.col("done__"))
         finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"))
-        if final:
-            worker.window = worker.carry = None
-            worker.emitted.clear()
-            return
         for uid, last in finished.select("request_uid", "last_ts").iter_rows():
             worker.emitted[uid] = last
         with self._timed("cut"):
@@ -321,15 +318,11 @@ class StreamingAnalysis:
             w.window = w.carry = None
         if not steps:
             return
-        if len(steps) == 1:
-            _, (_, start, _, events) = steps[0]
-            starts = pl.DataFrame({"origin": [steps[0][0].origin], "thread": [steps[0][0].thread], "start__": [start]})
-        else:
-            # a line given to several windows as context (an origin's lifecycle lines) is kept once
-            events = pl.concat([step[3] for _, step in steps]).unique(["origin", "line_no"], keep="last",
-                                                                      maintain_order=True)
-            starts = pl.DataFrame({"origin": [w.origin for w, _ in steps], "thread": [w.thread for w, _ in steps],
-                                   "start__": [step[1] for _, step in steps]})
+        # a line given to several windows as context (an origin's lifecycle lines) is kept once
+        events = steps[0][1][3] if len(steps) == 1 else pl.concat([step[3] for _, step in steps]).unique(
+            ["origin", "line_no"], keep="last", maintain_order=True)
+        starts = pl.DataFrame({"origin": [w.origin for w, _ in steps], "thread": [w.thread for w, _ in steps],
+                               "start__": [step[1] for _, step in steps]})
         emitted = pl.Series([u for w, _ in steps for u in w.emitted], dtype=pl.String)
         with self._timed("requests"):
             lines = build_requests(events)

@@ -54,15 +54,16 @@ def percentile_table(summary: dict[str, Any]) -> html.Table:
     return _table(["phase", *(f"{st} ({units[st]})" for st in stats)], rows, id="percentile-table")
 
 
+def card(label: str, value: str, id: str | None = None) -> html.Div:
+    """One big number of the overview's facts line, with its label."""
+    value_div = html.Div(value, className="fact-value", id=id) if id else html.Div(value, className="fact-value")
+    return html.Div([value_div, html.Div(label, className="fact-label")], className="fact")
+
+
 def facts(ds: Dataset) -> html.Div:
     """One line of big numbers: span, requests, rps, format."""
     s = ds.summary()
     cap, diag = s["capture"], s["diagnostics"]
-
-    def card(label: str, value: str, id: str) -> html.Div:
-        return html.Div([html.Div(value, className="fact-value", id=id), html.Div(label, className="fact-label")],
-                        className="fact")
-
     return html.Div([
         card("requests", f"{cap['requests']:,}", "overview-requests"),
         card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
@@ -155,12 +156,9 @@ def provisional_overview(job: Job) -> list[Any]:
     complete = int(client["complete"].sum()) if client.height else 0
     read = f"{job.done_bytes / 1e6:,.0f} of ~{(job.total_bytes or 0) / 1e6:,.0f} MB read"
     head = [html.H3(f"{job.name} (analysing, {job.fraction:.0%})", id="overview-title"),
-            html.Div([html.Div([html.Div(f"{client.height:,}", className="fact-value", id="overview-requests"),
-                                html.Div("requests so far", className="fact-label")], className="fact"),
-                      html.Div([html.Div(f"{complete:,}", className="fact-value", id="overview-complete"),
-                                html.Div("complete", className="fact-label")], className="fact"),
-                      html.Div([html.Div(read, className="fact-value"), html.Div("progress", className="fact-label")],
-                               className="fact")], className="facts"),
+            html.Div([card("requests so far", f"{client.height:,}", "overview-requests"),
+                      card("complete", f"{complete:,}", "overview-complete"),
+                      card("progress", read)], className="facts"),
             html.Div("Provisional: the requests finished so far. Findings, workers, TLS handshakes and the "
                      "event-loop queueing split appear when the analysis is done.", className="hint",
                      id="overview-provisional")]
