@@ -41,7 +41,7 @@ STEP_BYTES = 1 << 20
 LINES_BEFORE = 400
 #: How far past the end of the request's life the log is read (workers' lines interleave out of order a little).
 AFTER_US = 50_000
-#: The most text read for one request (a request alive for minutes in a busy log is cut here, and says so).
+#: The most text read for one request (a request alive for minutes in a busy log shows its first lines only).
 MAX_BYTES = 64 << 20
 _PIECE = 4 << 20
 
@@ -65,6 +65,16 @@ class LineIndex:
     def lines(self, row: dict[str, Any]) -> pl.DataFrame:
         """The records of the request ``row`` (a requests-frame row), as ``Capture.request_lines`` gives them."""
         events = self._events_around(int(row["first_line_no"] or 1), _end_of(row))
+        if events.height and row["thread"] is not None and events["thread"].null_count() == events.height:
+            # A log without thread ids: the whole capture placed the request's connections on an inferred lane
+            # (``loop.infer_threads``), the request's ``thread``; a stretch of the log alone cannot. So its
+            # connections' lines get that lane, and so do lines without a connection that follow one of them
+            # (as there: the lane whose latest slice began before them).
+            conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]
+            ours = pl.when(pl.col("conn_id").is_not_null()).then(pl.col("conn_id").is_in(conns)).forward_fill()
+            events = events.sort("line_no").with_columns(
+                thread=pl.when(ours.fill_null(False)).then(pl.lit(row["thread"])).otherwise(pl.col("thread"))
+                .cast(events.schema["thread"]))
         return request_records(events, row, same_origin=False)
 
     def close(self) -> None:

@@ -62,3 +62,20 @@ def test_a_stretch_the_formats_do_not_recognise_does_not_stop_the_reading():
     assert reread._latest_ts(b"not a log line\nnor this one\n", index) == -1
     line = gzip.decompress(index.path.read_bytes()).split(b"\n")[0] + b"\n"
     assert reread._latest_ts(line, index) > 0
+
+
+#: Real logs without thread ids (the whole capture infers the workers' lanes; a stretch read again cannot).
+REAL_WITHOUT_THREADS = ["006-envoy-13068-stern-tabs-as-spaces-upstream-timeout.log",
+                        "012-istio-40241-old-tabs-debug-header-dump.log",
+                        "021-istio-1.13-old-tabs-trace-wasm-tls-cut-start.log",
+                        "025-istio-39706-json-no-caller-escaped-multiline-msg.log"]
+
+
+@pytest.mark.parametrize("name", REAL_WITHOUT_THREADS)
+def test_real_logs_without_thread_ids_read_again_with_the_requests_lane(name):
+    path = FIXTURES / "real" / name
+    whole, streamed = dissect(str(path)), dissect_stream(str(path))
+    uids = whole.requests["request_uid"].to_list()
+    assert uids
+    for uid in uids:
+        assert streamed.request_lines(uid).equals(whole.request_lines(uid)), uid
