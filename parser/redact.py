@@ -51,6 +51,13 @@ AUTH_SCHEMES = ("bearer", "basic", "digest", "negotiate", "token", "apikey", "ho
 _JWT = r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"
 _LONG_TOKEN = r"^[A-Za-z0-9+/_=.~\-]{32,}$"
 _SHORTEST_TOKEN = 32
+_TOKEN_CHAR = r"[A-Za-z0-9+/_=.~\-]"
+#: what a header-dump value the long-token rule redacts contains: right after a quote, _SHORTEST_TOKEN token
+#: characters with a letter beyond hex (g-z) among them (request and trace ids, hex with hyphens, have none),
+#: spelt without look-around
+_LONG_TOKEN_VALUE = "'(?:" + "|".join(
+    [f"{_TOKEN_CHAR}{{{i}}}[g-zG-Z]{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1 - i}}}" for i in range(_SHORTEST_TOKEN - 1)]
+    + [f"{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1},}}[g-zG-Z]"]) + ")"
 
 
 def _glob(name: str) -> str:
@@ -83,9 +90,14 @@ class Redaction:
 
     @cached_property
     def words(self) -> list[str]:
-        """Substrings at least one of which a message must hold to need any redaction (a quick filter)."""
+        """Substrings at least one of which a message must hold to need any redaction (a quick filter).
+
+        The exact parameter names are looked for as ``?name=`` / ``&name=`` / ``;name=``: alone, "key", "code"
+        and "auth" are in every codec header line (``key=``), ``decode`` and ``:authority``.
+        """
         extra = [w for n in (*self.headers, *self.params) for w in n.lower().split("*") if w]
-        return sorted({*SENSITIVE_HEADERS, *SENSITIVE_NAME_PARTS, *SENSITIVE_PARAMS, *SENSITIVE_PARAM_PARTS,
+        params = [f"{sep}{name}=" for name in SENSITIVE_PARAMS for sep in "?&;"]
+        return sorted({*SENSITIVE_HEADERS, *SENSITIVE_NAME_PARTS, *params, *SENSITIVE_PARAM_PARTS,
                        *AUTH_SCHEMES, "eyj", *extra})
 
 
@@ -148,17 +160,17 @@ def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
 
 def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | None) -> pl.Series:
     """Rows that may need redaction: dumps, codec header lines and URLs holding a sensitive word, a JWT,
-    an auth scheme or a long token (cheap substring tests first)."""
+    an auth scheme or a long token with a letter beyond hex (cheap substring tests first)."""
     text = pl.col(column)
     dumps = rows_where(df, text.str.contains("\n", literal=True), within=multiline)
-    marked = df.select(text.str.contains_any(["completed header: key=", "?", "',", "' ,"])).to_series().arg_true()
+    marked = df.select(text.str.contains_any(["completed header: key=", "?", ";", "',", "' ,"])).to_series().arg_true()
     rows = pl.concat([dumps, marked]).unique().sort() if dumps.len() and marked.len() else (
         dumps if dumps.len() else marked)
     if rows.len() == 0:
         return rows
     subset = df[column].gather(rows).to_frame()
     keep = subset.select(text.str.contains_any(rules.words, ascii_case_insensitive=True)
-                         | text.str.contains(r"[A-Za-z0-9+/_=.~\-]{32,}")).to_series()
+                         | text.str.contains(_LONG_TOKEN_VALUE)).to_series()
     if subset.select(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
         keep = keep | subset.select(text.str.contains(r"[^\x00-\x7f]")).to_series()
     return rows.filter(keep)

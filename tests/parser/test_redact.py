@@ -89,3 +89,45 @@ def test_unicode_case_folded_names_are_still_candidates():
             f"(end_stream=true):\n':method', 'GET'\n'{kelvin_cookie}', 'session=s3cr3t'\n\tthread=7\n")
     message = parse_text(line).events["message"][0]
     assert "s3cr3t" not in message and REDACTED in message
+
+
+def _token(length: int, letter_at: int) -> str:
+    """A token of hex digits and one letter beyond hex at ``letter_at`` (what the long-token rule redacts)."""
+    chars = [("0123456789abcdef")[i % 16] for i in range(length)]
+    chars[letter_at] = "Q"
+    return "".join(chars)
+
+
+PRE_FILTER_CASES = [
+    *[f"[C1][S2] request headers complete (end_stream=true):\n':method', 'GET'\n'x-custom', '{_token(n, at)}'"
+      for n, at in ((32, 0), (32, 31), (40, 20), (40, 35), (70, 50), (70, 69))],
+    "[C1][S2] router decoding headers:\n':path', '/a?KEY=k1&b=2'\n'x-request-id', '6a36345e-f724-46dd-a4b2-a7d0facdf2cd'",
+    "[C1][S2] cluster 'svc' match for URL '/login?user=a&Code=xyz'",
+    "[C1][S2] cluster 'svc' match for URL '/x;sig=abc'",
+    "[C1][S2] cluster 'svc' match for URL '/x?auth=abc&pwd=p&pass=q'",
+    "[C1] completed header: key=:path value=/cb?code=s3cr3t",
+    "[C1] completed header: key=x-thing value=Bearer abcdef",
+    "[C1] completed header: key=x-thing value=eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.sig",
+]
+BENIGN = [
+    "[C1] completed header: key=x-request-id value=6a36345e-f724-46dd-a4b2-a7d0facdf2cd",
+    "[C1] completed header: key=:authority value=127.0.0.1:51759",
+    "[C1][S2] router decoding headers:\n':authority', '127.0.0.1:51759'\n':path', '/'\n"
+    "'x-request-id', '6a36345e-f724-46dd-a4b2-a7d0facdf2cd'\n'traceparent', "
+    "'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'\n'x-envoy-expected-rq-timeout-ms', '15000'",
+    "[C1][S2] decode headers called: filter=envoy.filters.http.router status=0",
+    "[C1][S2] cluster 'svc' match for URL '/items?page=2&keyboard=us'",
+]
+
+
+def test_the_quick_pre_filter_never_hides_a_secret():
+    """Only candidate rows are redacted: every message the full rules change must be a candidate."""
+    from envoy_dissector.parser.redact import DEFAULT, _candidates, redact_expr, redact_frame
+
+    frame = pl.DataFrame({"message": PRE_FILTER_CASES + BENIGN})
+    everywhere = frame.select(redact_expr(pl.col("message"), DEFAULT))["message"]
+    assert (everywhere != frame["message"]).to_list() == [True] * len(PRE_FILTER_CASES) + [False] * len(BENIGN)
+    assert redact_frame(frame)["message"].to_list() == everywhere.to_list()
+    # and it is a filter: ids, hex trace contexts, ':authority', 'decode', 'key=' and 'keyboard=' are not candidates
+    candidates = _candidates(frame, "message", DEFAULT, None).to_list()
+    assert candidates == list(range(len(PRE_FILTER_CASES)))
