@@ -3,7 +3,8 @@
     python bench/analyze_stream.py [/tmp/envoy-corpus/corpus.log] [--whole] [--profile]
 
 Runs the full command (parse, streaming analysis, summary, report, parquet) in a fresh process and prints:
-MB/s, peak RSS of that process (VmHWM), ``grep -c thread=`` on the same file and the ratio, and the time of
+MB/s, peak RSS of that process (VmHWM), its CPU time (user+sys: steadier than the wall time on a shared
+machine, and what a change of code saves), ``grep -c thread=`` on the same file and the ratio, and the time of
 each step of the streaming analysis (``StreamingAnalysis.timings``: requests/phases stages, loop slices,
 capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is the wall time outside those
 steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
@@ -20,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -79,7 +81,9 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
     wall = time.perf_counter() - t0
     if profile:
         print(text.getvalue(), file=sys.stderr)
-    print(json.dumps({"rc": rc, "wall": wall, "steps": steps, "vm_hwm_mib": _vm_hwm_mib()}))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"rc": rc, "wall": wall, "steps": steps, "vm_hwm_mib": _vm_hwm_mib(),
+                      "cpu": usage.ru_utime + usage.ru_stime}))
 
 
 def main() -> int:
@@ -119,6 +123,7 @@ def main() -> int:
           f"{rows} requests written")
     print(f"  end to end      {wall:8.1f} s   {size_mb / wall:6.1f} MB/s   peak RSS (VmHWM) "
           f"{result['vm_hwm_mib']:.0f} MiB")
+    print(f"  CPU (user+sys)  {result['cpu']:8.1f} s   {result['cpu'] / wall:6.2f} cores busy on average")
     print(f"  grep -c thread= {grep_s:8.2f} s   ({grep.stdout.strip()} lines)   analyze / grep = {wall / grep_s:.1f}x")
     for step, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
         print(f"  {step:15s} {seconds:8.1f} s")
