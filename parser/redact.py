@@ -163,7 +163,8 @@ def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.E
     an auth scheme or a long token with a letter beyond hex (cheap substring tests first)."""
     text = pl.col(column)
     dumps = rows_where(df, text.str.contains("\n", literal=True), within=multiline)
-    marked = df.select(text.str.contains_any(["completed header: key=", "?", ";", "',", "' ,"])).to_series().arg_true()
+    # (one regex: a `;` among contains_any's literals makes it 3x slower)
+    marked = df.select(text.str.contains(r"completed header: key=|[?;]|' ?,")).to_series().arg_true()
     rows = pl.concat([dumps, marked]).unique().sort() if dumps.len() and marked.len() else (
         dumps if dumps.len() else marked)
     if rows.len() == 0:
