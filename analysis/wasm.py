@@ -47,8 +47,8 @@ def _with_lanes(events: pl.DataFrame, wasm: pl.Expr) -> pl.DataFrame:
 def vm_calls(events: pl.DataFrame) -> pl.DataFrame:
     """Outermost VM calls of request contexts: ``origin, lane, wasm_call, start_us, end_us, start_line``."""
     is_vm = pl.col("kind").is_in([ENTER, EXIT])
-    vm = _with_lanes(events.select("origin", "thread", "line_no", "ts_us", "kind", "wasm_call", "wasm_context"),
-                     is_vm).filter(is_vm).with_columns(pl.col("kind").cast(pl.String))
+    vm = _with_lanes(events.select("origin", "thread", "line_no", "ts_us", "kind", "wasm_call", "wasm_context"
+                                   ).filter(is_vm), is_vm).with_columns(pl.col("kind").cast(pl.String))
     if vm.height == 0:
         return pl.DataFrame(schema=_CALLS_SCHEMA)
     enters = vm.filter(pl.col("kind") == ENTER).select(*_LANE, "wasm_call", "wasm_context", "line_no",
@@ -113,6 +113,8 @@ def wasm_rows(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     ``requests`` needs ``request_uid, origin, conn_id, stream_id, life_start_us, life_end_us``. Origins with
     VM call lines use them; the others fall back to module-log episodes.
     """
+    if not events.select(pl.col("kind").is_in([ENTER, EXIT, *MODULE_LINES]).any()).item():
+        return pl.DataFrame(schema=ROWS_SCHEMA)  # (most captures: no Wasm line to place)
     calls = vm_calls(events)
     traced = calls["origin"].unique().implode()
     episodes = module_episodes(events.filter(~pl.col("origin").is_in(traced)))
