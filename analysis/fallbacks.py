@@ -64,19 +64,28 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     - ``upstream_timeout_ts``: the router's ``upstream timeout`` (else the last per-try timeout).
     """
     r = requests
-    writing = _on_upstream(events, pl.col("kind") == EventKind.WRITING_BYTES)
-    r = asof(r, writing, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
-             take={"ts_us": "us_writing_ts"}, tolerance=100_000)
-    encoded = _on_upstream(events, (pl.col("kind") == EventKind.CODEC_CLIENT_NOISE)
-                           & pl.col("message").fill_null("").str.ends_with("encode complete"))
-    r = asof(r, encoded, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
-             take={"ts_us": "us_encode_complete_ts"}, tolerance=100_000)
-    parsing = _on_upstream(events, pl.col("kind").is_in([EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES]))
-    r = asof(r, parsing, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="backward",
-             take={"ts_us": "us_parsing_ts"}, tolerance=1_000_000)
-    # Never before the request was handed over (a keep-alive connection's previous response).
-    r = r.with_columns(us_parsing_ts=pl.when(pl.col("us_parsing_ts") >= pl.col("us_tx_start_ts")).then(
-        pl.col("us_parsing_ts")))
+    # A fallback is looked up only when some request lacks every source before it in its boundary's list (a
+    # trace-level capture has them all: the lookups would find values that no boundary takes).
+    if _lacks(r, "us_written_ts"):
+        writing = _on_upstream(events, pl.col("kind") == EventKind.WRITING_BYTES)
+        r = asof(r, writing, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
+                 take={"ts_us": "us_writing_ts"}, tolerance=100_000)
+    if _lacks(r, "us_written_ts", "us_writing_ts"):
+        encoded = _on_upstream(events, (pl.col("kind") == EventKind.CODEC_CLIENT_NOISE)
+                               & pl.col("message").fill_null("").str.ends_with("encode complete"))
+        r = asof(r, encoded, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
+                 take={"ts_us": "us_encode_complete_ts"}, tolerance=100_000)
+    if _lacks(r, "us_read_start_ts"):
+        parsing = _on_upstream(events, pl.col("kind").is_in([EventKind.PARSING_BYTES,
+                                                             EventKind.H2_DISPATCHING_BYTES]))
+        r = asof(r, parsing, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="backward",
+                 take={"ts_us": "us_parsing_ts"}, tolerance=1_000_000)
+        # Never before the request was handed over (a keep-alive connection's previous response).
+        r = r.with_columns(us_parsing_ts=pl.when(pl.col("us_parsing_ts") >= pl.col("us_tx_start_ts")).then(
+            pl.col("us_parsing_ts")))
+    r = r.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in _FALLBACK_COLUMNS if c not in r.columns)
+    if not _lacks(r, "us_resp_router_ts", "us_rx_beg_us"):
+        return r.with_columns(upstream_timeout_ts=pl.lit(None, dtype=pl.Int64))
     stream = ["origin", "conn_id", "stream_id"]
     timeouts = events.select(*stream, "ts_us", "kind").filter(
         pl.col("kind").is_in([EventKind.UPSTREAM_TIMEOUT, EventKind.PER_TRY_TIMEOUT])
@@ -85,6 +94,15 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == EventKind.UPSTREAM_TIMEOUT).min(),
                                         pl.col("ts_us").max()))
     return r.join(timeouts, on=stream, how="left", maintain_order="left")
+
+
+_FALLBACK_COLUMNS = ("us_writing_ts", "us_encode_complete_ts", "us_parsing_ts")
+
+
+def _lacks(r: pl.DataFrame, *columns: str) -> bool:
+    """Some row has none of ``columns`` (one not looked up yet counts as none)."""
+    nulls = [pl.col(c).is_null() for c in columns if c in r.columns]
+    return bool(r.height) and (not nulls or bool(r.select(pl.all_horizontal(nulls).any()).item()))
 
 
 def raw_boundaries(r: pl.DataFrame) -> pl.DataFrame:

@@ -39,12 +39,10 @@ def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
     no source at all takes the value of the next one, so its phase is empty.
     """
     r = raw_boundaries(requests)
-    # Missing boundary: borrow the next one that exists (backward fill across the row).
-    for i in range(len(BOUNDARIES) - 2, -1, -1):
-        r = r.with_columns(pl.coalesce(BOUNDARIES[i], BOUNDARIES[i + 1]).alias(BOUNDARIES[i]))
-    for i in range(1, len(BOUNDARIES)):
-        r = r.with_columns(pl.max_horizontal(BOUNDARIES[i - 1], BOUNDARIES[i]).alias(BOUNDARIES[i]))
-    return r
+    # Missing boundary: borrow the next one that exists (backward fill across the row); then never before an
+    # earlier one (a running maximum). Each in one query.
+    r = r.with_columns(pl.coalesce(BOUNDARIES[i:]).alias(b) for i, b in enumerate(BOUNDARIES))
+    return r.with_columns(pl.max_horizontal(BOUNDARIES[: i + 1]).alias(b) for i, b in enumerate(BOUNDARIES))
 
 
 def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
