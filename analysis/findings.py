@@ -414,7 +414,8 @@ def health_checks(events: pl.DataFrame | int) -> int:
     """Health-check result lines (``events``, or their count gathered part by part)."""
     if isinstance(events, int):
         return events
-    return events.filter(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])).height
+    return int(events.select(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])
+                             .sum()).item())
 
 
 def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame | None, phases: pl.DataFrame,

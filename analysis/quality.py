@@ -91,13 +91,21 @@ class CaptureQuality:
         return d
 
 
+_LEVEL_ALIASES = {"warn": "warning", "err": "error", "crit": "critical", "dbg": "debug", "trc": "trace"}
+
+
+def _level_name(level: str | None) -> str:
+    """A level as ``_levels`` names it (``WARN`` → ``warning``; none → ``unknown``)."""
+    name = (level if level is not None else str(EventKind.UNKNOWN.value)).lower()
+    return _LEVEL_ALIASES.get(name, name)
+
+
 def _levels(records: pl.DataFrame, weight: str | None = None) -> dict[str, int]:
     """Records per level (``weight``: a column of counts when ``records`` holds one row per distinct level)."""
     if "level" not in records.columns or records.height == 0:
         return {}
     named = records.select(level=pl.col("level").fill_null(EventKind.UNKNOWN).str.to_lowercase().replace(
-        {"warn": "warning", "err": "error", "crit": "critical", "dbg": "debug", "trc": "trace"}),
-        n=pl.col(weight) if weight else pl.lit(1, dtype=pl.UInt32))
+        _LEVEL_ALIASES), n=pl.col(weight) if weight else pl.lit(1, dtype=pl.UInt32))
     counts = named.group_by("level").agg(pl.col("n").sum())
     return dict(sorted(((k, int(v)) for k, v in counts.iter_rows()), key=lambda kv: (
         LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
@@ -134,10 +142,9 @@ class RecordFacts:
             kinds=pl.col("kind").unique().cast(pl.String).implode(),
             lines=_ON_REQUEST.sum(), not_ms=(ts % 1000 != 0).any(), not_s=(ts % 1_000_000 != 0).any(),
             threads=(pl.col("thread") >= 0).any(), timed=ts.is_not_null().any()).row(0)
-        per_level = pl.DataFrame(counts, schema={"level": pl.String, "n__": pl.UInt32}, orient="row") if counts else (
-            pl.DataFrame(schema={"level": pl.String, "n__": pl.UInt32}))
-        for level, n in _levels(per_level, "n__").items():
-            self.levels[level] = self.levels.get(level, 0) + n
+        for item in counts or []:  # (a handful of levels: no query for them)
+            level = _level_name(item["level"])
+            self.levels[level] = self.levels.get(level, 0) + int(item["n__"])
         self.kinds |= set(kinds)
         self.request_lines += int(lines)
         if timed:  # _tick, one part at a time: the finest tick of any part is the capture's

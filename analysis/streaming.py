@@ -185,9 +185,13 @@ class StreamingAnalysis:
                 pl.col("message").str.starts_with("worker entering dispatch loop"))
             if started.height:
                 self._started.append(started.select("origin", "thread"))
-            for (thread,), lines in self._routed(state, part).partition_by(
-                    "worker__", as_dict=True, maintain_order=True).items():
-                self._add_worker_lines(run_origin, thread, lines.drop("worker__"))
+            if part["thread"].null_count() == 0:  # (most chunks: every line has its worker)
+                workers = part.partition_by("thread", as_dict=True, maintain_order=True)
+            else:
+                workers = {key: lines.drop("worker__") for key, lines in self._routed(state, part).partition_by(
+                    "worker__", as_dict=True, maintain_order=True).items()}
+            for (thread,), lines in workers.items():
+                self._add_worker_lines(run_origin, thread, lines)
 
     def _end_run(self, run_origin: str) -> None:
         """Envoy restarted: the previous run's workers are over; they are finished (``_finish_later``), which
@@ -237,8 +241,6 @@ class StreamingAnalysis:
     def _routed(state: _Origin, events: pl.DataFrame) -> pl.DataFrame:
         """``worker__``: the line's thread; for a line without one (a cut or foreign first line in a format with
         thread ids), the thread of its connection, else of the nearest line before (after) it."""
-        if events["thread"].null_count() == 0:
-            return events.with_columns(worker__=pl.col("thread"))
         known = events.filter(pl.col("thread").is_not_null() & pl.col("conn_id").is_not_null()).select(
             "conn_id", "thread").unique("conn_id", keep="first", maintain_order=True)
         for conn, thread in known.iter_rows():
