@@ -39,22 +39,27 @@ class Sanity:
             self.huge_ids += int(suspects.select(pl.col("message").str.contains(_HUGE_ID).sum()).item())
         self.no_time += int(events["ts_us"].null_count())
         # per worker thread: lines of different workers interleave with small steps back (~1 ms)
-        timed = events.select("origin", "thread", "ts_us").filter(pl.col("ts_us").is_not_null())
-        for (origin, thread), part in timed.group_by("origin", "thread", maintain_order=True):
+        step = pl.col("ts_us").diff()
+        per_thread = events.select("origin", "thread", "ts_us").filter(pl.col("ts_us").is_not_null()).group_by(
+            "origin", "thread", maintain_order=True).agg(
+            first=pl.col("ts_us").first(), last=pl.col("ts_us").last(), back=(step < 0).sum(),
+            big_threaded=(step < -BACKWARD_STEP_US).sum(), big_unthreaded=(step < -UNTHREADED_STEP_US).sum(),
+            least=step.min())
+        for origin, thread, first, last, back, big_threaded, big_unthreaded, least in per_thread.iter_rows():
             key = f"{origin}\0{thread}"
-            ts = part["ts_us"]
+            limit = BACKWARD_STEP_US if thread is not None else UNTHREADED_STEP_US
+            big = big_threaded if thread is not None else big_unthreaded
+            lowest = least if back else None
             prev = self._last_ts.get(key)
-            if prev is not None:
-                ts = pl.concat([pl.Series([prev], dtype=ts.dtype), ts])
-            steps = ts.diff().drop_nulls()
-            back = steps.filter(steps < 0)
-            if back.len():
+            if prev is not None and first < prev:  # the step from the previous chunk's last line
+                back, big = back + 1, big + (first - prev < -limit)
+                lowest = first - prev if lowest is None else min(lowest, first - prev)
+            if lowest is not None:
                 if thread is not None:  # without thread ids, workers interleave: only big steps count
-                    self.backward_steps += back.len()
-                limit = BACKWARD_STEP_US if thread is not None else UNTHREADED_STEP_US
-                self.big_backward_steps += int((back < -limit).sum())
-                self.largest_backward_us = max(self.largest_backward_us, -int(back.min()))  # type: ignore[arg-type]
-            self._last_ts[key] = int(ts[-1])
+                    self.backward_steps += back
+                self.big_backward_steps += big
+                self.largest_backward_us = max(self.largest_backward_us, -lowest)
+            self._last_ts[key] = last
 
     def warnings(self) -> list[str]:
         out = []
