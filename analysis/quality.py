@@ -95,20 +95,26 @@ _LEVEL_ALIASES = {"warn": "warning", "err": "error", "crit": "critical", "dbg": 
 
 
 def _level_name(level: str | None) -> str:
-    """A level as ``_levels`` names it (``WARN`` → ``warning``; none → ``unknown``)."""
+    """A level as the counts name it (``WARN`` → ``warning``; none → ``unknown``)."""
     name = (level if level is not None else str(EventKind.UNKNOWN.value)).lower()
     return _LEVEL_ALIASES.get(name, name)
 
 
-def _levels(records: pl.DataFrame, weight: str | None = None) -> dict[str, int]:
-    """Records per level (``weight``: a column of counts when ``records`` holds one row per distinct level)."""
+def _in_level_order(levels: dict[str, int]) -> dict[str, int]:
+    """Counts per level, the known levels first, most verbose first."""
+    return dict(sorted(levels.items(), key=lambda kv: (
+        LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
+
+
+def _levels(records: pl.DataFrame) -> dict[str, int]:
+    """Records per level."""
     if "level" not in records.columns or records.height == 0:
         return {}
-    named = records.select(level=pl.col("level").fill_null(EventKind.UNKNOWN).str.to_lowercase().replace(
-        _LEVEL_ALIASES), n=pl.col(weight) if weight else pl.lit(1, dtype=pl.UInt32))
-    counts = named.group_by("level").agg(pl.col("n").sum())
-    return dict(sorted(((k, int(v)) for k, v in counts.iter_rows()), key=lambda kv: (
-        LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
+    out: dict[str, int] = {}
+    for level, n in records.group_by("level").len().iter_rows():
+        name = _level_name(level)
+        out[name] = out.get(name, 0) + n
+    return _in_level_order(out)
 
 
 def _tick(ts: pl.Series) -> int:
@@ -160,8 +166,7 @@ class RecordFacts:
         self.spans[origin] = (low, high) if old is None else (min(old[0], low), max(old[1], high))
 
     def levels_in_order(self) -> dict[str, int]:
-        return dict(sorted(self.levels.items(), key=lambda kv: (
-            LEVEL_ORDER.index(kv[0]) if kv[0] in LEVEL_ORDER else len(LEVEL_ORDER), kv[0])))
+        return _in_level_order(self.levels)
 
     def span(self, origin: str | None = None) -> tuple[int | None, int | None]:
         spans = [v for k, v in self.spans.items() if origin is None or k == origin]

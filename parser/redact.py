@@ -49,15 +49,16 @@ REDACTED = "[redacted]"
 #: auth schemes whose next word is a credential
 AUTH_SCHEMES = ("bearer", "basic", "digest", "negotiate", "token", "apikey", "hoba", "mutual", "aws4-hmac-sha256")
 _JWT = r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"
-_LONG_TOKEN = r"^[A-Za-z0-9+/_=.~\-]{32,}$"
 _SHORTEST_TOKEN = 32
 _TOKEN_CHAR = r"[A-Za-z0-9+/_=.~\-]"
+_LONG_TOKEN = f"^{_TOKEN_CHAR}{{{_SHORTEST_TOKEN},}}$"
+_BEYOND_HEX = "[g-zG-Z]"
 #: what a header-dump value the long-token rule redacts contains: right after a quote, _SHORTEST_TOKEN token
 #: characters with a letter beyond hex (g-z) among them (request and trace ids, hex with hyphens, have none),
 #: spelt without look-around
 _LONG_TOKEN_VALUE = "'(?:" + "|".join(
-    [f"{_TOKEN_CHAR}{{{i}}}[g-zG-Z]{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1 - i}}}" for i in range(_SHORTEST_TOKEN - 1)]
-    + [f"{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1},}}[g-zG-Z]"]) + ")"
+    [f"{_TOKEN_CHAR}{{{i}}}{_BEYOND_HEX}{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1 - i}}}" for i in range(_SHORTEST_TOKEN - 1)]
+    + [f"{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1},}}{_BEYOND_HEX}"]) + ")"
 
 
 def _glob(name: str) -> str:
@@ -131,7 +132,7 @@ def _dump_lines(text: pl.Expr, rules: Redaction) -> pl.Expr:
     schemes = "|".join(re.escape(s) for s in AUTH_SCHEMES)
     by_shape = (value.str.contains(rf"(?i)(?:^|[\s,]){_JWT}|^\s*(?:{schemes})\s+\S")
                 | (value.str.contains(_LONG_TOKEN) & value.str.contains(r"[0-9]")
-                   & value.str.contains(r"[g-zG-Z]")))
+                   & value.str.contains(_BEYOND_HEX)))
     sensitive = (by_name | by_shape).fill_null(False)
     return pl.when(sensitive).then(text.str.replace(pair, "${1}" + REDACTED + "'")).otherwise(text)
 
