@@ -43,12 +43,20 @@ from envoy_dissector.analysis.loop_stream import WorkerSlices
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
-from envoy_dissector.analysis.schema import LOOP_SCHEMA, PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, REQUEST_FRAME_SCHEMA
+from envoy_dissector.analysis.schema import (
+    ANALYSED_COLUMNS,
+    LOOP_SCHEMA,
+    PHASED_REQUEST_SCHEMA,
+    PHASES_SCHEMA,
+    REQUEST_FRAME_SCHEMA,
+)
 from envoy_dissector.analysis.spill import MEMORY_BUDGET, Spill
 from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
+#: The columns of a worker's window: the events' columns the analysis reads.
+_WINDOW_SCHEMA = {c: EVENT_SCHEMA[c] for c in ANALYSED_COLUMNS}
 #: A request is finished once its worker has logged this long past its last line (log time).
 GRACE_US = 2_000
 #: A request whose response has not ended is given up (emitted as it is: cut) after this long without a line.
@@ -149,6 +157,7 @@ class StreamingAnalysis:
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
+        events = events.select(ANALYSED_COLUMNS)
         with self._timed("facts"):
             self.facts.records.add(events)
             self.facts.health_checks += health_checks(events)
@@ -349,8 +358,8 @@ class StreamingAnalysis:
             with self._timed("internal"):
                 self._add_bursts(worker.health_checks.step(threaded, final=final))
         elif final:
-            self._done.add("loop", worker.slices.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
-            self._add_bursts(worker.health_checks.step(pl.DataFrame(schema=EVENT_SCHEMA), final=True))
+            self._done.add("loop", worker.slices.step(pl.DataFrame(schema=_WINDOW_SCHEMA), final=True))
+            self._add_bursts(worker.health_checks.step(pl.DataFrame(schema=_WINDOW_SCHEMA), final=True))
         parts = [p for p in (worker.window, new) if p is not None and p.height]
         if not parts:
             return None
