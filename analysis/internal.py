@@ -134,8 +134,8 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
 
 def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
     """``origin, thread, conn_id`` of the health checker's connections (they log `hc response_code=…`)."""
-    return events.filter(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])
-                         & pl.col("conn_id").is_not_null() & pl.col("thread").is_not_null()).select(
+    return events.select(*_THREAD, "conn_id", "kind").filter(
+        pl.col("kind").is_in(_RESULT_KINDS) & pl.col("conn_id").is_not_null() & pl.col("thread").is_not_null()).select(
         *_THREAD, "conn_id").unique()
 
 
@@ -262,11 +262,13 @@ class HealthCheckBursts:
     def step(self, lines: pl.DataFrame, final: bool = False) -> pl.DataFrame:
         """The bursts (``BURSTS_SCHEMA``) closed by the thread's next ``lines`` (``EVENT_SCHEMA``, all with this
         thread id); at ``final`` (no line follows), every burst left."""
-        results = lines.filter(pl.col("kind").is_in(_RESULT_KINDS) & pl.col("conn_id").is_not_null())["conn_id"]
+        results = lines.select("conn_id", "kind").filter(pl.col("kind").is_in(_RESULT_KINDS)
+                                                         & pl.col("conn_id").is_not_null())["conn_id"]
         self.checkers.update(results.to_list())
-        new = lines.sort("line_no", maintain_order=True).select(
-            "ts_us", owner=pl.when(pl.col("stream_id").is_null()).then(pl.col("conn_id")),
+        new = lines.select(
+            "line_no", "ts_us", owner=pl.when(pl.col("stream_id").is_null()).then(pl.col("conn_id")),
             has_id=pl.col("conn_id").is_not_null(), wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
+        new = (new if new["line_no"].is_sorted() else new.sort("line_no", maintain_order=True)).drop("line_no")
         seq = pl.concat([self.carried, new]) if self.carried is not None else new
         seq = seq.with_row_index("row").with_columns(prev_ts=pl.col("ts_us").shift(1))
         ids = seq.filter("has_id").with_columns(

@@ -352,7 +352,7 @@ class StreamingAnalysis:
         worker.pending, worker.pending_rows = [], 0
         if new is not None:
             with self._timed("loop"):
-                threaded = new.filter(pl.col("thread").is_not_null())
+                threaded = new.filter(pl.col("thread").is_not_null()) if new["thread"].null_count() else new
                 self._done.add("loop", worker.slices.step(threaded, final=final))
                 self._gaps.append(self._record_gaps(worker, threaded))
             with self._timed("internal"):
@@ -403,7 +403,9 @@ class StreamingAnalysis:
     @staticmethod
     def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
         """``findings.record_gaps`` of the worker's next lines (the previous part's last line leads)."""
-        lines = new.select("ts_us", "line_no", "kind").sort("ts_us", "line_no", maintain_order=True)
+        lines = new.select("ts_us", "line_no", "kind")
+        if not (lines["line_no"].is_sorted() and lines["ts_us"].is_sorted()):  # (one thread's lines: nearly always)
+            lines = lines.sort("ts_us", "line_no", maintain_order=True)
         if worker.last_line is not None:
             lines = pl.concat([worker.last_line, lines])
         worker.last_line = lines.tail(1)
