@@ -16,24 +16,25 @@ True
 from __future__ import annotations
 
 import bisect
-import gzip
 import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO
 
 import polars as pl
 
+from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.redact import RedactOption
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
-from envoy_dissector.parser.sources import GZIP_MAGIC, Source, text_source
+from envoy_dissector.parser.sources import Source, open_binary, text_source
 
 #: Text between two index entries.
 STEP_BYTES = 1 << 20
@@ -120,29 +121,41 @@ class LineIndex:
             return self._text
 
     def _build(self) -> None:
-        with self.path.open("rb") as probe:
-            gz = probe.read(2) == GZIP_MAGIC
+        fh, counter = open_binary(Source(self.name, path=self.path))
         text_path = self.path
         with ExitStack() as stack:
-            src: BinaryIO = stack.enter_context(self.path.open("rb"))
+            stack.callback(fh.close)
+            if counter is not None:
+                stack.callback(counter.inner.close)  # (closing a gzip reader leaves the file under it open)
             copy: BinaryIO | None = None
-            if gz:
+            inflated: Callable[[int], None] | None = None
+            if counter is not None:  # the same decompression-bomb limit as the first read
                 self._tmp = Path(tempfile.mkdtemp(prefix="envoy-dissect-lines-"))
                 self._cleanup = weakref.finalize(self, shutil.rmtree, self._tmp, True)
                 text_path = self._tmp / "text.log"
                 copy = stack.enter_context(text_path.open("wb"))
-                src = cast(BinaryIO, stack.enter_context(gzip.GzipFile(fileobj=src, mode="rb")))
-            self._starts, self._offsets = _entries(src, copy)
+                ratio, gz = limits.max_gzip_ratio(), counter
+
+                def inflated(size: int) -> None:
+                    limits.check_inflation(self.name, size, gz.count, ratio)
+            try:
+                self._starts, self._offsets = _entries(fh, copy, inflated)
+            except BaseException:
+                self.close()  # (the partial copy too)
+                raise
         self._text = text_path
 
 
-def _entries(src: BinaryIO, copy: BinaryIO | None) -> tuple[list[int], list[int]]:
+def _entries(src: BinaryIO, copy: BinaryIO | None,
+             inflated: Callable[[int], None] | None = None) -> tuple[list[int], list[int]]:
     """``(line numbers, byte offsets)`` of an entry every ``STEP_BYTES``, each at a line start (writing what
-    is read to ``copy`` when given)."""
+    is read to ``copy`` when given; ``inflated(bytes read so far)`` may refuse to go on)."""
     starts, offsets = [1], [0]
     line, offset, since = 1, 0, 0
     carry = b""
     while data := src.read(_PIECE):
+        if inflated is not None:
+            inflated(offset + len(carry) + len(data))
         if copy is not None:
             copy.write(data)
         data = carry + data

@@ -93,9 +93,9 @@ def _stdin_fd() -> int | None:
         return None
 
 
-def _open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
+def open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
     """The source's bytes, gunzipped when they start with the gzip magic (files and stdin alike);
-    with the counter of compressed bytes read for a gzip stream."""
+    with the counter of compressed bytes read for a gzip stream (``limits.check_inflation`` reads it)."""
     fh: BinaryIO
     if source.path is None:
         fh = sys.stdin.buffer
@@ -129,7 +129,7 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
         if source.text:  # empty text has no lines, like an empty file
             yield Block(source.name, source.text.encode(), len(source.text))
         return
-    fh, counter = _open_binary(source)
+    fh, counter = open_binary(source)
     max_line, ratio = limits.max_line_bytes(), limits.max_gzip_ratio()
     consumed = 0
     carry = b""

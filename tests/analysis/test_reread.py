@@ -11,6 +11,9 @@ import pytest
 
 from envoy_dissector.analysis import dissect, reread
 from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.parser import limits
+from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.sources import Source
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -45,6 +48,21 @@ def test_the_gzip_copy_is_removed_on_close():
     assert copy is not None and copy.is_dir()
     cap.line_index.close()
     assert not copy.exists()
+
+
+def test_the_index_refuses_a_decompression_bomb_as_the_first_read_does(tmp_path, monkeypatch):
+    line = (gzip.decompress((FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz").read_bytes())
+            .split(b"\n", 1)[0] + b"\n")
+    bomb = tmp_path / "bomb.log.gz"
+    bomb.write_bytes(gzip.compress(line * (4_000_000 // len(line))))
+    monkeypatch.setattr(limits, "GZIP_RATIO_FLOOR", 1 << 20)  # (64 MiB by default)
+    with pytest.raises(InputError, match="decompression bomb"):
+        list(iter_parse(str(bomb)))
+    index = reread.LineIndex(path=bomb, name=str(bomb))
+    with pytest.raises(InputError, match="decompression bomb") as again:
+        index.lines({"first_line_no": 1, "thread": None})
+    assert str(bomb) in str(again.value)
+    assert index._tmp is not None and not index._tmp.exists()  # the partial copy is gone
 
 
 def test_log_text_and_stdin_have_no_lines_to_read_again(monkeypatch):
