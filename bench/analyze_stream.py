@@ -3,8 +3,9 @@
     python bench/analyze_stream.py [/tmp/envoy-corpus/corpus.log] [--whole] [--profile]
 
 Runs the full command (parse, streaming analysis, summary, report, parquet) in a fresh process and prints:
-MB/s, peak RSS of that process (VmHWM), its CPU time (user+sys: steadier than the wall time on a shared
-machine, and what a change of code saves), ``grep -c thread=`` on the same file and the ratio, and the time of
+MB/s, peak RSS of that process (VmHWM), its CPU time (user+sys: what a change of code saves), the CPU time
+of a fixed reference workload before and after the run (the machine's speed drifts: compare runs at the same
+reference figure), ``grep -c thread=`` on the same file and the ratio, and the time of
 each step of the streaming analysis (``StreamingAnalysis.timings``: requests/phases stages, loop slices,
 capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is the wall time outside those
 steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
@@ -35,6 +36,22 @@ def _vm_hwm_mib() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def reference_seconds() -> float:
+    """CPU seconds of a fixed workload (a Python loop, a polars shuffle and sort): the machine's speed right now.
+
+    On a shared machine the same analysis took 24.5 s of CPU in one run and 32.9 s two minutes later; this
+    figure, taken before and after a run, tells a slower machine from slower code.
+    """
+    import polars as pl
+
+    t0 = time.process_time()
+    total = 0
+    for i in range(6_000_000):
+        total += i & 7
+    pl.DataFrame({"v": range(4_000_000)}).select(pl.col("v").shuffle(seed=1).sort())
+    return time.process_time() - t0
 
 
 def child(path: str, out: str, whole: bool, profile: bool) -> None:
@@ -101,6 +118,8 @@ def main() -> int:
     t0 = time.perf_counter()
     grep = subprocess.run(["grep", "-c", "thread=", str(path)], capture_output=True, text=True)
     grep_s = time.perf_counter() - t0
+    reference_seconds()  # (the first call imports and warms polars)
+    before = reference_seconds()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "requests.parquet")
         cmd = [sys.executable, __file__, "--child", str(path), out, *(["--whole"] if args.whole else []),
@@ -118,12 +137,15 @@ def main() -> int:
 
             rows = pl.scan_parquet(out).select(pl.len()).collect().item()
     wall, steps = result["wall"], result["steps"]
+    after = reference_seconds()
     load = os.getloadavg()
     print(f"{path}: {size_mb:.0f} MB, path {'whole' if args.whole else 'streaming'}, exit {result['rc']}, "
           f"{rows} requests written")
     print(f"  end to end      {wall:8.1f} s   {size_mb / wall:6.1f} MB/s   peak RSS (VmHWM) "
           f"{result['vm_hwm_mib']:.0f} MiB")
     print(f"  CPU (user+sys)  {result['cpu']:8.1f} s   {result['cpu'] / wall:6.2f} cores busy on average")
+    print(f"  reference work  {before:8.2f} s before, {after:.2f} s after (CPU s of a fixed workload: higher = "
+          "slower machine)")
     print(f"  grep -c thread= {grep_s:8.2f} s   ({grep.stdout.strip()} lines)   analyze / grep = {wall / grep_s:.1f}x")
     for step, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
         print(f"  {step:15s} {seconds:8.1f} s")
