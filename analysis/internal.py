@@ -32,6 +32,8 @@ from envoy_dissector.parser.kinds import EventKind
 
 _THREAD = ["origin", "thread"]
 _STREAM = ["origin", "conn_id", "stream_id"]
+#: The lines of a health checker's connection that name it a checker.
+_RESULT_KINDS = [EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE]
 #: A filter's call starts at most this long before the filter returns its stop status (µs).
 _CALL_START_US = 10_000
 AUTHZ = r"(?i)authz|authoriz"
@@ -235,7 +237,6 @@ def work_label() -> pl.Expr:
 #: most this long before it, in log time: the check's timeout, or the cluster's connect timeout (5 s by default).
 HC_FIRST_RESULT_US = 10_000_000
 _RUNS_SCHEMA: dict[str, pl.DataType] = {"conn_id": pl.Int64(), "start_us": pl.Int64(), "end_us": pl.Int64()}
-_RESULT_KINDS = [EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE]
 
 
 @dataclass
