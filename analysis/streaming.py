@@ -105,6 +105,17 @@ class _Worker:
         self.health_checks = HealthCheckBursts(self.origin, self.thread)
 
 
+def _materialized(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every column a Series of its own.
+
+    polars holds a constant column (one origin, a run's ``ORIGIN#n``, an all-null field) as one value; when a
+    worker's parts are concatenated such a column becomes one chunk while the others keep one per part, and
+    every later select, filter or sort of the window copies the whole window to align them (70 ms for 400 k
+    rows, again at each step). Columns taken as Series keep their chunks aligned.
+    """
+    return pl.DataFrame(frame.get_columns())
+
+
 @dataclass
 class _Origin:
     threaded: bool
@@ -178,6 +189,7 @@ class StreamingAnalysis:
         if base is None:
             base = self._origins[origin] = _Origin(threaded=events["thread"].null_count() < events.height)
         for run_origin, part in self._restart_runs(origin, base, events):
+            part = _materialized(part)
             if base.current_run not in (None, run_origin):
                 self._end_run(base.current_run)
             base.current_run = run_origin
