@@ -12,3 +12,7 @@ if "polars" not in sys.modules:
     # polars waits a second before it; without it the 5 GB capture peaks 2.50 instead of 2.56 GiB at the same
     # speed (bench/README.md, 2026-11-26). A value the user set wins.
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1,muzzy_decay_ms:0")
+if "numpy" not in sys.modules:
+    # numpy's OpenBLAS starts a thread per core whose wait loop spins: 1.9 % of the CPU time of `analyze`
+    # (perf, 200 MB capture), for no BLAS work worth threads here.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
