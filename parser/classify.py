@@ -421,7 +421,8 @@ SENTINELS = ("918273645", "192837465")
 
 def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
     """Per candidate (a line's start up to its first ``] ``): is it the grammar's id prefix, its length,
-    its ids, and its text with the ids replaced by ``SENTINELS``."""
+    its ids (typed: a connection id that does not fit its type is null), and its text with the ids replaced by
+    ``SENTINELS``."""
     text = pl.col("cand__").cast(pl.String)
     valid = text.str.contains(ID_PREFIX + "$").fill_null(False)
     ids = text.str.extract_all("[0-9]+")
@@ -429,8 +430,8 @@ def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
         "(\\]\\[S|\"StreamId\\\\?\":\\\\?\")[0-9]+", "${1}" + SENTINELS[1])
     return candidates.to_frame("cand__").select(
         plen__=pl.when(valid).then(pl.col("cand__").bin.size()).otherwise(0).cast(pl.Int64),
-        conn__=pl.when(valid).then(ids.list.get(0, null_on_oob=True)),
-        stream__=pl.when(valid).then(ids.list.get(1, null_on_oob=True)),
+        conn__=pl.when(valid).then(ids.list.get(0, null_on_oob=True).cast(pl.Int64, strict=False)),
+        stream__=pl.when(valid).then(ids.list.get(1, null_on_oob=True).cast(pl.UInt64, strict=False)),
         canon__=pl.when(valid).then(canon).otherwise(pl.lit("")), pfx__=pl.when(valid).then(text).otherwise(pl.lit("")))
 
 
@@ -503,8 +504,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
             fill = rows[at].select(key).join(extra, on=key, how="left", maintain_order="left", nulls_equal=True)
             found = found.with_columns(found[c].scatter(at, fill[c]) for c in found.columns if c not in key)
     found = found.drop(key)
-    own_conn = rows["conn__"].cast(pl.Int64, strict=False)
-    own_stream = rows["stream__"].cast(pl.UInt64, strict=False)
+    own_conn, own_stream = rows["conn__"], rows["stream__"]  # (typed once per distinct prefix)
     return found.with_columns(
         conn_id=pl.when(pl.col("conn_id") == int(SENTINELS[0])).then(own_conn).otherwise(pl.col("conn_id")),
         stream_id=pl.when(pl.col("stream_id") == int(SENTINELS[1])).then(own_stream).otherwise(pl.col("stream_id")))
