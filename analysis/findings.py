@@ -11,7 +11,14 @@ from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.internal import AUTHZ, RATE_LIMIT, WorkKind, is_work_row, work_bursts
+from envoy_dissector.analysis.internal import (
+    AUTHZ,
+    HEALTH_CHECK_RESULT_KINDS,
+    RATE_LIMIT,
+    WorkKind,
+    is_work_row,
+    work_bursts,
+)
 from envoy_dissector.analysis.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
@@ -414,8 +421,7 @@ def health_checks(events: pl.DataFrame | int) -> int:
     """Health-check result lines (``events``, or their count gathered part by part)."""
     if isinstance(events, int):
         return events
-    return int(events.select(pl.col("kind").is_in([EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE])
-                             .sum()).item())
+    return int(events.select(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS).sum()).item())
 
 
 def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame | None, phases: pl.DataFrame,

@@ -27,13 +27,14 @@ from enum import StrEnum
 import polars as pl
 
 from envoy_dissector.analysis.loop import IDLE_GAP_US
+from envoy_dissector.analysis.order import in_order
 from envoy_dissector.analysis.tracing import is_flush
 from envoy_dissector.parser.kinds import EventKind
 
 _THREAD = ["origin", "thread"]
 _STREAM = ["origin", "conn_id", "stream_id"]
 #: The lines of a health checker's connection that name it a checker.
-_RESULT_KINDS = [EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE]
+HEALTH_CHECK_RESULT_KINDS = [EventKind.HEALTH_CHECK_RESULT, EventKind.HEALTH_CHECK_FAILURE]
 #: A filter's call starts at most this long before the filter returns its stop status (µs).
 _CALL_START_US = 10_000
 AUTHZ = r"(?i)authz|authoriz"
@@ -137,8 +138,8 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
 def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
     """``origin, thread, conn_id`` of the health checker's connections (they log `hc response_code=…`)."""
     return events.select(*_THREAD, "conn_id", "kind").filter(
-        pl.col("kind").is_in(_RESULT_KINDS) & pl.col("conn_id").is_not_null() & pl.col("thread").is_not_null()).select(
-        *_THREAD, "conn_id").unique()
+        pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS) & pl.col("conn_id").is_not_null()
+        & pl.col("thread").is_not_null()).select(*_THREAD, "conn_id").unique()
 
 
 def _health_check_lines(lines: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
@@ -263,13 +264,13 @@ class HealthCheckBursts:
     def step(self, lines: pl.DataFrame, final: bool = False) -> pl.DataFrame:
         """The bursts (``BURSTS_SCHEMA``) closed by the thread's next ``lines`` (``EVENT_SCHEMA``, all with this
         thread id); at ``final`` (no line follows), every burst left."""
-        results = lines.select("conn_id", "kind").filter(pl.col("kind").is_in(_RESULT_KINDS)
+        results = lines.select("conn_id", "kind").filter(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS)
                                                          & pl.col("conn_id").is_not_null())["conn_id"]
         self.checkers.update(results.to_list())
         new = lines.select(
             "line_no", "ts_us", owner=pl.when(pl.col("stream_id").is_null()).then(pl.col("conn_id")),
             has_id=pl.col("conn_id").is_not_null(), wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
-        new = (new if new["line_no"].is_sorted() else new.sort("line_no", maintain_order=True)).drop("line_no")
+        new = in_order(new, "line_no").drop("line_no")
         seq = pl.concat([self.carried, new]) if self.carried is not None else new
         seq = seq.with_row_index("row").with_columns(prev_ts=pl.col("ts_us").shift(1))
         ids = seq.filter("has_id").with_columns(

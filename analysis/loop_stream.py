@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from envoy_dissector.analysis.loop import _thread_slices
+from envoy_dissector.analysis.order import in_order
 from envoy_dissector.analysis.schema import LOOP_SCHEMA
 from envoy_dissector.parser.kinds import EventKind
 
@@ -33,9 +34,7 @@ class WorkerSlices:
         parts = [p for p in (self.open_lines, lines) if p is not None and p.height]
         if not parts:
             return pl.DataFrame(schema=LOOP_SCHEMA)
-        body = pl.concat(parts)
-        if not (body["line_no"].is_sorted() and body["ts_us"].is_sorted()):  # (one thread's lines: nearly always)
-            body = body.sort("ts_us", "line_no", maintain_order=True)
+        body = in_order(pl.concat(parts), "ts_us", "line_no")
         head = self.before
         if head is not None and self.seen_event:
             head = head.with_columns(kind=pl.lit(EventKind.SOCKET_EVENT.value).cast(body.schema["kind"]))

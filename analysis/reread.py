@@ -125,11 +125,10 @@ class LineIndex:
         text_path = self.path
         with ExitStack() as stack:
             stack.callback(fh.close)
-            if counter is not None:
-                stack.callback(counter.inner.close)  # (closing a gzip reader leaves the file under it open)
             copy: BinaryIO | None = None
             inflated: Callable[[int], None] | None = None
-            if counter is not None:  # the same decompression-bomb limit as the first read
+            if counter is not None:  # gzip: decompressed once into a copy, with the first read's bomb limit
+                stack.callback(counter.inner.close)  # (closing a gzip reader leaves the file under it open)
                 self._tmp = Path(tempfile.mkdtemp(prefix="envoy-dissect-lines-"))
                 self._cleanup = weakref.finalize(self, shutil.rmtree, self._tmp, True)
                 text_path = self._tmp / "text.log"

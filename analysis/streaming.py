@@ -40,6 +40,7 @@ from envoy_dissector.analysis.findings import health_checks, record_gaps
 from envoy_dissector.analysis.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
 from envoy_dissector.analysis.loop import worker_threads
 from envoy_dissector.analysis.loop_stream import WorkerSlices
+from envoy_dissector.analysis.order import in_order
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import Analysis, conclude, restart_note, stage
 from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
@@ -415,9 +416,7 @@ class StreamingAnalysis:
     @staticmethod
     def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
         """``findings.record_gaps`` of the worker's next lines (the previous part's last line leads)."""
-        lines = new.select("ts_us", "line_no", "kind")
-        if not (lines["line_no"].is_sorted() and lines["ts_us"].is_sorted()):  # (one thread's lines: nearly always)
-            lines = lines.sort("ts_us", "line_no", maintain_order=True)
+        lines = in_order(new.select("ts_us", "line_no", "kind"), "ts_us", "line_no")
         if worker.last_line is not None:
             lines = pl.concat([worker.last_line, lines])
         worker.last_line = lines.tail(1)
