@@ -42,6 +42,12 @@ SLOW_UPSTREAM_SHARE = 0.5
 SLOW_FILTER_US = 100
 SLOW_FILTER_SHARE = 0.10  # of the median total: below it a slow filter is info
 SERVER_ERRORS_CRITICAL_SHARE = 0.25
+#: Worker stalls: a gap this long between two adjacent statements of Envoy (no work between them) means the
+#: worker was off the CPU or blocked writing its log (docs/findings.md, "worker-stalls").
+STALL_US = 100
+STALL_MIN_PAIRS = 20
+STALL_MIN_FOR_RATE = 3  # stalls seen before a rate per request is given
+STALL_WARNING_SHARE = 0.10  # expected stall time per request, of the median request's total: warning
 
 
 @dataclass(frozen=True)
@@ -275,6 +281,38 @@ def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
     )]
 
 
+def worker_stalls(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
+    """Workers descheduled mid-work, from the same gaps as ``observer_cost_of``: Envoy logs ``socket event`` and
+    ``read ready``/``write ready`` from adjacent statements, so a long gap between them is time the worker did
+    not run. The rate per record pair, times the records a request logs, is how often a request's phases carry
+    such a stall; the log cannot say which phase of which request (docs/phases.md, "What the log cannot show")."""
+    r = counted(requests)
+    if gaps.len() < STALL_MIN_PAIRS or r.height == 0:
+        return []
+    stalls = gaps.filter(gaps >= STALL_US)
+    if stalls.len() == 0:
+        return []
+    longest, typical = int(stalls.max()), median(stalls) or 0.0  # type: ignore[arg-type]
+    title = f"Worker stalls mid-work: {stalls.len()} of {gaps.len()} back-to-back record pairs ≥ {STALL_US} µs apart"
+    seen = f"up to {format_us(longest)} (median {format_us(typical)}) between two adjacent statements of Envoy"
+    fix = ("The worker was off the CPU or blocked writing its log: check the sidecar's CPU limit and throttling "
+           "(container_cpu_cfs_throttled_periods_total), the node's CPU pressure and the log's destination. A "
+           "single request's phases can carry such a stall; percentiles over many requests are less affected.")
+    if stalls.len() < STALL_MIN_FOR_RATE:  # too few to give a rate
+        return [Finding("worker-stalls", "info", title, seen + ".", fix)]
+    rate = stalls.len() / gaps.len()
+    lines = median(r["log_lines"]) or 0.0
+    per_request = rate * lines * float(stalls.sum()) / stalls.len()
+    total = median(r["total_us"])
+    severity: Severity = "warning" if total and per_request >= STALL_WARNING_SHARE * total else "info"
+    return [Finding(
+        "worker-stalls", severity, title,
+        f"{seen}; a request here logs a median {lines:.0f} records, so it meets ≈{rate * lines:.2f} such stalls, "
+        f"≈{format_us(per_request)} of its time" + (f" (median request {format_us(total)})." if total else "."),
+        fix,
+    )]
+
+
 def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int = SLOW_FILTER_US) -> list[Finding]:
     """Filters whose own span is large (decode or encode); a warning when it is a tenth of the median request."""
     r = counted(requests)
@@ -441,6 +479,7 @@ def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataF
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
              + retries(requests) + slow_side(requests) + observer_cost_of(gaps, requests)
+             + worker_stalls(gaps, requests)
              + tracing_flushes(requests, phases) + internal_work(requests, phases, internal, checks)
              + format_notes(notes))
     return sorted(found, key=lambda f: f.rank)

@@ -38,7 +38,7 @@ LEVEL_ORDER = ("trace", "debug", "info", "warning", "error", "critical")
 #: Fewer client requests than this: no rate is given (a handful of requests is not a rate).
 MIN_REQUESTS_FOR_RPS = 20
 #: Findings that rest on differences of a few µs: left out when the timestamps are coarser.
-SUB_MS_FINDINGS = ("observer-effect",)
+SUB_MS_FINDINGS = ("observer-effect", "worker-stalls")
 #: Findings that compare phases or event-loop waits within requests: left out at a coarse tick unless the
 #: median request spans at least this many ticks (else the figures they quote are rounding).
 SHARE_FINDINGS = ("proxy-time", "slow-upstream", "saturated-worker-", "wasm-share", "tracing-share")
