@@ -9,9 +9,10 @@ import glob
 import gzip
 import io
 import os
+import stat
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -130,46 +131,103 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
             yield Block(source.name, source.text.encode(), len(source.text))
         return
     fh, counter = open_binary(source)
-    max_line, ratio = limits.max_line_bytes(), limits.max_gzip_ratio()
-    consumed = 0
-    carry = b""
-    skipping = -1  # bytes dropped so far of a line longer than max_line (-1: not skipping)
     try:
-        while True:
-            try:
-                data = fh.read(block_bytes)
-            except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-                raise InputError(f"read failed: {exc}", path=source.name) from exc
-            consumed += len(data)
-            if counter is not None:
-                limits.check_inflation(source.name, consumed, counter.count, ratio)
-            oversize = 0
-            if skipping >= 0:  # drop the long line's bytes up to its newline, keep a marker line
-                end = data.find(b"\n")
-                if end < 0 and data:
-                    skipping += len(data)
-                    continue
-                skipping += len(data) if end < 0 else end
-                data = limits.oversize_marker(skipping, max_line) + (data[end:] if end >= 0 else b"\n")
-                skipping, oversize = -1, 1
-            if not data:
-                if carry:
-                    yield Block(source.name, carry, consumed)
+        consumed = 0
+        if counter is None and source.path is not None and _is_regular(fh):
+            resume = yield from _file_blocks(fh.fileno(), source.name, block_bytes)
+            if resume is None:
                 return
-            if carry:
-                data = carry + data
-            cut = data.rfind(b"\n")
-            whole, carry = (b"", data) if cut < 0 else (
-                (data, b"") if cut == len(data) - 1 else (data[: cut + 1], data[cut + 1 :]))
-            if max_line and len(carry) > max_line:
-                skipping, carry = len(carry), b""
-            if whole:
-                yield Block(source.name, whole, consumed, oversize)
+            fh.seek(resume)
+            consumed = resume
+        yield from _stream_blocks(fh, counter, source.name, block_bytes, consumed)
     finally:
         if source.path is not None or counter is not None:
             fh.close()  # a gzip reader does not close the file under it, nor stdin
         if source.path is not None and counter is not None:
             counter.inner.close()
+
+
+def _is_regular(fh: BinaryIO) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+#: Where a regular file's block looks for its last newline; a line crossing a block's end without a newline in
+#: this many bytes before it goes to ``_stream_blocks``.
+TAIL_BYTES = 1 << 16
+
+
+def _file_blocks(fd: int, name: str, block_bytes: int) -> Generator[Block, None, int | None]:
+    """Blocks of a regular file, each read straight into the bytes handed on.
+
+    The block's last newline is found in its tail first (a small read), then exactly the whole lines are read
+    with ``os.pread``, which copies outside the GIL; the stream reader instead joins the previous block's partial
+    line to the next block and slices off the new partial line, two copies of every block while holding the GIL
+    (the parser's other threads wait for it). Returns the offset to go on from with ``_stream_blocks`` when a
+    line crosses a block's end with no newline in the tail, or the file changes under the reader; None at its end.
+    """
+    offset = 0
+    tail_bytes = min(TAIL_BYTES, block_bytes)
+    while True:
+        tail = os.pread(fd, tail_bytes, offset + block_bytes - tail_bytes)
+        if len(tail) < tail_bytes:  # the file ends within this block
+            data = os.pread(fd, block_bytes, offset)
+            if not data:
+                return None
+            if not data.endswith(b"\n") and os.pread(fd, 1, offset + len(data)):
+                return offset  # the file grew while read: its new end may continue the last line
+            offset += len(data)
+            yield Block(name, data, offset)
+            continue
+        cut = tail.rfind(b"\n")
+        if cut < 0:
+            return offset
+        size = block_bytes - tail_bytes + cut + 1
+        data = os.pread(fd, size, offset)
+        if len(data) < size or not data.endswith(b"\n"):
+            return offset
+        offset += size
+        yield Block(name, data, offset)
+
+
+def _stream_blocks(fh: BinaryIO, counter: CountingReader | None, name: str, block_bytes: int,
+                   consumed: int) -> Iterator[Block]:
+    """Blocks of any stream (gzip, stdin, FIFOs): each read's partial last line is carried into the next."""
+    max_line, ratio = limits.max_line_bytes(), limits.max_gzip_ratio()
+    carry = b""
+    skipping = -1  # bytes dropped so far of a line longer than max_line (-1: not skipping)
+    while True:
+        try:
+            data = fh.read(block_bytes)
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"read failed: {exc}", path=name) from exc
+        consumed += len(data)
+        if counter is not None:
+            limits.check_inflation(name, consumed, counter.count, ratio)
+        oversize = 0
+        if skipping >= 0:  # drop the long line's bytes up to its newline, keep a marker line
+            end = data.find(b"\n")
+            if end < 0 and data:
+                skipping += len(data)
+                continue
+            skipping += len(data) if end < 0 else end
+            data = limits.oversize_marker(skipping, max_line) + (data[end:] if end >= 0 else b"\n")
+            skipping, oversize = -1, 1
+        if not data:
+            if carry:
+                yield Block(name, carry, consumed)
+            return
+        if carry:
+            data = carry + data
+        cut = data.rfind(b"\n")
+        whole, carry = (b"", data) if cut < 0 else (
+            (data, b"") if cut == len(data) - 1 else (data[: cut + 1], data[cut + 1 :]))
+        if max_line and len(carry) > max_line:
+            skipping, carry = len(carry), b""
+        if whole:
+            yield Block(name, whole, consumed, oversize)
 
 
 def text_source(text: str, name: str = "<text>") -> Source:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import random
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from envoy_dissector.parser import sources
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import iter_parse, parse
 from envoy_dissector.parser.sources import Source, expand, read_blocks, text_source
@@ -128,6 +130,38 @@ def test_read_blocks_yields_whole_lines(tmp_path):
     for b in blocks:
         assert b is blocks[-1] or b.data.endswith(b"\n")
     assert blocks[-1].bytes_read == path.stat().st_size
+
+
+@pytest.mark.parametrize("block", [64, 1000, 4096])
+@pytest.mark.parametrize("final_newline", [True, False])
+def test_a_regular_file_reads_as_a_stream_of_the_same_bytes_does(tmp_path, block, final_newline):
+    """Files are read with ``os.pread`` up to the last newline of each block (sources._file_blocks); lines
+    longer than a block send the rest of the file to the stream reader. Both give the same lines."""
+    rng = random.Random(block)
+    lines = [f"l{i} " + "x" * rng.choice([0, 5, 40, 200, 3 * block]) for i in range(600)]
+    data = ("\n".join(lines) + ("\n" if final_newline else "")).encode()
+    path = tmp_path / "x.log"
+    path.write_bytes(data)
+    from_file = list(read_blocks(Source(str(path), path=path), block_bytes=block))
+    with open(path, "rb") as fh:  # the same bytes through the stream reader
+        from_stream = list(sources._stream_blocks(fh, None, str(path), block, 0))
+    assert b"".join(b.data for b in from_file) == b"".join(b.data for b in from_stream) == data
+    for blocks in (from_file, from_stream):
+        assert all(b.data.endswith(b"\n") for b in blocks[:-1])
+        assert blocks[-1].bytes_read == len(data)
+
+
+def test_a_file_of_short_lines_never_needs_the_stream_reader(tmp_path, monkeypatch):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"".join(b"line %d %s\n" % (i, b"y" * (i % 70)) for i in range(5000)))
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("the stream reader was used")
+
+    monkeypatch.setattr(sources, "_stream_blocks", refuse)
+    blocks = list(read_blocks(Source(str(path), path=path), block_bytes=4096))
+    assert b"".join(b.data for b in blocks) == path.read_bytes()
+    assert all(len(b.data) <= 4096 and b.data.endswith(b"\n") for b in blocks)
 
 
 @pytest.mark.parametrize(("rel", "block"), [
