@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.parser.distinct import distinct
-from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
+from envoy_dissector.parser.grammar_names import LITERAL_NAMES
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
 
 #: What varies between lines of one shape: quoted strings, hex, words with digits (ids, numbers, addresses).
@@ -73,7 +73,7 @@ def _literal_runs() -> tuple[tuple[str, str, str], ...]:
     ``encoding \x00 continue ...`` is that literal only if its value is exactly ``100``.
     """
     out = []
-    for literal in EnvoyLogParser.literalNames:
+    for literal in LITERAL_NAMES:
         if literal == "<INVALID>":
             continue
         text = literal[1:-1].replace("\\\\", "\\")

@@ -6,9 +6,11 @@ per distinct message *shape*; the slow path calls it once per record.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from antlr4 import CommonTokenStream, InputStream, ParserRuleContext, Token
 from antlr4.atn.PredictionMode import PredictionMode
@@ -16,8 +18,11 @@ from antlr4.error.ErrorListener import ErrorListener
 from antlr4.error.Errors import ParseCancellationException
 from antlr4.error.ErrorStrategy import BailErrorStrategy
 
-from envoy_dissector.parser.generated.EnvoyLogLexer import EnvoyLogLexer
-from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
+from envoy_dissector.parser.grammar_names import RULE_NAMES
+
+if TYPE_CHECKING:
+    from envoy_dissector.parser.generated.EnvoyLogLexer import EnvoyLogLexer
+    from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
 
 UNKNOWN = "unknown"
 _CTX_ATTRIBUTES = frozenset({"parentCtx", "invokingState", "children", "start", "stop", "exception", "parser"})
@@ -29,8 +34,7 @@ def snake_case(rule_name: str) -> str:
 
 
 def _rules_between(first: str, last: str) -> tuple[str, ...]:
-    names = list(EnvoyLogParser.ruleNames)
-    return tuple(names[names.index(first) + 1 : names.index(last)])
+    return RULE_NAMES[RULE_NAMES.index(first) + 1 : RULE_NAMES.index(last)]
 
 
 #: Kinds of request-lifecycle messages, in grammar order.
@@ -70,11 +74,28 @@ def grammar_text() -> str:
     return resources.files("envoy_dissector.parser").joinpath("EnvoyLog.g4").read_text()
 
 
+@cache
+def _generated() -> tuple[type[EnvoyLogLexer], type[EnvoyLogParser]]:
+    """The ANTLR lexer and parser, imported on first use: the import deserializes their ATNs (~0.35 s), which
+    a run whose shapes all come from the shape cache never needs (``preload`` starts it early otherwise)."""
+    from envoy_dissector.parser.generated.EnvoyLogLexer import EnvoyLogLexer
+    from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
+    return EnvoyLogLexer, EnvoyLogParser
+
+
+def preload() -> None:
+    """Import the ANTLR lexer and parser in the background (a parse run starts this: the first chunk's shapes
+    need them after its envelope is split, and the envelope's polars work leaves the interpreter free)."""
+    if _generated.cache_info().currsize == 0:
+        threading.Thread(target=_generated, name="grammar-import", daemon=True).start()
+
+
 def _parse_tree(text: str) -> EnvoyLogParser.LineContext:
-    lexer = EnvoyLogLexer(InputStream(text))
+    lexer_class, parser_class = _generated()
+    lexer = lexer_class(InputStream(text))
     lexer.removeErrorListeners()
     tokens = CommonTokenStream(lexer)
-    parser = EnvoyLogParser(tokens)
+    parser = parser_class(tokens)
     parser.removeErrorListeners()
     parser._interp.predictionMode = PredictionMode.SLL
     parser._errHandler = BailErrorStrategy()
@@ -83,7 +104,7 @@ def _parse_tree(text: str) -> EnvoyLogParser.LineContext:
     except ParseCancellationException:
         # SLL is exact for almost every input; full LL settles the rest.
         tokens.seek(0)
-        parser = EnvoyLogParser(tokens)
+        parser = parser_class(tokens)
         parser.removeErrorListeners()
         parser.addErrorListener(_SILENT)
         parser._interp.predictionMode = PredictionMode.LL
@@ -130,10 +151,11 @@ def parse_message(text: str) -> MessageParse:
         leaf = group.getChild(0) if group is not None else None
         if not isinstance(leaf, ParserRuleContext):
             return MessageParse(UNKNOWN, tuple(spans))
-        kind = snake_case(EnvoyLogParser.ruleNames[leaf.getRuleIndex()])
+        kind = snake_case(RULE_NAMES[leaf.getRuleIndex()])
         spans += _labels(leaf)
+        parser = _generated()[1]
         free = tuple(span for child in leaf.getChildren()
-                     if isinstance(child, (EnvoyLogParser.RestContext, EnvoyLogParser.AnythingContext))
+                     if isinstance(child, (parser.RestContext, parser.AnythingContext))
                      and (span := _span(child)) is not None)
         return MessageParse(kind, tuple(spans), free)
     if tree.quietLogger() is not None:

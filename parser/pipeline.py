@@ -23,6 +23,7 @@ from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import single_origin, split_envelope
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
+from envoy_dissector.parser.grammar import preload as preload_grammar
 from envoy_dissector.parser.headers import header_columns
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
@@ -304,6 +305,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
             shapes: ShapeStore | None, progress: Progress | None, block_bytes: int | None, workers: int,
             stop_reading: StopReading | None = None) -> Iterator[Chunk]:
     sources = _as_sources(inputs)
+    preload_grammar()
     classifier = Classifier(rules=shapes.load() if shapes is not None else {})
     formats_seen: Counter[str] = Counter()
     pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from envoy_dissector.parser.classify import Boundary, ShapeRule
-from envoy_dissector.parser.generated.EnvoyLogParser import EnvoyLogParser
+from envoy_dissector.parser.grammar_names import LITERAL_NAMES
 
 _SOURCES = ("EnvoyLog.g4", "grammar.py", "classify.py", "shape_cache.py", "shape_words.txt")
 _WORD = re.compile(r"[A-Za-z_]+")
@@ -90,7 +90,7 @@ def load() -> dict[str, ShapeRule]:
 def vocabulary() -> frozenset[str]:
     """Words that are Envoy's or the grammar's, never a capture's: the grammar's literals and shape_words.txt."""
     words = set()
-    for literal in EnvoyLogParser.literalNames:
+    for literal in LITERAL_NAMES:
         words.update(_WORD.findall(literal))
     text = resources.files("envoy_dissector.parser").joinpath("shape_words.txt").read_text()
     words.update(w for line in text.splitlines() if not line.startswith("#") for w in _WORD.findall(line))

@@ -2,6 +2,9 @@
 and a misspelt member fails loudly where a misspelt string matched nothing."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import polars as pl
 import pytest
 
@@ -17,6 +20,20 @@ def test_kinds_py_is_generated_from_the_grammar() -> None:
         "parser/kinds.py is stale: python -m envoy_dissector.parser.regenerate --kinds")
     assert tuple(EventKind) == ALL_KINDS
     assert list(KIND.categories) == [k.value for k in EventKind]
+
+
+def test_grammar_names_py_is_generated_from_the_parser() -> None:
+    assert regenerate.NAMES.read_text(encoding="utf-8") == regenerate.names_source(), (
+        "parser/grammar_names.py is stale: python -m envoy_dissector.parser.regenerate --kinds")
+
+
+def test_the_parser_package_imports_without_the_antlr_parser() -> None:
+    """Kinds, schema and the fast path need only the names; the ANTLR classes (whose import deserializes their
+    ATNs, ~0.35 s) load on the first grammar parse, or in the background when a parse run starts."""
+    code = ("import sys, envoy_dissector.parser.pipeline, envoy_dissector.analysis; "
+            "print(any(m.startswith('envoy_dissector.parser.generated') for m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == "False"
 
 
 def test_a_misspelt_kind_is_an_error_not_an_empty_match() -> None:
