@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 
 from envoy_dissector.analysis.capture import Capture, _as_source, _label
 from envoy_dissector.analysis.reread import index_for
+from envoy_dissector.analysis.schema import ANALYSED_COLUMNS
 from envoy_dissector.analysis.spill import MEMORY_BUDGET
 from envoy_dissector.analysis.streaming import GRACE_US, IDLE_US, WINDOW_EVENTS, Emit, StreamingAnalysis
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import WORKERS, ShapeStore, iter_parse
 from envoy_dissector.parser.redact import RedactOption
-from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
+from envoy_dissector.parser.schema import RECORD_COLUMNS
 
 T = TypeVar("T")
 
@@ -95,14 +96,15 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     """
     src = _as_source(source)
     run = iter_parse(src, format=format, log_format=log_format, redact=redact, shapes=shapes,
-                     progress=progress, stop_reading=stop_reading, block_bytes=block_bytes, workers=parse_workers)
+                     progress=progress, stop_reading=stop_reading, block_bytes=block_bytes, workers=parse_workers,
+                     columns=ANALYSED_COLUMNS)
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
                                   on_finished=on_finished, spill_budget=spill_budget)
     seen = False
     ahead = prefetch > 0 and _regular_files(source)
     for chunk in (prefetched(run, prefetch) if ahead else run):
         seen = True
-        streaming.add(chunk.events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
+        streaming.add(chunk.events)
     if not seen:
         raise InputError("nothing parseable: no log record found")
     result = streaming.finish()

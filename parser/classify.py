@@ -443,7 +443,13 @@ def _with_sentinel(key: pl.DataFrame) -> pl.Series:
         *[pl.col("rest__").bin.contains(s.encode()) for s in SENTINELS])).to_series()
 
 
-def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = None) -> pl.DataFrame:
+#: Columns a class lookup always returns: the kind, the ids a record's own prefix may replace, and the status a
+#: response header dump fills (``headers.header_columns``).
+_ALWAYS = frozenset({"kind", "conn_id", "stream_id", "status"})
+
+
+def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = None,
+                      fields: frozenset[str] | None = None) -> pl.DataFrame:
     """``classify_fast`` once per class of records, gathered back to every record.
 
     Records repeat: keep-alive traffic logs the same messages over and over, differing only in
@@ -453,7 +459,8 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     conn_id/stream_id equal to a sentinel is the record's own id from its prefix. The ids are
     digit runs in the grammar's ``prefix`` rule, so records of a class have the same shape and
     lexical signature and the fast path would give them one rule anyway. Results are kept in
-    the classifier: a later chunk classifies only the classes it has not seen.
+    the classifier: a later chunk classifies only the classes it has not seen. ``fields``: the field columns
+    to return (default all): each returned column is gathered for every record.
     """
     classifier = classifier if classifier is not None else Classifier()
     line = pl.col("first_line").fill_null("").cast(pl.Binary)
@@ -470,6 +477,8 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     key = list(CLASS_KEY)
 
     def lookup(table: pl.DataFrame) -> pl.DataFrame:
+        if fields is not None:
+            table = table.select(c for c in table.columns if c in fields or c in _ALWAYS or c in key)
         return rows.select(key).join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
 
     known, state = classifier.snapshot()
@@ -510,13 +519,15 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         stream_id=pl.when(pl.col("stream_id") == int(SENTINELS[1])).then(own_stream).otherwise(pl.col("stream_id")))
 
 
-def classify(records: pl.DataFrame, *, fast: bool | None = None, classifier: Classifier | None = None) -> pl.DataFrame:
-    """Kind + typed fields for each record (row-aligned with ``records``)."""
+def classify(records: pl.DataFrame, *, fast: bool | None = None, classifier: Classifier | None = None,
+             fields: frozenset[str] | None = None) -> pl.DataFrame:
+    """Kind + typed fields for each record (row-aligned with ``records``); ``fields`` (default all): the field
+    columns wanted — the fast path returns only those (the others may be there, or not)."""
     if fast is None:
         fast = fast_path_enabled()
     if records.height == 0:
         return _finish(_with_all_fields(pl.DataFrame(schema={"kind": pl.String})))
-    found = classify_distinct(records, classifier) if fast else classify_slow(records)
+    found = classify_distinct(records, classifier, fields) if fast else classify_slow(records)
     return _without_codec_stream_ids(records, found)
 
 
