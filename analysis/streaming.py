@@ -4,7 +4,9 @@ Envoy workers share no connections: a downstream connection, its streams and the
 they use live on one worker thread, and one thread's lines are in time order. So events are split by
 ``(origin, thread)`` and each worker keeps a *window* of its recent events:
 
-* when the window has grown by ``window_events`` rows, the requests and phases stages run on
+* when the window has grown by ``window_events`` rows (a worker's first window sooner, by a share of a window
+  that differs between workers, so that workers fed at the same rate do not all step in the same chunk), the
+  requests and phases stages run on
   ``carried + window`` (``carry.py``: the latest/first dropped event per connection and kind that as-of
   lookups and per-connection aggregates can still reach), exactly as ``analyse`` runs them on the whole file;
 * a request is **finished** when nothing later can change it: every line it is built from is at least
@@ -92,6 +94,8 @@ class _Worker:
     thread: int
     pending: list[pl.DataFrame] = field(default_factory=list)
     pending_rows: int = 0
+    #: pending rows at which the worker's next window runs
+    window_due: int = 0
     window: pl.DataFrame | None = None
     carry: pl.DataFrame | None = None
     #: request_uid -> last line time of requests already emitted whose lines may still be inside the window
@@ -104,6 +108,13 @@ class _Worker:
 
     def __post_init__(self) -> None:
         self.health_checks = HealthCheckBursts(self.origin, self.thread)
+
+
+def _stagger(k: int) -> float:
+    """The share of a window by which the ``k``-th worker's first window comes early: spread over [0, 1) by the
+    golden ratio (0, 0.62, 0.24, 0.85, …), so the window steps of workers fed alike fall in different chunks
+    (together, two 0.3 s steps stalled the parser for 0.6 s: its queue holds a few chunks)."""
+    return (k * 0.6180339887) % 1.0
 
 
 def _materialized(frame: pl.DataFrame) -> pl.DataFrame:
@@ -300,9 +311,10 @@ class StreamingAnalysis:
         worker = self._workers.get((origin, thread))
         if worker is None:
             worker = self._workers[(origin, thread)] = _Worker(origin, thread)
+            worker.window_due = self.window_events - int(self.window_events * _stagger(len(self._workers) - 1))
         worker.pending.append(lines)
         worker.pending_rows += lines.height
-        if worker.pending_rows >= self.window_events:
+        if worker.pending_rows >= worker.window_due:
             self._advance(worker)
 
     def _extras(self, worker: _Worker, first_line: int) -> list[pl.DataFrame]:
@@ -362,7 +374,7 @@ class StreamingAnalysis:
         """Take the worker's new lines (its event-loop slices, record gaps and health-check bursts on the way):
         ``(window, first time, newest time, the window with its context)``, or ``None`` without lines."""
         new = pl.concat(worker.pending) if worker.pending else None
-        worker.pending, worker.pending_rows = [], 0
+        worker.pending, worker.pending_rows, worker.window_due = [], 0, self.window_events
         if new is not None:
             with self._timed("loop"):
                 threaded = new.filter(pl.col("thread").is_not_null()) if new["thread"].null_count() else new

@@ -120,3 +120,39 @@ def test_many_restarts_are_finished_in_batches_with_the_same_result(window: int)
     for a, b in ((whole.requests, streamed.requests), (whole.phases, streamed.phases), (whole.loop, streamed.loop)):
         assert a.sort(pl.all()).equals(b.sort(pl.all()))
     assert _summary(streamed.summary()) == _summary(whole.summary())
+
+
+def test_workers_fed_alike_step_in_different_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers fed at the same rate would reach a window's growth in the same chunk and step back to back,
+    stalling the parser behind them; every worker but the first takes its first step early, by a share of a
+    window that differs between workers. The result does not change."""
+    from envoy_dissector.analysis import streaming
+
+    first_step: dict[int, int] = {}  # worker thread -> its pending rows at its first step
+    order: list[int] = []  # worker threads in the order they appeared
+    advance = streaming.StreamingAnalysis._advance
+
+    def recorded(self: streaming.StreamingAnalysis, worker: Any) -> None:
+        first_step.setdefault(worker.thread, worker.pending_rows)
+        advance(self, worker)
+
+    def appeared(self: streaming.StreamingAnalysis, origin: str, thread: int | None, lines: pl.DataFrame) -> None:
+        if thread not in order:
+            order.append(thread)  # type: ignore[arg-type]
+        add_lines(self, origin, thread, lines)
+
+    add_lines = streaming.StreamingAnalysis._add_worker_lines
+    monkeypatch.setattr(streaming.StreamingAnalysis, "_advance", recorded)
+    monkeypatch.setattr(streaming.StreamingAnalysis, "_add_worker_lines", appeared)
+    log = FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"
+    window = 800
+    streamed = dissect_stream(str(log), block_bytes=16384, window_events=window)
+    workers = [t for t in order if t in first_step]
+    assert len(workers) >= 2, (order, first_step)
+    shares = [streaming._stagger(order.index(t)) for t in workers]
+    assert len(set(shares)) == len(shares)
+    for t, share in zip(workers, shares, strict=True):  # each stepped once its early due was reached
+        due = window - int(window * share)
+        assert due <= first_step[t] < due + 400, (t, first_step[t], due)
+    assert min(first_step[t] for t in workers[1:]) < window  # not all at a whole window
+    assert_frame_equal(streamed.requests, dissect(str(log)).requests, check_row_order=False)
