@@ -171,12 +171,12 @@ def _file_blocks(fd: int, name: str, block_bytes: int) -> Generator[Block, None,
     offset = 0
     tail_bytes = min(TAIL_BYTES, block_bytes)
     while True:
-        tail = os.pread(fd, tail_bytes, offset + block_bytes - tail_bytes)
+        tail = _pread(fd, name, tail_bytes, offset + block_bytes - tail_bytes)
         if len(tail) < tail_bytes:  # the file ends within this block
-            data = os.pread(fd, block_bytes, offset)
+            data = _pread(fd, name, block_bytes, offset)
             if not data:
                 return None
-            if not data.endswith(b"\n") and os.pread(fd, 1, offset + len(data)):
+            if not data.endswith(b"\n") and _pread(fd, name, 1, offset + len(data)):
                 return offset  # the file grew while read: its new end may continue the last line
             offset += len(data)
             yield Block(name, data, offset)
@@ -185,11 +185,18 @@ def _file_blocks(fd: int, name: str, block_bytes: int) -> Generator[Block, None,
         if cut < 0:
             return offset
         size = block_bytes - tail_bytes + cut + 1
-        data = os.pread(fd, size, offset)
+        data = _pread(fd, name, size, offset)
         if len(data) < size or not data.endswith(b"\n"):
             return offset
         offset += size
         yield Block(name, data, offset)
+
+
+def _pread(fd: int, name: str, size: int, offset: int) -> bytes:
+    try:
+        return os.pread(fd, size, offset)
+    except OSError as exc:  # as the stream reader reports a failed read
+        raise InputError(f"read failed: {exc}", path=name) from exc
 
 
 def _stream_blocks(fh: BinaryIO, counter: CountingReader | None, name: str, block_bytes: int,

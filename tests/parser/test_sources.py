@@ -151,6 +151,18 @@ def test_a_regular_file_reads_as_a_stream_of_the_same_bytes_does(tmp_path, block
         assert blocks[-1].bytes_read == len(data)
 
 
+def test_a_failed_file_read_is_an_input_error_as_a_failed_stream_read_is(tmp_path, monkeypatch):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"line\n" * 1000)
+
+    def failing(fd: int, size: int, offset: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(sources.os, "pread", failing)
+    with pytest.raises(InputError, match=r"read failed: .*Input/output error"):
+        list(read_blocks(Source(str(path), path=path), block_bytes=1024))
+
+
 def test_a_file_of_short_lines_never_needs_the_stream_reader(tmp_path, monkeypatch):
     path = tmp_path / "x.log"
     path.write_bytes(b"".join(b"line %d %s\n" % (i, b"y" * (i % 70)) for i in range(5000)))
