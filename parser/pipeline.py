@@ -29,7 +29,7 @@ from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 from envoy_dissector.parser.redact import RedactOption, redact_text
 from envoy_dissector.parser.sanity import Sanity
-from envoy_dissector.parser.schema import EVENT_COLUMNS, EVENT_SCHEMA, RECORD_COLUMNS
+from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
 from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
@@ -296,7 +296,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
     early: an endless stream stops. ``columns``: the event columns the caller reads (default: all of
     ``EVENT_COLUMNS``); the others are not computed where that saves work (the streaming analysis reads 28).
     """
-    keep = None if columns is None else tuple(c for c in EVENT_COLUMNS if c in set(columns))
+    keep = None if columns is None else frozenset(columns)
     return ParseRun(lambda diag: _chunks(inputs, diag, format=format, log_format=log_format, redact=redact,
                                          fast=fast, shapes=shapes, progress=progress, block_bytes=block_bytes,
                                          workers=workers, stop_reading=stop_reading, columns=keep))
@@ -305,7 +305,7 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
 def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], diag: Diagnostics, *,
             format: str, log_format: str | None, redact: RedactOption, fast: bool | None,
             shapes: ShapeStore | None, progress: Progress | None, block_bytes: int | None, workers: int,
-            stop_reading: StopReading | None = None, columns: tuple[str, ...] | None = None) -> Iterator[Chunk]:
+            stop_reading: StopReading | None = None, columns: frozenset[str] | None = None) -> Iterator[Chunk]:
     sources = _as_sources(inputs)
     preload_grammar()
     classifier = Classifier(rules=shapes.load() if shapes is not None else {})
@@ -401,18 +401,15 @@ _ACCOUNTED = ("origin", "kind", "n_lines", "ts_us", "conn_id", "message")
 
 
 def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: RedactOption,
-                fast: bool | None, columns: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                fast: bool | None, columns: frozenset[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     env = split_envelope(lines, fmt, redact=redact)
     records = env.records
-    found = classify(records, fast=fast, classifier=classifier,
-                     fields=None if columns is None else frozenset(columns))
+    found = classify(records, fast=fast, classifier=classifier, fields=columns)
     events = pl.concat([records.drop("first_line"), found], how="horizontal")
     events = header_columns(events)
-    if columns is not None:
-        wanted = set(columns).union(_ACCOUNTED)
-        kept = {c: t for c, t in EVENT_SCHEMA.items() if c in wanted}
-        return events.select(list(kept)).cast(kept), env.malformed  # type: ignore[arg-type]
-    return events.select(EVENT_COLUMNS).cast(EVENT_SCHEMA), env.malformed  # type: ignore[arg-type]
+    schema = EVENT_SCHEMA if columns is None else {
+        c: t for c, t in EVENT_SCHEMA.items() if c in columns or c in _ACCOUNTED}
+    return events.select(list(schema)).cast(schema), env.malformed  # type: ignore[arg-type]
 
 
 def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics,
