@@ -81,7 +81,7 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
                    on_finished: Emit | None = None, grace_us: int = GRACE_US, idle_us: int = IDLE_US,
                    window_events: int = WINDOW_EVENTS, block_bytes: int | None = None,
                    prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET,
-                   parse_workers: int = PARSE_WORKERS) -> Capture:
+                   parse_workers: int = PARSE_WORKERS, background_steps: bool = True) -> Capture:
     """Like ``dissect``, with the analysis streamed worker by worker (``analysis/streaming.py``).
 
     The capture has the same requests, phases, loop, diagnostics and summary; its ``events``/``records`` are
@@ -89,6 +89,8 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     from the input file (one regular file only: not stdin or several files).
     ``on_finished(requests, phases)`` sees each batch of finished requests as it is emitted. Finished output
     beyond ``spill_budget`` bytes waits for the end in parquet parts in a temporary directory (``spill.py``).
+    ``background_steps``: the analysis' window steps run on a thread of their own while the next chunks are taken
+    in (the same result as in line).
 
     >>> cap = dissect_stream("fixtures/istio-thread/keepalive/envoy.log.gz")
     >>> cap.requests.filter("complete").height > 0
@@ -99,15 +101,18 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
                      progress=progress, stop_reading=stop_reading, block_bytes=block_bytes, workers=parse_workers,
                      columns=ANALYSED_COLUMNS)
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
-                                  on_finished=on_finished, spill_budget=spill_budget)
+                                  on_finished=on_finished, spill_budget=spill_budget, background=background_steps)
     seen = False
     ahead = prefetch > 0 and _regular_files(source)
-    for chunk in (prefetched(run, prefetch) if ahead else run):
-        seen = True
-        streaming.add(chunk.events)
-    if not seen:
-        raise InputError("nothing parseable: no log record found")
-    result = streaming.finish()
+    try:
+        for chunk in (prefetched(run, prefetch) if ahead else run):
+            seen = True
+            streaming.add(chunk.events)
+        if not seen:
+            raise InputError("nothing parseable: no log record found")
+        result = streaming.finish()
+    finally:
+        streaming.close()  # (a failed read or Ctrl-C: the window steps still queued are dropped)
     label = _label(source, name)
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=run.diagnostics, notes=result.notes,

@@ -18,7 +18,11 @@ they use live on one worker thread, and one thread's lines are in time order. So
 * workers advance independently, so the interleaving of workers in the file (a chunk ends at a different
   moment on each) does not matter; the loop model's slices are cut per worker as they close
   (``loop_stream.py``), and so are the health checker's bursts (``internal.HealthCheckBursts``: they belong to
-  no request).
+  no request);
+* the steps run on a thread of their own (``background``), one at a time in the order ``add`` gave them, while
+  ``add`` takes the next chunks in: a step of 0.1-0.6 s no longer stops the intake, so the parser's queue keeps
+  draining. A step gets the worker's new lines and the origin's capture-level lines as they were when it was
+  given, so it computes what it would have computed in line.
 
 Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
 lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
@@ -30,7 +34,9 @@ kept and analysed whole at the end.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -70,6 +76,8 @@ WINDOW_EVENTS = 400_000
 MARGIN_ROWS = 256
 #: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_workers``).
 MAX_ENDED_WORKERS = 64
+#: Window steps waiting behind the running one at most (each holds a worker's new lines).
+STEPS_AHEAD = 1
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
 #: The found column is the requests stage's column that holds the lookup's result (or a milestone it feeds).
 FORWARD_LOOKUPS: tuple[tuple[str, str | None, int], ...] = (
@@ -84,6 +92,8 @@ _EARLIEST = ("first_ts", "read_start_ts", "parse_start_ts", "new_stream_ts", "li
 MAX_LIFECYCLE_ROWS = 10_000
 
 Emit = Callable[[pl.DataFrame, pl.DataFrame], None]
+#: An origin's capture-level lines a window step adds: lifecycle lines, first socket line, first line on C0.
+_Context = tuple[list[pl.DataFrame], pl.DataFrame | None, pl.DataFrame | None]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
 
@@ -174,9 +184,50 @@ class StreamingAnalysis:
     timings: dict[str, float] = field(default_factory=dict)
     #: capture-wide facts (complete after ``finish``)
     facts: CaptureFacts = field(default_factory=CaptureFacts)
+    #: run the window steps on a thread of their own, in order, while ``add`` takes the next chunks in
+    background: bool = True
+    _stepper: ThreadPoolExecutor | None = None
+    _steps: deque[Future[None]] = field(default_factory=deque)
+    _failed: bool = False
 
     def __post_init__(self) -> None:
         self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
+
+    def _step(self, run: Callable[[], None]) -> None:
+        """Run a window step: on the step thread when ``background`` (steps run one at a time in the order they
+        were given, so they see and change the workers' windows, the finished output and the gathered facts
+        exactly as in line; what they read of the intake's state is taken when the step is given), else here.
+        A step's error is raised here, at the next step or at ``finish``."""
+        if not self.background:
+            run()
+            return
+        if self._stepper is None:
+            self._stepper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envoy-dissect-window")
+        while len(self._steps) > STEPS_AHEAD or (self._steps and self._steps[0].done()):
+            self._steps.popleft().result()
+        self._steps.append(self._stepper.submit(self._unless_failed, run))
+
+    def _unless_failed(self, run: Callable[[], None]) -> None:
+        """A step, unless an earlier one failed (the windows are then in no state to go on from)."""
+        if self._failed:
+            return
+        try:
+            run()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def _drain(self) -> None:
+        """Wait for the steps given so far (their errors are raised here)."""
+        while self._steps:
+            self._steps.popleft().result()
+
+    def close(self) -> None:
+        """Stop the step thread (steps not started are dropped); ``finish`` calls it."""
+        if self._stepper is not None:
+            self._stepper.shutdown(wait=True, cancel_futures=True)
+            self._stepper = None
+        self._steps.clear()
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
@@ -229,6 +280,7 @@ class StreamingAnalysis:
     def _end_run(self, run_origin: str) -> None:
         """Envoy restarted: the previous run's workers are over; they are finished (``_finish_later``), which
         frees their windows."""
+        self._drain()  # (a window is the step thread's until its steps are done: _finish_later reads its size)
         for key in [k for k in self._workers if k[0] == run_origin]:
             self._finish_later(self._workers.pop(key))
 
@@ -317,19 +369,34 @@ class StreamingAnalysis:
         if worker.pending_rows >= worker.window_due:
             self._advance(worker)
 
-    def _extras(self, worker: _Worker, first_line: int) -> list[pl.DataFrame]:
+    def _take(self, worker: _Worker) -> list[pl.DataFrame]:
+        """The worker's new lines, handed to its next step."""
+        parts, worker.pending, worker.pending_rows, worker.window_due = worker.pending, [], 0, self.window_events
+        return parts
+
+    def _context_of(self, origin: str) -> _Context:
+        """The origin's capture-level lines as they are now (a step may run while the next chunks are added)."""
+        state = self._origins[origin]
+        return list(state.lifecycle), state.socket_line, state.conn0_first
+
+    @staticmethod
+    def _extras(worker: _Worker, first_line: int, context: _Context) -> list[pl.DataFrame]:
         """The origin's lifecycle lines not in the window, and its first socket line."""
-        state = self._origins[worker.origin]
+        lifecycle, socket_line, conn0_first = context
         mine = (pl.col("thread") != worker.thread) | (pl.col("line_no") < first_line)
-        out = [f.filter(mine) for f in state.lifecycle]
+        out = [f.filter(mine) for f in lifecycle]
         # (a line of this worker still in its window is not added again: stages would count it twice)
-        out += [f.filter(mine) for f in (state.socket_line, state.conn0_first) if f is not None]
+        out += [f.filter(mine) for f in (socket_line, conn0_first) if f is not None]
         return out
 
     def _advance(self, worker: _Worker) -> None:
         """Run the stages on the worker's window, emit what is finished, cut the window (a worker whose lines
         have all been read is finished by ``_finish_workers`` instead)."""
-        step = self._window_of(worker, final=False)
+        parts, context = self._take(worker), self._context_of(worker.origin)
+        self._step(lambda: self._advance_step(worker, parts, context))
+
+    def _advance_step(self, worker: _Worker, parts: list[pl.DataFrame], context: _Context) -> None:
+        step = self._window_of(worker, parts, context, final=False)
         if step is None:
             return
         window, start, newest, events = step
@@ -349,8 +416,13 @@ class StreamingAnalysis:
         """The final advance of several workers whose lines have all been read (an ended run, or every worker
         at the end), their stages run once over all their windows: each stage call costs milliseconds whatever
         its size, and a log with many restarts or pods has many small workers."""
-        steps = [(w, step) for w in workers if (step := self._window_of(w, final=True)) is not None]
-        for w in workers:
+        given = [(w, self._take(w), self._context_of(w.origin)) for w in workers]
+        self._step(lambda: self._finish_step(given))
+
+    def _finish_step(self, given: list[tuple[_Worker, list[pl.DataFrame], _Context]]) -> None:
+        steps = [(w, step) for w, parts, context in given
+                 if (step := self._window_of(w, parts, context, final=True)) is not None]
+        for w, _, _ in given:
             w.window = w.carry = None
         if not steps:
             return
@@ -370,11 +442,12 @@ class StreamingAnalysis:
         for w, _ in steps:
             w.emitted.clear()
 
-    def _window_of(self, worker: _Worker, final: bool) -> tuple[pl.DataFrame, int, int, pl.DataFrame] | None:
-        """Take the worker's new lines (its event-loop slices, record gaps and health-check bursts on the way):
-        ``(window, first time, newest time, the window with its context)``, or ``None`` without lines."""
-        new = pl.concat(worker.pending) if worker.pending else None
-        worker.pending, worker.pending_rows, worker.window_due = [], 0, self.window_events
+    def _window_of(self, worker: _Worker, parts: list[pl.DataFrame], context: _Context,
+                   final: bool) -> tuple[pl.DataFrame, int, int, pl.DataFrame] | None:
+        """Add the worker's new lines (``parts``) to its window (its event-loop slices, record gaps and
+        health-check bursts on the way): ``(window, first time, newest time, the window with its context)``, or
+        ``None`` without lines."""
+        new = pl.concat(parts) if parts else None
         if new is not None:
             with self._timed("loop"):
                 threaded = new.filter(pl.col("thread").is_not_null()) if new["thread"].null_count() else new
@@ -391,8 +464,9 @@ class StreamingAnalysis:
         window = pl.concat(parts) if len(parts) > 1 else parts[0]
         start, newest = int(window["ts_us"].min()), int(window["ts_us"].max())  # type: ignore[arg-type]
         first_line = int(window["line_no"].min())  # type: ignore[arg-type]
-        context = [f for f in (*self._extras(worker, first_line), worker.carry) if f is not None and f.height]
-        return window, start, newest, (pl.concat([*context, window]) if context else window)
+        extras = self._extras(worker, first_line, context)
+        with_context = [f for f in (*extras, worker.carry) if f is not None and f.height]
+        return window, start, newest, (pl.concat([*with_context, window]) if with_context else window)
 
     def _emit(self, lines: pl.DataFrame, events: pl.DataFrame, done_uids: pl.DataFrame) -> pl.DataFrame:
         """Phases of the requests ``done_uids`` names, handed to the spill and ``on_finished``; returns them."""
@@ -484,9 +558,14 @@ class StreamingAnalysis:
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps; the result has no events frame."""
-        for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
-            self._finish_later(worker)
-        self._finish_ended()
+        try:
+            self._drain()
+            for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
+                self._finish_later(worker)
+            self._finish_ended()
+            self._drain()
+        finally:
+            self.close()
         notes: list[str] = []
         restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
         if restarts:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,63 @@ def test_workers_fed_alike_step_in_different_chunks(monkeypatch: pytest.MonkeyPa
         assert due <= first_step[t] < due + 400, (t, first_step[t], due)
     assert min(first_step[t] for t in workers[1:]) < window  # not all at a whole window
     assert_frame_equal(streamed.requests, dissect(str(log)).requests, check_row_order=False)
+
+
+def _streamed_in_steps(log: Path, background: bool) -> tuple[Any, list[list[str]]]:
+    """``dissect_stream`` with the window steps on their own thread or in line; the batches ``on_finished`` saw."""
+    batches: list[list[str]] = []
+    streamed = dissect_stream(str(log), block_bytes=4096, window_events=400, background_steps=background,
+                              on_finished=lambda requests, _phases: batches.append(requests["request_uid"].to_list()))
+    return streamed, batches
+
+
+@pytest.mark.parametrize("log", [FIXTURES / "istio-thread" / "workers" / "envoy.log.gz",
+                                 FIXTURES / "kubectl" / "multi-pod" / "sequential.log.gz"],
+                         ids=["workers", "restarts"])
+def test_window_steps_on_their_own_thread_give_what_steps_in_line_give(log: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps run one at a time, in the order they were given, on what the intake held when it gave them: the
+    same batches in the same order (a batch's own row order is polars' either way), the same requests and loop
+    frames row for row, the same phase rows."""
+    from envoy_dissector.analysis import streaming
+
+    threads: set[str] = set()
+    step = streaming.StreamingAnalysis._advance_step
+
+    def noted(self: streaming.StreamingAnalysis, *args: Any) -> None:
+        threads.add(threading.current_thread().name)
+        step(self, *args)
+
+    monkeypatch.setattr(streaming.StreamingAnalysis, "_advance_step", noted)
+    inline, inline_batches = _streamed_in_steps(log, False)
+    assert threads == {threading.main_thread().name}
+    threads.clear()
+    background, background_batches = _streamed_in_steps(log, True)
+    assert threads and all(name.startswith("envoy-dissect-window") for name in threads), threads
+    assert len(background_batches) > 3
+    assert [sorted(b) for b in background_batches] == [sorted(b) for b in inline_batches]
+    assert_frame_equal(background.requests, inline.requests)
+    assert_frame_equal(background.loop, inline.loop)
+    assert_frame_equal(_sorted(background.phases), _sorted(inline.phases))
+    assert _summary(background.summary()) == _summary(inline.summary())
+
+
+def test_a_failing_window_step_is_raised_to_the_caller_and_its_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envoy_dissector.analysis import streaming
+
+    calls = 0
+    build = streaming.build_requests
+
+    def failing(events: pl.DataFrame) -> pl.DataFrame:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("step failed")
+        return build(events)
+
+    monkeypatch.setattr(streaming, "build_requests", failing)
+    log = FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"
+    with pytest.raises(RuntimeError, match="step failed"):
+        dissect_stream(str(log), block_bytes=4096, window_events=400)
+    assert calls == 3  # the steps given after the failing one were dropped, not run
+    assert not [t for t in threading.enumerate() if t.name.startswith("envoy-dissect-window")]
