@@ -399,7 +399,7 @@ def _served(ranges: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
 def render_queueing(queueing: pl.DataFrame) -> pl.DataFrame:
     """``loop_queue`` rows for the phases frame: the windows with their connections as text for display
     (``upstream wait: C2 + C7``); readers that need the connections read ``queueing`` itself."""
-    listed = pl.col("conn_ids").list.eval(pl.lit("C") + pl.element().cast(pl.String)).list.join(" + ")
+    listed = pl.lit("C") + pl.col("conn_ids").cast(pl.List(pl.String)).list.join(" + C")  # (no per-element eval)
     served = pl.when(pl.col("conn_ids").list.len() > 0).then(listed).otherwise(pl.lit("(no other connection logged)"))
     rows = [part.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value),
                         detail=pl.col("where") + pl.lit(": ") + served, start_us="start_us", end_us="end_us",
