@@ -74,7 +74,7 @@ IDLE_US = 5_000_000
 WINDOW_EVENTS = 400_000
 #: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
 MARGIN_ROWS = 256
-#: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_workers``).
+#: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_step``).
 MAX_ENDED_WORKERS = 64
 #: Window steps waiting behind the running one at most (each holds a worker's new lines).
 STEPS_AHEAD = 1
@@ -94,6 +94,8 @@ MAX_LIFECYCLE_ROWS = 10_000
 Emit = Callable[[pl.DataFrame, pl.DataFrame], None]
 #: An origin's capture-level lines a window step adds: lifecycle lines, first socket line, first line on C0.
 _Context = tuple[list[pl.DataFrame], pl.DataFrame | None, pl.DataFrame | None]
+#: A worker handed to a step: its new lines and its origin's context (``_take``, ``_context_of``).
+_Given = tuple["_Worker", list[pl.DataFrame], _Context]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
 
@@ -175,7 +177,7 @@ class StreamingAnalysis:
     _bursts: list[pl.DataFrame] = field(default_factory=list)
     _started: list[pl.DataFrame] = field(default_factory=list)
     #: workers of ended runs (Envoy restarted) waiting to be finished together
-    _ended: list[_Worker] = field(default_factory=list)
+    _ended: list[_Given] = field(default_factory=list)
     _ended_rows: int = 0
     timeless: int = 0
     #: parquet parts the finished output was spilled to (0: it stayed in memory)
@@ -280,25 +282,30 @@ class StreamingAnalysis:
     def _end_run(self, run_origin: str) -> None:
         """Envoy restarted: the previous run's workers are over; they are finished (``_finish_later``), which
         frees their windows."""
-        self._drain()  # (a window is the step thread's until its steps are done: _finish_later reads its size)
         for key in [k for k in self._workers if k[0] == run_origin]:
             self._finish_later(self._workers.pop(key))
 
     def _finish_later(self, worker: _Worker) -> None:
         """Finish a worker whose lines have all been read: one with a sizeable window now, alone; a small one
-        with others once they hold a quarter window together (what waits stays small)."""
-        size = worker.pending_rows + (worker.window.height if worker.window is not None else 0)
+        with others once they hold a quarter window together (what waits stays small). Decided on the step
+        thread, where the worker's window is (the steps given before this one are done)."""
+        given = (worker, self._take(worker), self._context_of(worker.origin))
+        self._step(lambda: self._finish_or_wait(given))
+
+    def _finish_or_wait(self, given: _Given) -> None:
+        worker, parts = given[0], given[1]
+        size = sum(p.height for p in parts) + (worker.window.height if worker.window is not None else 0)
         if size >= self.window_events // 16:
-            self._finish_workers([worker])
+            self._finish_step([given])
             return
         if self._ended_rows + size > self.window_events // 4 or len(self._ended) >= MAX_ENDED_WORKERS:
-            self._finish_ended()
-        self._ended.append(worker)
+            self._finish_ended_step()
+        self._ended.append(given)
         self._ended_rows += size
 
-    def _finish_ended(self) -> None:
+    def _finish_ended_step(self) -> None:
         ended, self._ended, self._ended_rows = self._ended, [], 0
-        self._finish_workers(ended)
+        self._finish_step(ended)
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
@@ -391,7 +398,7 @@ class StreamingAnalysis:
 
     def _advance(self, worker: _Worker) -> None:
         """Run the stages on the worker's window, emit what is finished, cut the window (a worker whose lines
-        have all been read is finished by ``_finish_workers`` instead)."""
+        have all been read is finished by ``_finish_step`` instead)."""
         parts, context = self._take(worker), self._context_of(worker.origin)
         self._step(lambda: self._advance_step(worker, parts, context))
 
@@ -412,14 +419,10 @@ class StreamingAnalysis:
         with self._timed("cut"):
             self._cut(worker, window, unfinished, newest)
 
-    def _finish_workers(self, workers: list[_Worker]) -> None:
+    def _finish_step(self, given: list[_Given]) -> None:
         """The final advance of several workers whose lines have all been read (an ended run, or every worker
         at the end), their stages run once over all their windows: each stage call costs milliseconds whatever
         its size, and a log with many restarts or pods has many small workers."""
-        given = [(w, self._take(w), self._context_of(w.origin)) for w in workers]
-        self._step(lambda: self._finish_step(given))
-
-    def _finish_step(self, given: list[tuple[_Worker, list[pl.DataFrame], _Context]]) -> None:
         steps = [(w, step) for w, parts, context in given
                  if (step := self._window_of(w, parts, context, final=True)) is not None]
         for w, _, _ in given:
@@ -559,10 +562,9 @@ class StreamingAnalysis:
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps; the result has no events frame."""
         try:
-            self._drain()
             for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
                 self._finish_later(worker)
-            self._finish_ended()
+            self._step(self._finish_ended_step)
             self._drain()
         finally:
             self.close()
