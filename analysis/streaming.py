@@ -22,7 +22,9 @@ they use live on one worker thread, and one thread's lines are in time order. So
 * the steps run on a thread of their own (``background``), one at a time in the order ``add`` gave them, while
   ``add`` takes the next chunks in: a step of 0.1-0.6 s no longer stops the intake, so the parser's queue keeps
   draining. A step gets the worker's new lines and the origin's capture-level lines as they were when it was
-  given, so it computes what it would have computed in line.
+  given, so it computes what it would have computed in line. Within a step, the new lines' event-loop slices,
+  record gaps and health-check bursts (the worker's own state, which the stages do not touch) are made on a
+  second thread beside the requests and phases stages, and added after them in line order.
 
 Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
 lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
@@ -96,6 +98,10 @@ Emit = Callable[[pl.DataFrame, pl.DataFrame], None]
 _Context = tuple[list[pl.DataFrame], pl.DataFrame | None, pl.DataFrame | None]
 #: A worker handed to a step: its new lines and its origin's context (``_take``, ``_context_of``).
 _Given = tuple["_Worker", list[pl.DataFrame], _Context]
+#: A window step's input: the window, its first and newest time, the window with its context lines.
+_Window = tuple[pl.DataFrame, int, int, pl.DataFrame]
+#: What a worker's new lines add besides its window: loop slices, record gaps (None: no new lines), bursts.
+_Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
 
@@ -189,6 +195,8 @@ class StreamingAnalysis:
     #: run the window steps on a thread of their own, in order, while ``add`` takes the next chunks in
     background: bool = True
     _stepper: ThreadPoolExecutor | None = None
+    #: runs a step's loop slices, gaps and health-check bursts beside its requests and phases stages
+    _sider: ThreadPoolExecutor | None = None
     _steps: deque[Future[None]] = field(default_factory=deque)
     _failed: bool = False
 
@@ -205,6 +213,7 @@ class StreamingAnalysis:
             return
         if self._stepper is None:
             self._stepper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envoy-dissect-window")
+            self._sider = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envoy-dissect-window-side")
         while len(self._steps) > STEPS_AHEAD or (self._steps and self._steps[0].done()):
             self._steps.popleft().result()
         self._steps.append(self._stepper.submit(self._unless_failed, run))
@@ -229,6 +238,9 @@ class StreamingAnalysis:
         if self._stepper is not None:
             self._stepper.shutdown(wait=True, cancel_futures=True)
             self._stepper = None
+        if self._sider is not None:
+            self._sider.shutdown(wait=True, cancel_futures=True)
+            self._sider = None
         self._steps.clear()
 
     def add(self, events: pl.DataFrame) -> None:
@@ -403,9 +415,15 @@ class StreamingAnalysis:
         self._step(lambda: self._advance_step(worker, parts, context))
 
     def _advance_step(self, worker: _Worker, parts: list[pl.DataFrame], context: _Context) -> None:
-        step = self._window_of(worker, parts, context, final=False)
-        if step is None:
-            return
+        side, step = self._window_of(worker, parts, context, final=False)
+        held: list[pl.DataFrame] = []
+        try:
+            if step is not None:
+                self._stages(worker, step, held)
+        finally:
+            self._apply([side], held)
+
+    def _stages(self, worker: _Worker, step: _Window, held: list[pl.DataFrame]) -> None:
         window, start, newest, events = step
         with self._timed("requests"):
             lines = build_requests(events)
@@ -413,7 +431,7 @@ class StreamingAnalysis:
         candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
         flagged = self._finished(candidates, newest)
         unfinished = flagged.filter(~pl.col("done__"))
-        finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"))
+        finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"), held)
         for uid, last in finished.select("request_uid", "last_ts").iter_rows():
             worker.emitted[uid] = last
         with self._timed("cut"):
@@ -423,12 +441,22 @@ class StreamingAnalysis:
         """The final advance of several workers whose lines have all been read (an ended run, or every worker
         at the end), their stages run once over all their windows: each stage call costs milliseconds whatever
         its size, and a log with many restarts or pods has many small workers."""
-        steps = [(w, step) for w, parts, context in given
-                 if (step := self._window_of(w, parts, context, final=True)) is not None]
-        for w, _, _ in given:
+        sides: list[Callable[[], _Side | None]] = []
+        steps: list[tuple[_Worker, _Window]] = []
+        for w, parts, context in given:
+            side, step = self._window_of(w, parts, context, final=True)
+            sides.append(side)
+            if step is not None:
+                steps.append((w, step))
             w.window = w.carry = None
-        if not steps:
-            return
+        held: list[pl.DataFrame] = []
+        try:
+            if steps:
+                self._final_stages(steps, held)
+        finally:
+            self._apply(sides, held)
+
+    def _final_stages(self, steps: list[tuple[_Worker, _Window]], held: list[pl.DataFrame]) -> None:
         # a line given to several windows as context (an origin's lifecycle lines) is kept once
         events = steps[0][1][3] if len(steps) == 1 else pl.concat([step[3] for _, step in steps]).unique(
             ["origin", "line_no"], keep="last", maintain_order=True)
@@ -441,38 +469,68 @@ class StreamingAnalysis:
                                 how="left").filter(
             (pl.col("start__").is_null() | (pl.col("first_ts") >= pl.col("start__")))
             & ~pl.col("request_uid").is_in(emitted.implode()))
-        self._emit(lines, events, candidates.select("request_uid"))
+        self._emit(lines, events, candidates.select("request_uid"), held)
         for w, _ in steps:
             w.emitted.clear()
 
     def _window_of(self, worker: _Worker, parts: list[pl.DataFrame], context: _Context,
-                   final: bool) -> tuple[pl.DataFrame, int, int, pl.DataFrame] | None:
-        """Add the worker's new lines (``parts``) to its window (its event-loop slices, record gaps and
-        health-check bursts on the way): ``(window, first time, newest time, the window with its context)``, or
-        ``None`` without lines."""
+                   final: bool) -> tuple[Callable[[], _Side | None], _Window | None]:
+        """Add the worker's new lines (``parts``) to its window: ``(window, first time, newest time, the window
+        with its context)`` (``None`` without lines), and the new lines' event-loop slices, record gaps and
+        health-check bursts (``_lines_side``: on a thread of their own while the stages run, if ``background``)."""
         new = pl.concat(parts) if parts else None
-        if new is not None:
-            with self._timed("loop"):
-                threaded = new.filter(pl.col("thread").is_not_null()) if new["thread"].null_count() else new
-                self._done.add("loop", worker.slices.step(threaded, final=final))
-                self._gaps.append(self._record_gaps(worker, threaded))
-            with self._timed("internal"):
-                self._add_bursts(worker.health_checks.step(threaded, final=final))
-        elif final:
-            self._done.add("loop", worker.slices.step(pl.DataFrame(schema=_WINDOW_SCHEMA), final=True))
-            self._add_bursts(worker.health_checks.step(pl.DataFrame(schema=_WINDOW_SCHEMA), final=True))
-        parts = [p for p in (worker.window, new) if p is not None and p.height]
-        if not parts:
-            return None
-        window = pl.concat(parts) if len(parts) > 1 else parts[0]
+        side = self._side_of(worker, new, final)
+        kept = [p for p in (worker.window, new) if p is not None and p.height]
+        if not kept:
+            return side, None
+        window = pl.concat(kept) if len(kept) > 1 else kept[0]
         start, newest = int(window["ts_us"].min()), int(window["ts_us"].max())  # type: ignore[arg-type]
         first_line = int(window["line_no"].min())  # type: ignore[arg-type]
         extras = self._extras(worker, first_line, context)
         with_context = [f for f in (*extras, worker.carry) if f is not None and f.height]
-        return window, start, newest, (pl.concat([*with_context, window]) if with_context else window)
+        return side, (window, start, newest, (pl.concat([*with_context, window]) if with_context else window))
 
-    def _emit(self, lines: pl.DataFrame, events: pl.DataFrame, done_uids: pl.DataFrame) -> pl.DataFrame:
-        """Phases of the requests ``done_uids`` names, handed to the spill and ``on_finished``; returns them."""
+    def _side_of(self, worker: _Worker, new: pl.DataFrame | None, final: bool) -> Callable[[], _Side | None]:
+        if new is None and not final:
+            return lambda: None
+        if self._sider is None or new is None:
+            done = self._lines_side(worker, new, final)
+            return lambda: done
+        return self._sider.submit(self._lines_side, worker, new, final).result
+
+    def _lines_side(self, worker: _Worker, new: pl.DataFrame | None, final: bool) -> _Side:
+        """The worker's new lines through its loop slices, record gaps and health-check bursts: state of the
+        worker's own that the requests and phases stages do not touch."""
+        if new is None:
+            empty = pl.DataFrame(schema=_WINDOW_SCHEMA)
+            return worker.slices.step(empty, final=True), None, worker.health_checks.step(empty, final=True)
+        with self._timed("loop"):
+            threaded = new.filter(pl.col("thread").is_not_null()) if new["thread"].null_count() else new
+            loop = worker.slices.step(threaded, final=final)
+            gaps = self._record_gaps(worker, threaded)
+        with self._timed("internal"):
+            bursts = worker.health_checks.step(threaded, final=final)
+        return loop, gaps, bursts
+
+    def _apply(self, sides: list[Callable[[], _Side | None]], held: list[pl.DataFrame]) -> None:
+        """The step's gathered output, in line order: each worker's loop slices, gaps and health-check bursts,
+        then the internal requests' bursts ``_emit`` held."""
+        for side in sides:
+            got = side()
+            if got is None:
+                continue
+            loop, gaps, bursts = got
+            self._done.add("loop", loop)
+            if gaps is not None:
+                self._gaps.append(gaps)
+            self._add_bursts(bursts)
+        for bursts in held:
+            self._add_bursts(bursts)
+
+    def _emit(self, lines: pl.DataFrame, events: pl.DataFrame, done_uids: pl.DataFrame,
+              held: list[pl.DataFrame]) -> pl.DataFrame:
+        """Phases of the requests ``done_uids`` names, handed to the spill and ``on_finished``; returns them.
+        The internal requests' work bursts go to ``held`` (``_apply`` adds them after the step's other bursts)."""
         if not done_uids.height:
             return pl.DataFrame(schema={"request_uid": pl.String, "last_ts": pl.Int64})
         with self._timed("phases"):
@@ -480,8 +538,7 @@ class StreamingAnalysis:
             finished = requests.join(done_uids, on="request_uid", how="semi")
             if finished["internal"].any():  # Envoy's internal requests: their bursts, for the findings
                 bursts = work_bursts(requests, events)
-                self._add_bursts(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
-                                             how="semi"))
+                held.append(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid", how="semi"))
         if finished.height:
             mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
             self._done.add("requests", finished)

@@ -172,24 +172,34 @@ def _streamed_in_steps(log: Path, background: bool) -> tuple[Any, list[list[str]
                          ids=["workers", "restarts"])
 def test_window_steps_on_their_own_thread_give_what_steps_in_line_give(log: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The steps run one at a time, in the order they were given, on what the intake held when it gave them: the
-    same batches in the same order (a batch's own row order is polars' either way), the same requests and loop
-    frames row for row, the same phase rows."""
+    """The steps run one at a time, in the order they were given, on what the intake held when it gave them (a
+    step's loop slices, gaps and health-check bursts beside its stages, added after them in line order): the same
+    batches in the same order (a batch's own row order is polars' either way), the same requests and loop frames
+    row for row, the same phase rows and summary."""
     from envoy_dissector.analysis import streaming
 
     threads: set[str] = set()
-    step = streaming.StreamingAnalysis._advance_step
+    side_threads: set[str] = set()
+    step, side = streaming.StreamingAnalysis._advance_step, streaming.StreamingAnalysis._lines_side
 
     def noted(self: streaming.StreamingAnalysis, *args: Any) -> None:
         threads.add(threading.current_thread().name)
         step(self, *args)
 
+    def noted_side(self: streaming.StreamingAnalysis, *args: Any) -> Any:
+        side_threads.add(threading.current_thread().name)
+        return side(self, *args)
+
     monkeypatch.setattr(streaming.StreamingAnalysis, "_advance_step", noted)
+    monkeypatch.setattr(streaming.StreamingAnalysis, "_lines_side", noted_side)
     inline, inline_batches = _streamed_in_steps(log, False)
-    assert threads == {threading.main_thread().name}
+    assert threads == side_threads == {threading.main_thread().name}
     threads.clear()
+    side_threads.clear()
     background, background_batches = _streamed_in_steps(log, True)
-    assert threads and all(name.startswith("envoy-dissect-window") for name in threads), threads
+    assert threads == {"envoy-dissect-window_0"}, threads
+    # (a worker with no new lines at the end has its loop closed on the step thread itself)
+    assert "envoy-dissect-window-side_0" in side_threads <= {"envoy-dissect-window-side_0", "envoy-dissect-window_0"}
     assert len(background_batches) > 3
     assert [sorted(b) for b in background_batches] == [sorted(b) for b in inline_batches]
     assert_frame_equal(background.requests, inline.requests)
