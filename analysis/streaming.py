@@ -234,7 +234,7 @@ class StreamingAnalysis:
             self._steps.popleft().result()
 
     def close(self) -> None:
-        """Stop the step thread (steps not started are dropped); ``finish`` calls it."""
+        """Stop the step threads (steps not started are dropped); ``finish`` and ``dissect_stream`` call it."""
         if self._stepper is not None:
             self._stepper.shutdown(wait=True, cancel_futures=True)
             self._stepper = None
