@@ -490,7 +490,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
 
     found, missing = unknown_rows()
     if found is None or missing.any():
-        new = rows.filter(missing).select(key).unique()
+        new = rows.filter(missing).select(key).unique(maintain_order=True)
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
             own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger", "rest__"])
@@ -500,7 +500,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
                                      .otherwise(pl.col("canon__")))
             # their new keys may be cached already (an earlier chunk had the same line): look up again
             found, missing = unknown_rows()
-            new = rows.filter(missing).select(key).unique()
+            new = rows.filter(missing).select(key).unique(maintain_order=True)
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
         extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")
         hits = found

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -288,3 +289,13 @@ def test_free_text_values_do_not_force_the_grammar(fixture_by_rel):
     assert classifier.fallback_lines == 0
     assert_frame_equal(fast, classify(records, fast=False))
     assert fast["header_value"][5] == f"{5:08x}-{5 * 7919:x}-a1b2"
+
+
+def test_fallback_count_is_the_same_run_to_run():
+    """The classes a chunk has not seen are classified in the order they first appear, so the representative of
+    each shape (and with it which lines are re-checked by the grammar) does not change between runs."""
+    from envoy_dissector.parser.pipeline import parse
+
+    path = Path(__file__).resolve().parents[2] / "fixtures/real/027-compose-lua-decompressor-v1.24-trace-cut-in-encode.log"
+    counts = {parse(path).diagnostics.fallback_lines for _ in range(8)}
+    assert len(counts) == 1, counts
