@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -18,6 +19,9 @@ from envoy_dissector.parser.layouts import fold_header_records, location_in_mess
 from envoy_dissector.parser.logformat import Head, JsonFormat, TextFormat, group_names
 from envoy_dissector.parser.redact import RedactOption, redact_frame, rows_where
 from envoy_dissector.parser.schema import RECORD_COLUMNS
+
+if TYPE_CHECKING:
+    from envoy_dissector.parser.native import TextScan
 
 # A physical line that may continue the record above it: a header-dump line,
 # a blank line, or Istio's `\tthread=N` trailer.
@@ -192,8 +196,9 @@ def _typed_once(key: pl.Series, texts: pl.Series, regex: str, groups: set[str], 
     return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
 
 
-def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
-    """Envelope groups of start lines: the fixed-width head by slicing, the rest once per distinct text.
+def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series, fmt: TextFormat) -> pl.DataFrame:
+    """Envelope groups of start lines (``raw``, whose prefix is ``plen`` bytes): the fixed-width head by
+    slicing, the rest once per distinct text.
 
     The head's regex consumes exactly its width, so the prefix regex's groups after the head
     are the same for every line with the same text there (level, logger, source, thread...:
@@ -202,7 +207,6 @@ def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     """
     head = {name: (offset, width) for name, offset, width in fmt.head}
     rest = {name for name in group_names(fmt.prefix) if name not in head and name != "prefix__"}
-    raw = starts["raw"]
     if set(_DATE_TIME) <= head.keys():
         # everything in the head before the sub-second digits
         end = min((head[f][0] for f in _FRACTIONS if f in head), default=fmt.head_width)
@@ -213,33 +217,33 @@ def _prefix_fields(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
                 _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME))
             starts = starts.with_columns(seconds__=seconds.to_series().gather(groups.index))
             head = {name: where for name, where in head.items() if name not in _DATE_TIME}
-    starts = starts.with_columns(pl.col("raw").str.slice(offset, width).alias(name)
-                                 for name, (offset, width) in head.items())
+    starts = starts.with_columns(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
     if not rest:
         return starts
-    plen = (raw.str.len_bytes() - starts["body"].str.len_bytes()).cast(pl.Int64)
     key = raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes)  # type: ignore[arg-type]
     return pl.concat([starts, _typed_once(key, raw, fmt.prefix, rest, fmt.fields)], how="horizontal")
 
 
 def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
-    """Cut the format's suffix (e.g. Istio's ``\\tthread=%t``) off the end of each record, reading its groups.
-
-    Suffixes take few distinct values (one per thread): their groups are read once per distinct text,
-    from the suffix alone (the end-anchored match starts where the suffix starts, so its groups are the same).
-    """
+    """Cut the format's suffix (e.g. Istio's ``\\tthread=%t``) off the end of each record, reading its groups."""
     assert fmt.suffix is not None and fmt.suffix_plain is not None
-    groups = set(group_names(fmt.suffix))
     message = pl.col("m")
     # where the suffix begins (a byte offset; none: the message's end), then two slices of the bytes: a search
     # and two views instead of a replace that copies every message (24 -> 18 ms per 16 MiB block)
     at = pl.coalesce(message.str.find(fmt.suffix_plain), message.str.len_bytes())
     cut = starts["message"].to_frame("m").select(m=message.cast(pl.Binary), at=at).select(
         message=message.bin.slice(0, pl.col("at")).cast(pl.String), suffix=message.bin.slice(pl.col("at")))
-    starts = starts.with_columns(message=cut["message"])
+    return _suffix_fields(starts.with_columns(message=cut["message"]), cut["suffix"].cast(pl.String), fmt)
+
+
+def _suffix_fields(starts: pl.DataFrame, suffix: pl.Series, fmt: TextFormat) -> pl.DataFrame:
+    """The suffix's groups. Suffixes take few distinct values (one per thread): their groups are read once per
+    distinct text, from the suffix alone (the end-anchored match starts where the suffix starts, so its groups
+    are the same)."""
+    assert fmt.suffix is not None
+    groups = set(group_names(fmt.suffix))
     if not groups:
         return starts
-    suffix = cut["suffix"]
     typed = _typed_once(suffix, suffix, "^(?:" + fmt.suffix + ")", groups, fmt.fields)
     return pl.concat([starts, typed], how="horizontal")
 
@@ -275,7 +279,9 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = T
     others = others.with_columns(is_cont=pl.col("is_cont") & (pl.col("rid") > 0))
     malformed = others.filter(~pl.col("is_cont")).select("line_no", "origin", "raw")
     starts = lines.filter(pl.col("is_start")).select("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
-    starts = _prefix_fields(starts, fmt).rename({"body": "message"}).drop("raw")
+    raw = starts["raw"]
+    plen = (raw.str.len_bytes() - starts["body"].str.len_bytes()).cast(pl.Int64)
+    starts = _prefix_fields(starts.drop("raw"), raw, plen, fmt).rename({"body": "message"})
     conts = others.filter(pl.col("is_cont"))
     if conts.height:
         starts = _fold(starts, conts, one_origin)
@@ -283,6 +289,27 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = T
         starts = starts.with_columns(n_lines=pl.lit(1, dtype=pl.Int64))
     if fmt.suffix is not None:
         starts = _strip_suffix(starts, fmt)
+    return _text_records(starts, malformed, fmt, redact)
+
+
+def split_text_native(scan: TextScan, origin: str, fmt: TextFormat, *, redact: RedactOption = True) -> Envelope:
+    """``split_text``'s envelope from the compiled scan of a block's lines (``parser/native.py``): the scan
+    has found the records, folded their continuation lines and cut the suffix; the typed fields are read
+    here as ``split_text`` reads them (from the prefix alone: ``native.handles`` keeps formats whose prefix
+    regex looks past the prefix out)."""
+    found = scan.records
+    prefix = found["prefix"]
+    starts = found.select("line_no", origin=pl.lit(origin, dtype=pl.String),
+                          wrapper_ts_us=pl.lit(None, dtype=pl.Int64), message="message", n_lines="n_lines")
+    starts = _prefix_fields(starts, prefix, prefix.str.len_bytes().cast(pl.Int64), fmt)
+    if fmt.suffix is not None:
+        starts = _suffix_fields(starts, found["suffix"], fmt)
+    malformed = scan.malformed.select("line_no", origin=pl.lit(origin, dtype=pl.String), raw="raw")
+    return _text_records(starts, malformed, fmt, redact)
+
+
+def _text_records(starts: pl.DataFrame, malformed: pl.DataFrame, fmt: TextFormat, redact: RedactOption) -> Envelope:
+    """The envelope of a text format's records (message folded, suffix cut, prefix groups read)."""
     if fmt.message_escaping != "none":
         starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
     starts = _older_layouts(starts, fmt.fields)

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from envoy_dissector.parser import limits
+from envoy_dissector.parser import limits, native
 from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
 from envoy_dissector.parser.detect import Found, detect, malformed_hints
-from envoy_dissector.parser.envelope import single_origin, split_envelope
+from envoy_dissector.parser.envelope import Envelope, single_origin, split_envelope, split_text_native
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.grammar import preload as preload_grammar
@@ -35,6 +35,8 @@ from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 StopReading = Callable[[int, int], bool]  # (first, latest record time seen, epoch µs) -> stop reading the source
+#: a chunk's events and malformed lines, and the lines the worker cut to the length limit
+_Result = tuple[tuple[pl.DataFrame, pl.DataFrame], int]
 MALFORMED_EXAMPLES = 5
 MALFORMED_SAMPLE = 200
 #: Chunks in flight. Two more than the cores: polars ops release the GIL, and the block reader and the
@@ -142,22 +144,18 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
 
 
-def _bound_lines(lines: pl.DataFrame, block: Block, diag: Diagnostics) -> pl.DataFrame:
-    """Lines longer than the limit become a marker line (the reader already did so for lines longer
-    than what it holds); both are counted in a warning. See limits.py."""
+def _bound_lines(lines: pl.DataFrame, size: int) -> tuple[pl.DataFrame, int]:
+    """Lines longer than the limit become a marker line, and how many did (the reader already did so for
+    lines longer than what it holds: ``Block.oversize``); both are counted in a warning. See limits.py."""
     limit = limits.max_line_bytes()
-    oversize = block.oversize
-    if limit and len(block.data) > limit:
+    if limit and size > limit:
         long = lines.select(pl.col("raw").str.len_bytes() > limit).to_series()
         if long.any():
             rows = long.arg_true()
             sizes = lines["raw"].gather(rows).str.len_bytes().to_list()
             marks = pl.Series([limits.oversize_marker(n, limit).decode() for n in sizes], dtype=pl.String)
-            lines = lines.with_columns(lines["raw"].scatter(rows, marks))
-            oversize += len(sizes)
-    if oversize:
-        diag.lines_oversize += oversize
-    return lines
+            return lines.with_columns(lines["raw"].scatter(rows, marks)), len(sizes)
+    return lines, 0
 
 
 @dataclass
@@ -177,6 +175,10 @@ class _SourceState:
     detection: Detection
     wrappers: tuple[AnyWrapper, ...]
     carry: pl.DataFrame | None = None
+    #: blocks go to the compiled scan (``native.py``) as bytes; the last record's lines are held as bytes
+    native: bool = False
+    carry_bytes: bytes = b""
+    carry_line_no: int = 0
 
 
 def _choose_format(sample: list[str], source: Source, format: str, log_format: str | None) -> Detection:
@@ -310,19 +312,47 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
     preload_grammar()
     classifier = Classifier(rules=shapes.load() if shapes is not None else {})
     formats_seen: Counter[str] = Counter()
-    pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame]]] = deque()
+    pending: deque[Future[_Result]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         seen = _TimeSeen()
 
-        def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
-            pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast,
-                                       columns))
+        def collect() -> Iterator[Chunk]:
             while len(pending) > max(1, workers) or (stop_reading is not None and pending[0].done()):
                 for chunk in _finish_chunk(pending.popleft().result(), diag, redact):
                     seen.add(chunk.events)
                     yield chunk
                 if not pending:
                     break
+
+        def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
+            pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast,
+                                       columns))
+            yield from collect()
+
+        def submit_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin: str,
+                         state: _SourceState) -> Iterator[Chunk]:
+            fmt = state.detection.compiled
+            assert isinstance(fmt, TextFormat)
+            pending.append(pool.submit(_events_for_bytes, parts, first_line_no, origin, fmt, classifier, redact,
+                                       fast, columns))
+            yield from collect()
+
+        def native_block(block: Block, line_no: int, state: _SourceState) -> Iterator[Chunk]:
+            """Submit the block's lines up to its last record start (with the lines held from the block
+            before); hold the rest, as ``_split_carry`` does for one origin."""
+            fmt = state.detection.compiled
+            assert isinstance(fmt, TextFormat)
+            data = block.data
+            cut = native.last_start(data, fmt)
+            first = state.carry_line_no if state.carry_bytes else line_no
+            if cut is None:  # no record starts here: the lines continue the held record (if any)
+                if state.carry_bytes:
+                    state.carry_bytes += data
+                    return
+                cut = len(data)
+            parts = [(state.carry_bytes, len(state.carry_bytes)), (data, cut)]
+            state.carry_bytes, state.carry_line_no = data[cut:], line_no + native.count_newlines(data, cut)
+            yield from submit_bytes([p for p in parts if p[1]], first, block.origin, state)
 
         skipped: list[InputError] = []
         for source in sources:
@@ -336,26 +366,46 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     if progress is not None:
                         progress(block.bytes_read - last_bytes)
                         last_bytes = block.bytes_read
-                    lines = _lines_frame(block, next_line_no)
-                    lines = _bound_lines(lines, block, diag)
-                    next_line_no += lines.height
-                    diag.lines_read += lines.height
+                    if state is not None and state.native:
+                        lines = None
+                    else:
+                        lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
                     if state is None:
+                        assert lines is not None
                         if b"\r\n" in block.data[:1 << 20]:
                             _note_wrapper(diag, "crlf")
                         sample = lines.head(2000)["raw"].to_list()
-                        found = _detect(sample, source, format, log_format)
+                        try:
+                            found = _detect(sample, source, format, log_format)
+                        except InputError:  # the block was read: its lines count (as malformed, below)
+                            next_line_no += lines.height
+                            diag.lines_read += lines.height
+                            diag.lines_oversize += block.oversize + oversize
+                            raise
                         state = _SourceState(found.detection, found.wrappers)
+                        state.native = not found.wrappers and native.enabled() and native.handles(
+                            found.detection.compiled)
                         _note_detection(diag, found.detection, found.wrapper_ids)
                         formats_seen[found.detection.format_id] += 1
                         diag.format_by_source[source.name] = found.detection.format_id
-                    lines = unwrap(lines, state.wrappers, source.name)
-                    max_hold = max(lines.height, 10_000)
-                    if state.carry is not None and state.carry.height:
-                        lines = pl.concat([state.carry, lines], how="vertical_relaxed")
-                    lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
-                    if lines.height:
-                        yield from submit(lines, state)
+                    diag.lines_oversize += block.oversize
+                    if state.native:
+                        count = native.line_count(block.data)
+                        diag.lines_read += count
+                        yield from native_block(block, next_line_no, state)
+                        next_line_no += count
+                    else:
+                        assert lines is not None
+                        diag.lines_oversize += oversize
+                        next_line_no += lines.height
+                        diag.lines_read += lines.height
+                        lines = unwrap(lines, state.wrappers, source.name)
+                        max_hold = max(lines.height, 10_000)
+                        if state.carry is not None and state.carry.height:
+                            lines = pl.concat([state.carry, lines], how="vertical_relaxed")
+                        lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
+                        if lines.height:
+                            yield from submit(lines, state)
                     if (stop_reading is not None and seen.first is not None and seen.last is not None
                             and stop_reading(seen.first, seen.last)):
                         diag.warn(f"{source.name}: stopped reading after line {next_line_no - 1}: past the time "
@@ -376,6 +426,9 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     diag.warn(f"stopped reading {source.name} at line {next_line_no}: {exc}")
             if state is not None and state.carry is not None and state.carry.height:
                 yield from submit(state.carry, state)
+            if state is not None and state.carry_bytes:
+                yield from submit_bytes([(state.carry_bytes, len(state.carry_bytes))], state.carry_line_no,
+                                        source.name, state)
         if skipped and len(skipped) == len(sources):
             raise skipped[0]
         while pending:
@@ -401,8 +454,26 @@ _ACCOUNTED = ("origin", "kind", "n_lines", "ts_us", "conn_id", "message")
 
 
 def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: RedactOption,
-                fast: bool | None, columns: frozenset[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    env = split_envelope(lines, fmt, redact=redact)
+                fast: bool | None, columns: frozenset[str] | None = None) -> _Result:
+    return _events_of(split_envelope(lines, fmt, redact=redact), classifier, fast, columns), 0
+
+
+def _events_for_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin: str, fmt: TextFormat,
+                      classifier: Classifier, redact: RedactOption, fast: bool | None,
+                      columns: frozenset[str] | None = None) -> _Result:
+    """``_events_for`` on whole lines as bytes (``parts``: the bytes before each stop), by the compiled scan;
+    a block it does not take goes the polars way. Returns the lines it cut to the length limit too."""
+    scan = native.scan_text(parts, first_line_no, fmt)
+    if scan is not None:
+        return _events_of(split_text_native(scan, origin, fmt, redact=redact), classifier, fast, columns), 0
+    data = b"".join(memoryview(part)[:stop] for part, stop in parts)
+    lines, oversize = _bound_lines(_lines_frame(Block(origin, data, len(data)), first_line_no), len(data))
+    env = split_envelope(unwrap(lines, (), origin), fmt, redact=redact)
+    return _events_of(env, classifier, fast, columns), oversize
+
+
+def _events_of(env: Envelope, classifier: Classifier, fast: bool | None,
+               columns: frozenset[str] | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     records = env.records
     found = classify(records, fast=fast, classifier=classifier, fields=columns)
     events = pl.concat([records.drop("first_line"), found], how="horizontal")
@@ -412,9 +483,10 @@ def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: C
     return events.select(list(schema)).cast(schema), env.malformed  # type: ignore[arg-type]
 
 
-def _finish_chunk(result: tuple[pl.DataFrame, pl.DataFrame], diag: Diagnostics,
+def _finish_chunk(result: _Result, diag: Diagnostics,
                   redact: RedactOption) -> Iterator[Chunk]:
-    events, malformed = result
+    (events, malformed), oversize = result
+    diag.lines_oversize += oversize
     _count_malformed(malformed, diag, redact=redact)
     _account(events, diag)
     diag.sanity.check(events)
