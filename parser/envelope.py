@@ -196,6 +196,22 @@ def _typed_once(key: pl.Series, texts: pl.Series, regex: str, groups: set[str], 
     return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
 
 
+def _seconds_once(texts: pl.Series, head: dict[str, tuple[int, int]], width: int) -> pl.Series | None:
+    """Epoch µs to the second of each text whose fixed-width start holds the date and time (``head``: group ->
+    offset, width), computed once per distinct second; None when the head does not hold them all before its
+    sub-second digits."""
+    if not set(_DATE_TIME) <= head.keys():
+        return None
+    end = min((head[f][0] for f in _FRACTIONS if f in head), default=width)  # the head before the fraction
+    if not all(head[g][0] + head[g][1] <= end for g in _DATE_TIME):
+        return None
+    second = texts.str.slice(0, end)
+    groups = distinct(second)
+    seconds = second.gather(groups.first).to_frame("s").select(
+        _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME))
+    return seconds.to_series().gather(groups.index).alias("seconds__")
+
+
 def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series, fmt: TextFormat) -> pl.DataFrame:
     """Envelope groups of start lines (``raw``, whose prefix is ``plen`` bytes): the fixed-width head by
     slicing, the rest once per distinct text.
@@ -207,16 +223,10 @@ def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series, fmt: T
     """
     head = {name: (offset, width) for name, offset, width in fmt.head}
     rest = {name for name in group_names(fmt.prefix) if name not in head and name != "prefix__"}
-    if set(_DATE_TIME) <= head.keys():
-        # everything in the head before the sub-second digits
-        end = min((head[f][0] for f in _FRACTIONS if f in head), default=fmt.head_width)
-        if all(head[g][0] + head[g][1] <= end for g in _DATE_TIME):
-            second = raw.str.slice(0, end)
-            groups = distinct(second)
-            seconds = second.gather(groups.first).to_frame("s").select(
-                _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME))
-            starts = starts.with_columns(seconds__=seconds.to_series().gather(groups.index))
-            head = {name: where for name, where in head.items() if name not in _DATE_TIME}
+    seconds = _seconds_once(raw, head, fmt.head_width)
+    if seconds is not None:
+        starts = starts.with_columns(seconds__=seconds)
+        head = {name: where for name, where in head.items() if name not in _DATE_TIME}
     starts = starts.with_columns(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
     if not rest:
         return starts
@@ -322,17 +332,25 @@ def _text_records(starts: pl.DataFrame, malformed: pl.DataFrame, fmt: TextFormat
 _WHOLE_MESSAGE = "(?s)^(?P<message>.*)$"
 
 
-def _json_groups(values: pl.Series, pattern: str, fixed: Head | None = None) -> pl.DataFrame:
-    """The sub-pattern's groups for one key's values; once per distinct value when values repeat; by slicing
-    when the value is fixed-width (``fixed``) and every value has that width (else the regex decides)."""
+def _json_groups(values: pl.Series, pattern: str, fixed: Head | None = None,
+                 fields: frozenset[str] = frozenset()) -> pl.DataFrame:
+    """The sub-pattern's groups for one key's values; once per distinct value when values repeat (with the typed
+    outputs its groups make, as ``out__NAME``: see ``_typed_here``); by slicing when the value is fixed-width
+    (``fixed``) and every value has that width (else the regex decides; the date and time to the second are then
+    computed once per distinct second, as ``seconds__``)."""
     if pattern == _WHOLE_MESSAGE:
         return values.alias("message").to_frame()
     if fixed is not None and values.len() and bool((values.str.len_bytes() == fixed.nbytes).all()):
-        return values.to_frame("v").select(pl.col("v").str.slice(offset, width).alias(name)
-                                           for name, offset, width in fixed.fields)
+        head = {name: (offset, width) for name, offset, width in fixed.fields}
+        seconds = _seconds_once(values, head, fixed.width)
+        sliced = values.to_frame("v").select(pl.col("v").str.slice(offset, width).alias(name)
+                                             for name, (offset, width) in head.items()
+                                             if seconds is None or name not in _DATE_TIME)
+        return sliced if seconds is None else sliced.with_columns(seconds)
     reps, found = _groups_of_distinct(values, values, pattern)
     if found.first.len() * 4 < values.len():
-        return found.spread(reps)
+        reps, per_line = _typed_here(reps, set(reps.columns), fields)
+        return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
     return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")
 
 
@@ -353,7 +371,7 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = T
     lines = lines.with_columns(is_start=is_object.scatter(is_object.arg_true(), is_record))
     decoded = decoded.filter(is_record)
     df = lines.filter(pl.col("is_start")).select("line_no", "origin", "wrapper_ts_us", "raw")
-    parts = [_json_groups(decoded[key], pattern, fmt.fixed.get(key)) for key, pattern in fmt.keys.items()]
+    parts = [_json_groups(decoded[key], pattern, fmt.fixed.get(key), fmt.fields) for key, pattern in fmt.keys.items()]
     df = pl.concat([df, *parts, decoded.select(cid__="ConnectionId", sid__="StreamId")], how="horizontal")
     return _json_envelope(df.with_columns(tag__=_tags(pl.col("cid__"), pl.col("sid__"))).drop("cid__", "sid__"),
                           lines, fmt, redact)
