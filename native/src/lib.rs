@@ -8,7 +8,11 @@
 //! exactly as the line splitter does (a carriage return, invalid UTF-8, a line over the length limit, a
 //! prefix found elsewhere than at the line's start) gets `None`: the caller takes the polars path.
 
+mod alloc;
 mod arrow;
+
+#[global_allocator]
+static ALLOCATOR: alloc::LargeByMmap = alloc::LargeByMmap;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
