@@ -350,9 +350,10 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     state.carry_bytes += data
                     return
                 cut = len(data)
-            parts = [(state.carry_bytes, len(state.carry_bytes)), (data, cut)]
+            parts = [(part, stop) for part, stop in ((state.carry_bytes, len(state.carry_bytes)), (data, cut)) if stop]
             state.carry_bytes, state.carry_line_no = data[cut:], line_no + native.count_newlines(data, cut)
-            yield from submit_bytes([p for p in parts if p[1]], first, block.origin, state)
+            if parts:  # (nothing before the block's first line when it is the last record's start)
+                yield from submit_bytes(parts, first, block.origin, state)
 
         skipped: list[InputError] = []
         for source in sources:
