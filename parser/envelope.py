@@ -192,6 +192,11 @@ def _groups_of_distinct(key: pl.Series, texts: pl.Series, regex: str) -> tuple[p
 def _typed_once(key: pl.Series, texts: pl.Series, regex: str, groups: set[str], fields: frozenset[str]) -> pl.DataFrame:
     """Envelope outputs from ``regex``'s ``groups``, typed once per distinct key, one row per line."""
     reps, found = _groups_of_distinct(key, texts, regex)
+    return _spread_typed(found, reps, groups, fields)
+
+
+def _spread_typed(found: Distinct, reps: pl.DataFrame, groups: set[str], fields: frozenset[str]) -> pl.DataFrame:
+    """``reps`` (one row of regex groups per distinct value) typed once (``_typed_here``), one row per line."""
     reps, per_line = _typed_here(reps, groups, fields)
     return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
 
@@ -349,8 +354,7 @@ def _json_groups(values: pl.Series, pattern: str, fixed: Head | None = None,
         return sliced if seconds is None else sliced.with_columns(seconds)
     reps, found = _groups_of_distinct(values, values, pattern)
     if found.first.len() * 4 < values.len():
-        reps, per_line = _typed_here(reps, set(reps.columns), fields)
-        return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
+        return _spread_typed(found, reps, set(reps.columns), fields)
     return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")
 
 

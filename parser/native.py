@@ -93,9 +93,11 @@ def last_start(data: bytes, fmt: TextFormat) -> int | None:
 
 
 def count_newlines(data: bytes, stop: int | None = None) -> int:
-    """``data[:stop].count(b"\\n")`` without the copy, and several times faster."""
-    assert _native is not None
-    found: int = _native.count_newlines(data, len(data) if stop is None else stop)
+    """``data[:stop].count(b"\\n")``: by memchr when the extension was built (several times faster)."""
+    stop = len(data) if stop is None else stop
+    if _native is None:
+        return data.count(b"\n", 0, stop)
+    found: int = _native.count_newlines(data, stop)
     return found
 
 

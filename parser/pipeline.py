@@ -500,7 +500,7 @@ def _count_remaining_lines(blocks: Iterator[Block], diag: Diagnostics) -> int:
     n = 0
     try:
         for block in blocks:
-            n += block.data.count(b"\n") + (0 if block.data.endswith(b"\n") else 1)
+            n += native.line_count(block.data)
     except InputError:
         pass
     diag.lines_read += n

@@ -95,7 +95,6 @@ fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
         bad_raw: Strings::new(),
     };
     let mut line_no = first_line_no;
-    let mut records = 0usize;
     let mut opener = false; // the last record's first line ends with ':'
     let mut open_from: Option<usize> = None; // where the open record's message starts
     for part in parts {
@@ -125,8 +124,7 @@ fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
                 out.line_no.push(line_no);
                 out.n_lines.push(1);
                 opener = line.ends_with(':');
-                records += 1;
-            } else if records > 0
+            } else if open_from.is_some()
                 && (opener || p.continuation.is_match(line) || p.message_continues.is_match(line))
             {
                 out.message.data.push(b'\n');
