@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.origins import group_per_origin
 from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
 from envoy_dissector.parser.kinds import EventKind
 
@@ -37,41 +38,66 @@ TLS_KINDS = (EventKind.SSL_READ_RETURNS, EventKind.SSL_READ_BYTES, EventKind.SSL
              EventKind.TLS_FAILURE)
 
 
-def _origin_code() -> pl.Expr:
-    """An integer standing for the origin string (grouping on it is much cheaper than on the string)."""
-    return pl.col("origin").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("okey")
+#: The kinds ``build_requests`` looks up after its per-stream aggregates (with the ``http2`` logger's lines): it
+#: reads them from ``_lookup_rows``, a frame of these lines only, instead of filtering the window for each.
+_LOOKUP_KINDS = (
+    EventKind.NEW_STREAM, EventKind.SOCKET_EVENT, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES,
+    EventKind.WRITE_RETURNS, EventKind.SSL_WRITE_RETURNS, EventKind.ATTACHED_UPSTREAM_CONNECTION,
+    EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM, EventKind.POOL_USING_EXISTING,
+    EventKind.WRITING_BYTES, EventKind.CONNECTED, EventKind.CONNECTION_IN_PROGRESS, EventKind.CONNECTING_TO,
+    EventKind.CLIENT_CONNECTING, EventKind.RAISING_CONNECTION_EVENT, EventKind.DECODE_HEADERS_CALLED,
+    EventKind.CONTINUING_FILTER_CHAIN, EventKind.RESPONSE_COMPLETE, EventKind.CLIENT_ON_HEADERS_COMPLETE,
+    EventKind.SERVER_LIFECYCLE_NOISE, *TLS_KINDS, EventKind.READ_RETURNS)
+
+
+#: Lines of a connection's setup (connect, TLS).
+_SETUP_KINDS = (EventKind.CONNECTED, EventKind.CONNECTION_IN_PROGRESS, EventKind.CONNECTING_TO,
+                EventKind.CLIENT_CONNECTING, EventKind.RAISING_CONNECTION_EVENT, *TLS_KINDS)
+
+
+def _lookup_rows(events: pl.DataFrame) -> pl.DataFrame:
+    """The lines of ``_LOOKUP_KINDS`` and of the ``http2`` logger, with the columns the requests stage reads."""
+    return _pick(events, tuple(c for c in _USED if c in events.columns),
+                 pl.col("kind").is_in(_LOOKUP_KINDS) | (pl.col("logger") == "http2"))
 
 
 def _when(kinds: EventKind | tuple[EventKind, ...], value: str = "ts_us") -> pl.Expr:
     return pl.when(_kind(*kinds) if isinstance(kinds, tuple) else _kind(kinds)).then(pl.col(value))
 
 
+#: Lines whose values (not only their times) a stream's row takes: its request headers, routing, upstream and
+#: response headers, and the admin interface's completion line.
+_VALUE_KINDS = (EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS, EventKind.ROUTE_MATCH,
+                EventKind.UPSTREAM_HEADERS_COMPLETE, EventKind.ENCODING_HEADERS, EventKind.ADMIN_REQUEST_COMPLETE)
+#: ``stream_aggregates``' columns, in order.
+_STREAM_COLUMNS = (
+    "origin", "conn_id", "stream_id", "thread", "first_ts", "last_ts", "first_line_no", "hdr_ts", "end_stream_ts",
+    "hdr_end_stream", "route_ts", "router_any_ts", "cluster", "route_url", "pool_ready_ts", "pool_ready_count",
+    "proxy_hdr_ts", "us_tx_end_ts", "us_resp_ts", "us_hdr_complete_ts", "us_hdr_end_stream", "enc_hdr_ts",
+    "enc_end_ts", "codec_done_ts", "hcm_filter_ts", "retries", "upstream_resets", "local_reply", "stream_reset",
+    "x_request_id_router", "x_request_id_client", "trace_id", "method", "authority", "path", "status", "log_lines")
+
+
 def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     """Per (origin, conn_id, stream_id): timestamps of the stream's own lines and what its dumps say.
 
     Conditional values ("ts of the first `pool ready`") are computed as columns first and then reduced
-    with plain min/max/first: much cheaper than filtering inside each group.
+    with plain min/max/sum: much cheaper than filtering inside each group. The values of the few lines that
+    carry them (``_VALUE_KINDS``: "the cluster of the first route match") are reduced over those lines only,
+    a frame a fraction of the stream's lines: taking a group's first non-null value is the costly reduction.
     """
     on_stream = pl.col("stream_id").is_not_null() & pl.col("conn_id").is_not_null()
-    stream_events = events.select(*(c for c in _USED if c in events.columns)).filter(on_stream)
-    rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
-    pre = stream_events.with_columns(
-        _origin_code(),
-        hdr_ts=_when(rhc),
+    keys = ["conn_id", "stream_id"]
+    times = _pick(events, ("origin", *keys, "thread", "ts_us", "line_no", "kind", "logger", "end_stream", "filter"),
+                  on_stream).select(
+        "origin", *keys, "thread", "ts_us", "line_no",
         end_stream_ts=_when(EventKind.REQUEST_END_STREAM),
-        hdr_end_stream=_when(rhc, "end_stream"),
-        route_ts=_when(EventKind.ROUTE_MATCH),
         router_any_ts=pl.when(pl.col("logger") == "router").then(pl.col("ts_us")),
-        cluster=_when(EventKind.ROUTE_MATCH, "cluster"),
-        route_url=_when(EventKind.ROUTE_MATCH, "url"),
         pool_ready_ts=_when(EventKind.POOL_READY),
         pool_ready=_kind(EventKind.POOL_READY),
         proxy_hdr_ts=_when(EventKind.PROXYING_HEADERS),
         us_tx_end_ts=_when(_PROXYING),
         us_resp_ts=_when(EventKind.UPSTREAM_RESPONSE_HEADERS),
-        us_hdr_complete_ts=_when(EventKind.UPSTREAM_HEADERS_COMPLETE),
-        us_hdr_end_stream=_when(EventKind.UPSTREAM_HEADERS_COMPLETE, "end_stream"),
-        enc_hdr_ts=_when(EventKind.ENCODING_HEADERS),
         enc_end_ts=pl.when(pl.col("kind").is_in(_ENCODING) & pl.col("end_stream").fill_null(False)).then(
             pl.col("ts_us")),
         codec_done_ts=_when(EventKind.CODEC_COMPLETED_ENCODING),
@@ -82,6 +108,43 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         retry=_kind(EventKind.PERFORMING_RETRY),
         upstream_reset=_kind(EventKind.UPSTREAM_RESET),
         stream_reset=_kind(EventKind.STREAM_RESET) | _kind(EventKind.DO_END_STREAM_RESET),
+    )
+    # (a group's first thread: the plain first when every line has one, as in most captures)
+    thread = pl.col("thread").first(ignore_nulls=bool(times["thread"].null_count()))
+    out = group_per_origin(times, keys, dict(
+        thread=thread,
+        first_ts=pl.col("ts_us").min(),
+        last_ts=pl.col("ts_us").max(),
+        first_line_no=pl.col("line_no").min(),
+        end_stream_ts=pl.col("end_stream_ts").min(),
+        router_any_ts=pl.col("router_any_ts").min(),
+        pool_ready_ts=pl.col("pool_ready_ts").max(),
+        pool_ready_count=pl.col("pool_ready").sum(),
+        proxy_hdr_ts=pl.col("proxy_hdr_ts").min(),
+        us_tx_end_ts=pl.col("us_tx_end_ts").max(),
+        us_resp_ts=pl.col("us_resp_ts").min(),
+        enc_end_ts=pl.col("enc_end_ts").max(),
+        codec_done_ts=pl.col("codec_done_ts").min(),
+        hcm_filter_ts=pl.col("hcm_filter_ts").min(),
+        retries=pl.col("retry").sum(),
+        upstream_resets=pl.col("upstream_reset").sum(),
+        # (`sum > 0`, not `any`: the same on a column without nulls, and several times cheaper per group)
+        stream_reset=pl.col("stream_reset").sum() > 0,
+        log_lines=pl.len(),
+    ))
+    rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
+    valued = _pick(events, ("origin", *keys, "ts_us", "kind", "end_stream", "cluster", "url", "x_request_id",
+                            "trace_id", "method", "authority", "path", "status"),
+                   on_stream & pl.col("kind").is_in(_VALUE_KINDS)).select(
+        "origin", *keys,
+        hdr_ts=_when(rhc),
+        hdr_end_stream=_when(rhc, "end_stream"),
+        route_ts=_when(EventKind.ROUTE_MATCH),
+        cluster=_when(EventKind.ROUTE_MATCH, "cluster"),
+        route_url=_when(EventKind.ROUTE_MATCH, "url"),
+        us_hdr_complete_ts=_when(EventKind.UPSTREAM_HEADERS_COMPLETE),
+        us_hdr_end_stream=_when(EventKind.UPSTREAM_HEADERS_COMPLETE, "end_stream"),
+        enc_hdr_ts=_when(EventKind.ENCODING_HEADERS),
         x_request_id_router=_when(rdh, "x_request_id"),
         x_request_id_client=_when(rhc, "x_request_id"),
         trace_id_router=_when(rdh, "trace_id"),
@@ -95,51 +158,21 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     first = {c: pl.col(c).first(ignore_nulls=True) for c in (
         "hdr_end_stream", "cluster", "route_url", "us_hdr_end_stream", "x_request_id_router", "x_request_id_client",
         "method", "authority", "path", "status")}
-    out = pre.group_by("okey", "conn_id", "stream_id").agg(
-        origin=pl.col("origin").first(),
-        thread=pl.col("thread").first(ignore_nulls=True),
-        first_ts=pl.col("ts_us").min(),
-        last_ts=pl.col("ts_us").max(),
-        first_line_no=pl.col("line_no").min(),
+    values = group_per_origin(valued, keys, dict(
         hdr_ts=pl.col("hdr_ts").min(),
-        end_stream_ts=pl.col("end_stream_ts").min(),
-        hdr_end_stream=first["hdr_end_stream"],
         route_ts=pl.col("route_ts").min(),
-        router_any_ts=pl.col("router_any_ts").min(),
-        cluster=first["cluster"],
-        route_url=first["route_url"],
-        pool_ready_ts=pl.col("pool_ready_ts").max(),
-        pool_ready_count=pl.col("pool_ready").sum(),
-        proxy_hdr_ts=pl.col("proxy_hdr_ts").min(),
-        us_tx_end_ts=pl.col("us_tx_end_ts").max(),
-        us_resp_ts=pl.col("us_resp_ts").min(),
         us_hdr_complete_ts=pl.col("us_hdr_complete_ts").min(),
-        us_hdr_end_stream=first["us_hdr_end_stream"],
         enc_hdr_ts=pl.col("enc_hdr_ts").min(),
-        enc_end_ts=pl.col("enc_end_ts").max(),
-        codec_done_ts=pl.col("codec_done_ts").min(),
-        hcm_filter_ts=pl.col("hcm_filter_ts").min(),
-        retries=pl.col("retry").sum(),
-        upstream_resets=pl.col("upstream_reset").sum(),
-        stream_reset=pl.col("stream_reset").any(),
-        x_request_id_router=first["x_request_id_router"],
-        x_request_id_client=first["x_request_id_client"],
         trace_id=pl.coalesce(pl.col("trace_id_router").first(ignore_nulls=True),
                              pl.col("trace_id_client").first(ignore_nulls=True)),
-        method=first["method"],
-        authority=first["authority"],
-        path=first["path"],
-        status=first["status"],
-        log_lines=pl.len(),
-    ).drop("okey")
+        **first,
+    ))
     # Local-reply texts come from the few local_reply lines (the message column is not carried above).
     replies = _pick(events, (*_STREAM, "message"),
                     on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null()
                     ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first())
-    order = ["origin", "conn_id", "stream_id"] + [c for c in out.columns if c not in _STREAM]
-    at = order.index("upstream_resets") + 1
-    order = order[:at] + ["local_reply"] + order[at:]
-    return out.join(replies, on=_STREAM, how="left", maintain_order="left").select(order)
+    return (out.join(values, on=_STREAM, how="left", maintain_order="left")
+            .join(replies, on=_STREAM, how="left", maintain_order="left").select(_STREAM_COLUMNS))
 
 
 def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) -> pl.DataFrame:
@@ -232,7 +265,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     """The requests stage: one row per HTTP stream with its identity, milestones (``*_us``), attributes and the
     timestamps of the lines later stages cut at (``REQUEST_LINES_SCHEMA``; the rest is scratch)."""
     streams = stream_aggregates(events)
-    events = events.select(*(c for c in _USED if c in events.columns))
+    conn_lines = events.select("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null())
+    events = _lookup_rows(events)
     new_stream = _events_of(events, EventKind.NEW_STREAM)
     streams = asof(streams, new_stream, left_on="hdr_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "new_stream_ts"}, tolerance=1_000_000)
@@ -279,9 +313,10 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    take={"ts_us": "life_end_ts"}, tolerance=10_000_000)
 
     streams = link_upstream(streams, events)
-    up_first = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(
-        pl.col("conn_id").is_not_null()).with_columns(
-        _origin_code(),
+    # (every line of a connection counts for its first line; its setup comes from the lookup rows)
+    up_first = group_per_origin(conn_lines, ["conn_id"], dict(up_first_ts=pl.col("ts_us").min()))
+    setup = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(
+        pl.col("kind").is_in(_SETUP_KINDS) & pl.col("conn_id").is_not_null()).with_columns(
         up_connected_ts=_when(EventKind.CONNECTED),
         up_in_progress_ts=_when(EventKind.CONNECTION_IN_PROGRESS),
         up_connecting_ts=_when((EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING,
@@ -290,15 +325,15 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         up_established_ts=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
         .then(pl.col("ts_us")),
         up_tls=pl.col("kind").is_in(TLS_KINDS),
-    ).group_by("okey", "conn_id").agg(
-        origin=pl.col("origin").first(),
-        up_first_ts=pl.col("ts_us").min(),
+    )
+    setup = group_per_origin(setup, ["conn_id"], dict(
         up_connected_ts=pl.col("up_connected_ts").min(),
         up_in_progress_ts=pl.col("up_in_progress_ts").min(),
         up_connecting_ts=pl.col("up_connecting_ts").min(),
         up_established_ts=pl.col("up_established_ts").min(),
         up_tls=pl.col("up_tls").any(),
-    ).drop("okey")
+    ))
+    up_first = up_first.join(setup, on=CONN, how="left", maintain_order="left")
     # The downstream connection's first line (loop model: a request cannot be read before it) ...
     streams = streams.join(up_first.select(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
                            maintain_order="left")
