@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from envoy_dissector.parser.distinct import distinct
+from envoy_dissector.parser.distinct import distinct, distinct_rows
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
 from envoy_dissector.parser.grammar_names import LITERAL_NAMES
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
@@ -190,12 +190,23 @@ class Classifier:
     #: chunks are classified on several threads: one grammar call per new shape, exact counters
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _generation: int = field(default=0, repr=False, compare=False)  # bumped when the class cache starts over
+    #: class key -> its row in ``classes`` (a new dict when the cache starts over; rows are only added to one)
+    _rows: dict[tuple[str | None, str, bytes], int] = field(default_factory=dict, repr=False, compare=False)
 
     def snapshot(self) -> tuple[pl.DataFrame | None, tuple[int, int]]:
         """The class cache and where it stood (generation, height), for ``remember``."""
         with self._lock:
             classes = self.classes
             return classes, (self._generation, classes.height if classes is not None else 0)
+
+    def rows_of(self, keys: pl.DataFrame, since: tuple[int, int]) -> pl.Series:
+        """Row of each class of ``keys`` (``CLASS_KEY`` columns) in the cache as ``snapshot`` gave it, null if
+        not there: a dictionary lookup per class, where a join would hash the whole cache at every chunk."""
+        with self._lock:
+            rows = self._rows if since[0] == self._generation else {}
+        height = since[1]
+        found = (rows.get(k) for k in keys.select(CLASS_KEY).iter_rows())
+        return pl.Series([r if r is not None and r < height else None for r in found], dtype=pl.UInt32)
 
     def remember(self, found: pl.DataFrame, since: tuple[int, int],
                  in_use: Callable[[], pl.DataFrame] | None = None) -> None:
@@ -214,13 +225,16 @@ class Classifier:
                 table = pl.concat([kept, found]) if kept.height + found.height <= CLASS_CACHE else found
                 self.classes = table.rechunk()
                 self._generation += 1
+                self._rows = {k: i for i, k in enumerate(table.select(CLASS_KEY).iter_rows())}
                 return
             generation, height = since
             recent = self.classes.slice(height if generation == self._generation else 0)
             if recent.height:
                 found = found.join(recent.select(CLASS_KEY), on=list(CLASS_KEY), how="anti", nulls_equal=True)
+            start = self.classes.height
             table = pl.concat([self.classes, found])
             self.classes = table.rechunk() if table.n_chunks() > 16 else table
+            self._rows.update((k, start + i) for i, k in enumerate(found.select(CLASS_KEY).iter_rows()))
 
     #: shapes met in this capture (``rules`` may also hold shapes from earlier runs: see shape_cache.py)
     seen: set[str] = field(default_factory=set, repr=False)
@@ -475,22 +489,28 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
                        rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
                        stream__="stream__")
     key = list(CLASS_KEY)
+    classes = distinct_rows(rows.select(key))
+    keys = rows.select(key)[classes.first]  # one row per class, in order of first appearance
 
     def lookup(table: pl.DataFrame) -> pl.DataFrame:
         if fields is not None:
             table = table.select(c for c in table.columns if c in fields or c in _ALWAYS or c in key)
-        return rows.select(key).join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
+        return keys.join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
 
     known, state = classifier.snapshot()
 
-    def unknown_rows() -> tuple[pl.DataFrame | None, pl.Series]:
-        """The cache's answers for ``rows`` (None: no cache yet) and the rows it cannot answer."""
-        hits = lookup(known) if known is not None else None
-        return hits, pl.repeat(True, rows.height, eager=True) if hits is None else hits["kind"].is_null()
+    def unknown_classes() -> tuple[pl.DataFrame | None, pl.Series]:
+        """The cache's answers for ``keys`` (None: no cache yet) and the classes it cannot answer."""
+        if known is None:
+            return None, pl.repeat(True, keys.height, eager=True)
+        answers = known.select(c for c in known.columns
+                               if c not in key and (fields is None or c in fields or c in _ALWAYS))
+        hits = pl.concat([keys, answers[classifier.rows_of(keys, state)]], how="horizontal")
+        return hits, hits["kind"].is_null()
 
-    found, missing = unknown_rows()
+    found, missing = unknown_classes()
     if found is None or missing.any():
-        new = rows.filter(missing).select(key).unique(maintain_order=True)
+        new = keys.filter(missing)
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
             own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger", "rest__"])
@@ -499,22 +519,27 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
             rows = rows.with_columns(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
                                      .otherwise(pl.col("canon__")))
             # their new keys may be cached already (an earlier chunk had the same line): look up again
-            found, missing = unknown_rows()
-            new = rows.filter(missing).select(key).unique(maintain_order=True)
+            classes = distinct_rows(rows.select(key))
+            keys = rows.select(key)[classes.first]
+            found, missing = unknown_classes()
+            new = keys.filter(missing)
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
         extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")
         hits = found
         classifier.remember(extra, since=state, in_use=None if hits is None else (
-            lambda: hits.filter(hits["kind"].is_not_null()).unique(subset=key, keep="first")))
+            lambda: hits.filter(hits["kind"].is_not_null())))
         if found is None:
             found = lookup(extra)
-        else:  # fill the rows the cache did not know
+        else:  # fill the classes the cache did not know
             at = missing.arg_true()
-            fill = rows[at].select(key).join(extra, on=key, how="left", maintain_order="left", nulls_equal=True)
+            fill = keys[at].join(extra, on=key, how="left", maintain_order="left", nulls_equal=True)
             found = found.with_columns(found[c].scatter(at, fill[c]) for c in found.columns if c not in key)
     found = found.drop(key)
+    # every record takes its class's row (a field no class of the chunk has stays a column of nulls, not gathered)
+    per_record = pl.DataFrame([found[c].gather(classes.index) if found[c].null_count() < found.height
+                               else found[c].clear(rows.height) for c in found.columns])
     own_conn, own_stream = rows["conn__"], rows["stream__"]  # (typed once per distinct prefix)
-    return found.with_columns(
+    return per_record.with_columns(
         conn_id=pl.when(pl.col("conn_id") == int(SENTINELS[0])).then(own_conn).otherwise(pl.col("conn_id")),
         stream_id=pl.when(pl.col("stream_id") == int(SENTINELS[1])).then(own_stream).otherwise(pl.col("stream_id")))
 

@@ -36,3 +36,12 @@ def distinct(values: pl.Series) -> Distinct:
         first = first.gather(pl.Series(order))
         return Distinct(first, codes)
     return Distinct(codes.is_first_distinct().arg_true(), codes)
+
+
+def distinct_rows(frame: pl.DataFrame) -> Distinct:
+    """Group rows by all of ``frame``'s columns (nulls equal), groups in order of first appearance."""
+    groups = frame.with_row_index("row__").group_by(frame.columns, maintain_order=True).agg(pl.col("row__"))["row__"]
+    index = np.empty(frame.height, dtype=np.uint32)
+    index[groups.explode().to_numpy()] = np.repeat(np.arange(groups.len(), dtype=np.uint32),
+                                                     groups.list.len().to_numpy())
+    return Distinct(groups.list.first(), pl.Series(index))
