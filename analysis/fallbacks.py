@@ -46,10 +46,14 @@ BOUNDARY_NAMES = {
 UNMEASURED_WITHOUT = {"b0": "downstream_read", "b6": "response_parse", "b9": "downstream_write"}
 
 
-def _on_upstream(events: pl.DataFrame, condition: pl.Expr) -> pl.DataFrame:
-    needed = {"origin", "conn_id", "ts_us", *condition.meta.root_names()}
-    return events.select(*(c for c in events.columns if c in needed)).filter(
-        condition & pl.col("conn_id").is_not_null()).select("origin", "ts_us", upstream_conn_id="conn_id")
+def _on_upstream(events: pl.DataFrame, kinds: list[EventKind], condition: pl.Expr | None = None) -> pl.DataFrame:
+    """Lines of ``kinds`` (meeting ``condition``, tested on those lines only) as upstream-connection times."""
+    needed = {"origin", "conn_id", "ts_us", "kind", *(condition.meta.root_names() if condition is not None else ())}
+    lines = events.select(*(c for c in events.columns if c in needed)).filter(
+        pl.col("kind").is_in(kinds) & pl.col("conn_id").is_not_null())
+    if condition is not None:
+        lines = lines.filter(condition)
+    return lines.select("origin", "ts_us", upstream_conn_id="conn_id")
 
 
 def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -67,17 +71,16 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     # A fallback is looked up only when some request lacks every source before it in its boundary's list (a
     # trace-level capture has them all: the lookups would find values that no boundary takes).
     if _lacks(r, "us_written_ts"):
-        writing = _on_upstream(events, pl.col("kind") == EventKind.WRITING_BYTES)
+        writing = _on_upstream(events, [EventKind.WRITING_BYTES])
         r = asof(r, writing, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
                  take={"ts_us": "us_writing_ts"}, tolerance=100_000)
     if _lacks(r, "us_written_ts", "us_writing_ts"):
-        encoded = _on_upstream(events, (pl.col("kind") == EventKind.CODEC_CLIENT_NOISE)
-                               & pl.col("message").fill_null("").str.ends_with("encode complete"))
+        encoded = _on_upstream(events, [EventKind.CODEC_CLIENT_NOISE],
+                               pl.col("message").fill_null("").str.ends_with("encode complete"))
         r = asof(r, encoded, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
                  take={"ts_us": "us_encode_complete_ts"}, tolerance=100_000)
     if _lacks(r, "us_read_start_ts"):
-        parsing = _on_upstream(events, pl.col("kind").is_in([EventKind.PARSING_BYTES,
-                                                             EventKind.H2_DISPATCHING_BYTES]))
+        parsing = _on_upstream(events, [EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
         r = asof(r, parsing, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="backward",
                  take={"ts_us": "us_parsing_ts"}, tolerance=1_000_000)
         # Never before the request was handed over (a keep-alive connection's previous response).
