@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.analysis.origins import group_per_origin
 from envoy_dissector.analysis.requests import TLS_KINDS
 from envoy_dissector.parser.kinds import EventKind
 
@@ -31,25 +32,29 @@ def handshakes(events: pl.DataFrame) -> pl.DataFrame:
 def connection_facts(events: pl.DataFrame, *, origin: str | None = None) -> pl.DataFrame:
     """Per connection: what ``handshakes`` needs (``any`` and minima, so facts of parts merge with
     ``merge_facts``). ``origin``: every event's origin, when the caller knows it is one (grouped by
-    connection alone: no string hashing)."""
-    if origin is not None:
-        per_conn = connection_facts(events.select(pl.lit(0).alias("origin"), "conn_id", "ts_us", "kind", "event"))
-        return per_conn.with_columns(origin=pl.lit(origin, dtype=pl.String))
+    connection alone)."""
     lines = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null())
-    return lines.group_by("origin", "conn_id").agg(
-        tls=pl.col("kind").is_in(TLS_KINDS).any(),
-        outgoing=pl.col("kind").is_in(_CONNECT_KINDS).any(),
-        first_us=pl.col("ts_us").min(),
-        connected_us=pl.col("ts_us").filter(pl.col("kind") == EventKind.CONNECTED).min(),
-        established_us=pl.col("ts_us").filter((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT)
-                                              & (pl.col("event") == 2)).min())
+    # (conditional columns reduced with plain sums and minima: filtering or `any` inside groups costs more)
+    flagged = lines.select(
+        "origin", "conn_id", tls=pl.col("kind").is_in(TLS_KINDS), outgoing=pl.col("kind").is_in(_CONNECT_KINDS),
+        ts_us="ts_us", connected_us=pl.when(pl.col("kind") == EventKind.CONNECTED).then(pl.col("ts_us")),
+        established_us=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
+        .then(pl.col("ts_us")))
+    aggs = dict(tls=pl.col("tls").sum() > 0, outgoing=pl.col("outgoing").sum() > 0, first_us=pl.col("ts_us").min(),
+                connected_us=pl.col("connected_us").min(), established_us=pl.col("established_us").min())
+    if origin is not None:
+        per_conn = flagged.group_by("conn_id").agg(**aggs).with_columns(origin=pl.lit(origin, dtype=pl.String))
+    else:
+        per_conn = group_per_origin(flagged, ["conn_id"], aggs)
+    return per_conn.select("origin", "conn_id", *aggs)
 
 
 def merge_facts(parts: list[pl.DataFrame]) -> pl.DataFrame:
     """``connection_facts`` of consecutive parts of a capture, merged into those of the whole."""
-    return pl.concat(parts).group_by("origin", "conn_id").agg(
-        pl.col("tls").any(), pl.col("outgoing").any(), pl.col("first_us").min(), pl.col("connected_us").min(),
-        pl.col("established_us").min())
+    merged = group_per_origin(pl.concat(parts), ["conn_id"], dict(
+        tls=pl.col("tls").sum() > 0, outgoing=pl.col("outgoing").sum() > 0, first_us=pl.col("first_us").min(),
+        connected_us=pl.col("connected_us").min(), established_us=pl.col("established_us").min()))
+    return merged.select("origin", "conn_id", "tls", "outgoing", "first_us", "connected_us", "established_us")
 
 
 def handshakes_of(per_conn: pl.DataFrame) -> pl.DataFrame:
