@@ -258,7 +258,7 @@ def record_gaps(events: pl.DataFrame) -> pl.Series:
         nxt=pl.col("kind").shift(-1).over("origin", "thread"),
         gap=pl.col("ts_us").shift(-1).over("origin", "thread") - pl.col("ts_us"))
     return pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
-                        & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
+                        & pl.col("nxt").is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
 
 
 def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:

@@ -278,8 +278,12 @@ class HealthCheckBursts:
         # The last run is open (the next lines may continue it) unless nothing follows.
         last = ids.tail(1)
         open_run = None if final or last.height == 0 or last["owner"][0] is None else int(last["run"][0])
-        runs = ids.filter(pl.col("owner").is_not_null() & pl.col("run").ne_missing(open_run)).group_by("run").agg(
-            conn_id=pl.col("owner").first(), start_us=pl.col("ts_us").first(), end_us=pl.col("ts_us").last())
+        # A run is a stretch of rows with one owner: its first row gives its start, its last its end (no grouping).
+        kept = pl.col("owner").is_not_null() & pl.col("run").ne_missing(open_run)
+        ends = ids.select("owner", "ts_us", kept=kept, head=pl.col("run").ne_missing(pl.col("run").shift(1)),
+                          tail=pl.col("run").ne_missing(pl.col("run").shift(-1)))
+        runs = pl.concat([ends.filter(pl.col("kept") & pl.col("head")).select(conn_id="owner", start_us="ts_us"),
+                          ends.filter(pl.col("kept") & pl.col("tail")).select(end_us="ts_us")], how="horizontal")
         runs = pl.concat([self.waiting, runs.select(list(_RUNS_SCHEMA))])
         checking = pl.col("conn_id").is_in(pl.Series(list(self.checkers), dtype=pl.Int64).implode())
         done, waiting = runs.filter(checking), runs.filter(~checking)

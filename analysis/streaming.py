@@ -568,7 +568,7 @@ class StreamingAnalysis:
         worker.last_line = lines.tail(1)
         return lines.with_columns(nxt=pl.col("kind").shift(-1), gap=pl.col("ts_us").shift(-1) - pl.col("ts_us")).filter(
             (pl.col("kind") == EventKind.SOCKET_EVENT)
-            & pl.col("nxt").cast(pl.String).is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
+            & pl.col("nxt").is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
 
     def _finished(self, requests: pl.DataFrame, newest: int) -> pl.DataFrame:
         """``requests`` with ``done__``: nothing later in the log can change the request any more.
