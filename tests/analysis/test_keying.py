@@ -1,4 +1,5 @@
-"""analysis/origins.py: keying without ``origin`` when a frame holds one gives what keying on it gives."""
+"""Cheaper keys give the same groups: analysis/origins.py (no ``origin`` key when a frame holds one) and the
+streaming intake's split of a chunk by thread."""
 from __future__ import annotations
 
 import polars as pl
@@ -7,6 +8,7 @@ from polars.testing import assert_frame_equal
 
 from envoy_dissector.analysis.asof import asof
 from envoy_dissector.analysis.origins import group_per_origin, sole_origin
+from envoy_dissector.analysis.streaming import _per_thread
 
 
 def _lines(origins: list[str | None]) -> pl.DataFrame:
@@ -38,3 +40,13 @@ def test_asof_matches_only_within_an_origin(left_origin: str, right_origin: str,
     got = asof(left, right, left_on="at", right_on="ts_us", by=["origin", "conn_id"], strategy="backward",
                take={"ts_us": "seen"})
     assert got["seen"].to_list() == ([100, 200] if found else [None, None])
+
+
+@pytest.mark.parametrize("threads", [[7, 7, 7], [7, 9, 7, 9, 9], [7, 9, 8, 7, 8, 9]])
+def test_per_thread_is_partition_by_thread(threads: list[int]) -> None:
+    lines = pl.DataFrame({"thread": threads, "line_no": range(len(threads))})
+    got = _per_thread(lines)
+    want = lines.partition_by("thread", as_dict=True, maintain_order=True)
+    assert list(got) == list(want)
+    for key, part in want.items():
+        assert_frame_equal(got[key], part)
