@@ -383,7 +383,7 @@ class StreamingAnalysis:
                 state.socket_line = socket.head(1)
 
     def _add_facts(self, events: pl.DataFrame) -> None:
-        self._facts.append(connection_facts(events, origin=str(events["origin"][0])))
+        self._facts.append(connection_facts(events))
         self._facts_rows += self._facts[-1].height
         if len(self._facts) > 64 or self._facts_rows > 1_000_000:
             self._facts = [merge_facts(self._facts)]

@@ -29,32 +29,30 @@ def handshakes(events: pl.DataFrame) -> pl.DataFrame:
     return handshakes_of(connection_facts(events))
 
 
-def connection_facts(events: pl.DataFrame, *, origin: str | None = None) -> pl.DataFrame:
+def _per_connection(frame: pl.DataFrame) -> pl.DataFrame:
+    """Facts per connection of ``frame`` (flags and times of lines, or facts of parts): any flag, earliest time."""
+    return group_per_origin(frame, ["conn_id"], dict(
+        tls=pl.col("tls").sum() > 0, outgoing=pl.col("outgoing").sum() > 0, first_us=pl.col("first_us").min(),
+        connected_us=pl.col("connected_us").min(), established_us=pl.col("established_us").min(),
+    )).select("origin", "conn_id", "tls", "outgoing", "first_us", "connected_us", "established_us")
+
+
+def connection_facts(events: pl.DataFrame) -> pl.DataFrame:
     """Per connection: what ``handshakes`` needs (``any`` and minima, so facts of parts merge with
-    ``merge_facts``). ``origin``: every event's origin, when the caller knows it is one (grouped by
-    connection alone)."""
+    ``merge_facts``)."""
     lines = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null())
-    # (conditional columns reduced with plain sums and minima: filtering or `any` inside groups costs more)
-    flagged = lines.select(
+    # (conditional columns reduced with plain sums and minima: filtering or `any` inside groups costs more; a
+    # `sum > 0` of a flag without nulls is its `any`)
+    return _per_connection(lines.select(
         "origin", "conn_id", tls=pl.col("kind").is_in(TLS_KINDS), outgoing=pl.col("kind").is_in(_CONNECT_KINDS),
-        ts_us="ts_us", connected_us=pl.when(pl.col("kind") == EventKind.CONNECTED).then(pl.col("ts_us")),
+        first_us="ts_us", connected_us=pl.when(pl.col("kind") == EventKind.CONNECTED).then(pl.col("ts_us")),
         established_us=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
-        .then(pl.col("ts_us")))
-    aggs = dict(tls=pl.col("tls").sum() > 0, outgoing=pl.col("outgoing").sum() > 0, first_us=pl.col("ts_us").min(),
-                connected_us=pl.col("connected_us").min(), established_us=pl.col("established_us").min())
-    if origin is not None:
-        per_conn = flagged.group_by("conn_id").agg(**aggs).with_columns(origin=pl.lit(origin, dtype=pl.String))
-    else:
-        per_conn = group_per_origin(flagged, ["conn_id"], aggs)
-    return per_conn.select("origin", "conn_id", *aggs)
+        .then(pl.col("ts_us"))))
 
 
 def merge_facts(parts: list[pl.DataFrame]) -> pl.DataFrame:
     """``connection_facts`` of consecutive parts of a capture, merged into those of the whole."""
-    merged = group_per_origin(pl.concat(parts), ["conn_id"], dict(
-        tls=pl.col("tls").sum() > 0, outgoing=pl.col("outgoing").sum() > 0, first_us=pl.col("first_us").min(),
-        connected_us=pl.col("connected_us").min(), established_us=pl.col("established_us").min()))
-    return merged.select("origin", "conn_id", "tls", "outgoing", "first_us", "connected_us", "established_us")
+    return _per_connection(pl.concat(parts))
 
 
 def handshakes_of(per_conn: pl.DataFrame) -> pl.DataFrame:
