@@ -38,21 +38,23 @@ TLS_KINDS = (EventKind.SSL_READ_RETURNS, EventKind.SSL_READ_BYTES, EventKind.SSL
              EventKind.TLS_FAILURE)
 
 
-#: The kinds ``build_requests`` looks up after its per-stream aggregates (with the ``http2`` logger's lines): it
-#: reads them from ``_lookup_rows``, a frame of these lines only, instead of filtering the window for each.
-_LOOKUP_KINDS = (
-    EventKind.NEW_STREAM, EventKind.SOCKET_EVENT, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES,
-    EventKind.WRITE_RETURNS, EventKind.SSL_WRITE_RETURNS, EventKind.ATTACHED_UPSTREAM_CONNECTION,
-    EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM, EventKind.POOL_USING_EXISTING,
-    EventKind.WRITING_BYTES, EventKind.CONNECTED, EventKind.CONNECTION_IN_PROGRESS, EventKind.CONNECTING_TO,
-    EventKind.CLIENT_CONNECTING, EventKind.RAISING_CONNECTION_EVENT, EventKind.DECODE_HEADERS_CALLED,
-    EventKind.CONTINUING_FILTER_CHAIN, EventKind.RESPONSE_COMPLETE, EventKind.CLIENT_ON_HEADERS_COMPLETE,
-    EventKind.SERVER_LIFECYCLE_NOISE, *TLS_KINDS, EventKind.READ_RETURNS)
+#: Lines of the connection logger at trace level: without them (debug captures) a request's life is
+#: bounded by its HTTP lines instead (docs/phases.md, "Debug-level and cut-off captures").
+SOCKET_KINDS = (EventKind.SOCKET_EVENT, EventKind.READ_RETURNS, EventKind.WRITE_RETURNS, EventKind.SSL_READ_RETURNS,
+                EventKind.SSL_WRITE_RETURNS)
 
 
 #: Lines of a connection's setup (connect, TLS).
 _SETUP_KINDS = (EventKind.CONNECTED, EventKind.CONNECTION_IN_PROGRESS, EventKind.CONNECTING_TO,
                 EventKind.CLIENT_CONNECTING, EventKind.RAISING_CONNECTION_EVENT, *TLS_KINDS)
+#: The kinds ``build_requests`` looks up after its per-stream aggregates (with the ``http2`` logger's lines): it
+#: reads them from ``_lookup_rows``, a frame of these lines only, instead of filtering the window for each.
+_LOOKUP_KINDS = (
+    EventKind.NEW_STREAM, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES,
+    EventKind.ATTACHED_UPSTREAM_CONNECTION, EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM,
+    EventKind.POOL_USING_EXISTING, EventKind.WRITING_BYTES, EventKind.DECODE_HEADERS_CALLED,
+    EventKind.CONTINUING_FILTER_CHAIN, EventKind.RESPONSE_COMPLETE, EventKind.CLIENT_ON_HEADERS_COMPLETE,
+    EventKind.SERVER_LIFECYCLE_NOISE, *SOCKET_KINDS, *_SETUP_KINDS)
 
 
 def _lookup_rows(events: pl.DataFrame) -> pl.DataFrame:
@@ -399,12 +401,6 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.join(_main_threads(events), on="origin", how="left")
     return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
         pl.col("origin_socket_lines").fill_null(False))), REQUEST_LINES_SCHEMA)
-
-
-#: Lines of the connection logger at trace level: without them (debug captures) a request's life is
-#: bounded by its HTTP lines instead (docs/phases.md, "Debug-level and cut-off captures").
-SOCKET_KINDS = (EventKind.SOCKET_EVENT, EventKind.READ_RETURNS, EventKind.WRITE_RETURNS, EventKind.SSL_READ_RETURNS,
-                EventKind.SSL_WRITE_RETURNS)
 
 
 def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:

@@ -492,10 +492,13 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     classes = distinct_rows(rows.select(key))
     keys = rows.select(key)[classes.first]  # one row per class, in order of first appearance
 
+    def answers(table: pl.DataFrame) -> list[str]:
+        """The columns of a class table the caller wants (not the class key)."""
+        return [c for c in table.columns if c not in key and (fields is None or c in fields or c in _ALWAYS)]
+
     def lookup(table: pl.DataFrame) -> pl.DataFrame:
-        if fields is not None:
-            table = table.select(c for c in table.columns if c in fields or c in _ALWAYS or c in key)
-        return keys.join(table, on=key, how="left", maintain_order="left", nulls_equal=True)
+        return keys.join(table.select(*key, *answers(table)), on=key, how="left", maintain_order="left",
+                         nulls_equal=True)
 
     known, state = classifier.snapshot()
 
@@ -503,9 +506,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         """The cache's answers for ``keys`` (None: no cache yet) and the classes it cannot answer."""
         if known is None:
             return None, pl.repeat(True, keys.height, eager=True)
-        answers = known.select(c for c in known.columns
-                               if c not in key and (fields is None or c in fields or c in _ALWAYS))
-        hits = pl.concat([keys, answers[classifier.rows_of(keys, state)]], how="horizontal")
+        hits = pl.concat([keys, known.select(answers(known))[classifier.rows_of(keys, state)]], how="horizontal")
         return hits, hits["kind"].is_null()
 
     found, missing = unknown_classes()
