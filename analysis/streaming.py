@@ -19,12 +19,15 @@ they use live on one worker thread, and one thread's lines are in time order. So
   moment on each) does not matter; the loop model's slices are cut per worker as they close
   (``loop_stream.py``), and so are the health checker's bursts (``internal.HealthCheckBursts``: they belong to
   no request);
-* the steps run on a thread of their own (``background``), one at a time in the order ``add`` gave them, while
-  ``add`` takes the next chunks in: a step of 0.1-0.6 s no longer stops the intake, so the parser's queue keeps
-  draining. A step gets the worker's new lines and the origin's capture-level lines as they were when it was
-  given, so it computes what it would have computed in line. Within a step, the new lines' event-loop slices,
-  record gaps and health-check bursts (the worker's own state, which the stages do not touch) are made on a
-  second thread beside the requests and phases stages, and added after them in line order.
+* the steps run on threads of their own (``background``) while ``add`` takes the next chunks in: a step of
+  0.1-0.6 s no longer stops the intake, so the parser's queue keeps draining. A step gets the worker's new lines
+  and the origin's capture-level lines as they were when it was given, so it computes what it would have
+  computed in line. A step is two parts: its work on the worker's own state (window, carry, loop slices, …),
+  which runs after the worker's previous step and beside the steps of other workers (``STEP_THREADS``), and
+  what it adds to the shared output (finished requests, phase rows, loop slices, gaps, bursts), which is added
+  in the order the steps were given (``_Ordered``): the output is the same as in line, batch for batch. Within
+  a step, the new lines' event-loop slices, record gaps and health-check bursts (state the stages do not touch)
+  are made on another thread beside the requests and phases stages.
 
 Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
 lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
@@ -35,6 +38,7 @@ kept and analysed whole at the end.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -79,7 +83,10 @@ WINDOW_EVENTS = 400_000
 MARGIN_ROWS = 256
 #: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_step``).
 MAX_ENDED_WORKERS = 64
-#: Window steps waiting behind the running one at most (each holds a worker's new lines).
+#: Window steps of different workers run side by side on this many threads (a step's polars queries often run
+#: on one core; with the intake blocked behind a step, the parser's threads sat idle).
+STEP_THREADS = 2
+#: Window steps given and not yet done at most, beyond one per step thread (each holds a worker's new lines).
 STEPS_AHEAD = 1
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
 #: The found column is the requests stage's column that holds the lookup's result (or a milestone it feeds).
@@ -103,6 +110,8 @@ _Given = tuple["_Worker", list[pl.DataFrame], _Context]
 _Window = tuple[pl.DataFrame, int, int, pl.DataFrame]
 #: What a worker's new lines add besides its window: loop slices, record gaps (None: no new lines), bursts.
 _Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame]
+#: A step's output, added to the shared state once the steps given before it have added theirs.
+Apply = Callable[[], None]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
 
@@ -160,6 +169,35 @@ def _per_thread(lines: pl.DataFrame) -> dict[tuple[Any, ...], pl.DataFrame]:
 
 
 @dataclass
+class _Output:
+    """What a step adds to the shared state (``StreamingAnalysis._apply``, in step order)."""
+
+    #: each worker's new loop slices, record gaps and health-check bursts (``_lines_side``)
+    sides: list[_Side | None] = field(default_factory=list)
+    #: finished requests and their phase rows, per batch
+    finished: list[tuple[pl.DataFrame, pl.DataFrame]] = field(default_factory=list)
+    #: the internal requests' work bursts
+    bursts: list[pl.DataFrame] = field(default_factory=list)
+
+
+class _Ordered:
+    """Runs the steps' outputs in the order the steps were given, whichever step's work ends first: the thread
+    that hands in output number ``next`` runs it and every later one already waiting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Apply] = {}
+        self._next = 0
+
+    def hand_in(self, index: int, apply: Apply) -> None:
+        with self._lock:
+            self._waiting[index] = apply
+            while self._next in self._waiting:
+                self._waiting.pop(self._next)()
+                self._next += 1
+
+
+@dataclass
 class _Origin:
     threaded: bool
     boots: int = 0
@@ -211,40 +249,60 @@ class StreamingAnalysis:
     #: runs a step's loop slices, gaps and health-check bursts beside its requests and phases stages
     _sider: ThreadPoolExecutor | None = None
     _steps: deque[Future[None]] = field(default_factory=deque)
+    #: each worker's last step given (the next one's work waits for it)
+    _last_step: dict[tuple[str, int], Future[None]] = field(default_factory=dict)
+    _given: int = 0
+    _ordered: _Ordered = field(default_factory=_Ordered)
+    _timings_lock: threading.Lock = field(default_factory=threading.Lock)
     _failed: bool = False
 
     def __post_init__(self) -> None:
         self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
 
-    def _step(self, run: Callable[[], None]) -> None:
-        """Run a window step: on the step thread when ``background`` (steps run one at a time in the order they
-        were given, so they see and change the workers' windows, the finished output and the gathered facts
-        exactly as in line; what they read of the intake's state is taken when the step is given), else here.
+    def _step(self, work: Callable[[], Apply], workers: tuple[_Worker, ...] = ()) -> None:
+        """Run a window step: ``work`` (on the state of ``workers`` only) returns what the step adds to the shared
+        output. When ``background``, the work runs on a step thread once the workers' previous steps are done,
+        beside other workers' steps, and its output is added once every step given before it has added its own
+        (``_Ordered``): the workers' windows, the finished output and the gathered facts change exactly as in
+        line; what a step reads of the intake's state is taken when it is given. Else it runs here.
         A step's error is raised here, at the next step or at ``finish``."""
         if not self.background:
-            run()
+            work()()
             return
         if self._stepper is None:
-            self._stepper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envoy-dissect-window")
-            self._sider = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envoy-dissect-window-side")
-        while len(self._steps) > STEPS_AHEAD or (self._steps and self._steps[0].done()):
+            self._stepper = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="envoy-dissect-window")
+            self._sider = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="envoy-dissect-window-side")
+        while len(self._steps) > STEPS_AHEAD + STEP_THREADS - 1 or (self._steps and self._steps[0].done()):
             self._steps.popleft().result()
-        self._steps.append(self._stepper.submit(self._unless_failed, run))
+        keys = [(w.origin, w.thread) for w in workers]
+        before = [self._last_step[k] for k in keys if k in self._last_step]
+        index, self._given = self._given, self._given + 1
+        step = self._stepper.submit(self._run_step, index, before, work)
+        for key in keys:
+            self._last_step[key] = step
+        self._steps.append(step)
 
-    def _unless_failed(self, run: Callable[[], None]) -> None:
-        """A step, unless an earlier one failed (the windows are then in no state to go on from)."""
+    def _run_step(self, index: int, before: list[Future[None]], work: Callable[[], Apply]) -> None:
+        """A step given ``index``-th, after ``before`` (its workers' previous steps: given earlier, so started
+        earlier on the step threads), unless an earlier step failed (the windows are then in no state to go on
+        from)."""
+        for step in before:
+            step.result()
         if self._failed:
             return
         try:
-            run()
+            apply = work()
+            self._ordered.hand_in(index, apply)
         except BaseException:
             self._failed = True
             raise
 
     def _drain(self) -> None:
-        """Wait for the steps given so far (their errors are raised here)."""
+        """Wait for the steps given so far (their errors are raised here; once each step's work is done, every
+        output has been added: the last step to hand its output in added the ones waiting for it)."""
         while self._steps:
             self._steps.popleft().result()
+        self._last_step.clear()
 
     def close(self) -> None:
         """Stop the step threads (steps not started are dropped); ``finish`` and ``dissect_stream`` call it."""
@@ -255,6 +313,7 @@ class StreamingAnalysis:
             self._sider.shutdown(wait=True, cancel_futures=True)
             self._sider = None
         self._steps.clear()
+        self._last_step.clear()
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
@@ -315,22 +374,26 @@ class StreamingAnalysis:
         with others once they hold a quarter window together (what waits stays small). Decided on the step
         thread, where the worker's window is (the steps given before this one are done)."""
         given = (worker, self._take(worker), self._context_of(worker.origin))
-        self._step(lambda: self._finish_or_wait(given))
+        self._step(lambda: self._finish_or_wait(given), (worker,))
 
-    def _finish_or_wait(self, given: _Given) -> None:
+    def _finish_or_wait(self, given: _Given) -> Apply:
         worker, parts = given[0], given[1]
         size = sum(p.height for p in parts) + (worker.window.height if worker.window is not None else 0)
         if size >= self.window_events // 16:
-            self._finish_step([given])
-            return
-        if self._ended_rows + size > self.window_events // 4 or len(self._ended) >= MAX_ENDED_WORKERS:
-            self._finish_ended_step()
-        self._ended.append(given)
-        self._ended_rows += size
+            return self._finish_step([given])
+
+        def wait() -> None:  # (the ended workers are shared: kept in step order)
+            if self._ended_rows + size > self.window_events // 4 or len(self._ended) >= MAX_ENDED_WORKERS:
+                self._finish_ended_step()
+            self._ended.append(given)
+            self._ended_rows += size
+        return wait
 
     def _finish_ended_step(self) -> None:
+        """Finish the ended workers waiting together: the whole step, work and output (while outputs are added,
+        so after every step given before)."""
         ended, self._ended, self._ended_rows = self._ended, [], 0
-        self._finish_step(ended)
+        self._finish_step(ended)()
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
@@ -425,18 +488,19 @@ class StreamingAnalysis:
         """Run the stages on the worker's window, emit what is finished, cut the window (a worker whose lines
         have all been read is finished by ``_finish_step`` instead)."""
         parts, context = self._take(worker), self._context_of(worker.origin)
-        self._step(lambda: self._advance_step(worker, parts, context))
+        self._step(lambda: self._advance_step(worker, parts, context), (worker,))
 
-    def _advance_step(self, worker: _Worker, parts: list[pl.DataFrame], context: _Context) -> None:
+    def _advance_step(self, worker: _Worker, parts: list[pl.DataFrame], context: _Context) -> Apply:
         side, step = self._window_of(worker, parts, context, final=False)
-        held: list[pl.DataFrame] = []
+        out = _Output()
         try:
             if step is not None:
-                self._stages(worker, step, held)
+                self._stages(worker, step, out)
         finally:
-            self._apply([side], held)
+            out.sides.append(side())
+        return lambda: self._apply(out)
 
-    def _stages(self, worker: _Worker, step: _Window, held: list[pl.DataFrame]) -> None:
+    def _stages(self, worker: _Worker, step: _Window, out: _Output) -> None:
         window, start, newest, events = step
         with self._timed("requests"):
             lines = build_requests(events)
@@ -444,13 +508,13 @@ class StreamingAnalysis:
         candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
         flagged = self._finished(candidates, newest)
         unfinished = flagged.filter(~pl.col("done__"))
-        finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"), held)
+        finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"), out)
         for uid, last in finished.select("request_uid", "last_ts").iter_rows():
             worker.emitted[uid] = last
         with self._timed("cut"):
             self._cut(worker, window, unfinished, newest)
 
-    def _finish_step(self, given: list[_Given]) -> None:
+    def _finish_step(self, given: list[_Given]) -> Apply:
         """The final advance of several workers whose lines have all been read (an ended run, or every worker
         at the end), their stages run once over all their windows: each stage call costs milliseconds whatever
         its size, and a log with many restarts or pods has many small workers."""
@@ -462,14 +526,15 @@ class StreamingAnalysis:
             if step is not None:
                 steps.append((w, step))
             w.window = w.carry = None
-        held: list[pl.DataFrame] = []
+        out = _Output()
         try:
             if steps:
-                self._final_stages(steps, held)
+                self._final_stages(steps, out)
         finally:
-            self._apply(sides, held)
+            out.sides.extend(side() for side in sides)
+        return lambda: self._apply(out)
 
-    def _final_stages(self, steps: list[tuple[_Worker, _Window]], held: list[pl.DataFrame]) -> None:
+    def _final_stages(self, steps: list[tuple[_Worker, _Window]], out: _Output) -> None:
         # a line given to several windows as context (an origin's lifecycle lines) is kept once
         events = steps[0][1][3] if len(steps) == 1 else pl.concat([step[3] for _, step in steps]).unique(
             ["origin", "line_no"], keep="last", maintain_order=True)
@@ -482,7 +547,7 @@ class StreamingAnalysis:
                                 how="left").filter(
             (pl.col("start__").is_null() | (pl.col("first_ts") >= pl.col("start__")))
             & ~pl.col("request_uid").is_in(emitted.implode()))
-        self._emit(lines, events, candidates.select("request_uid"), held)
+        self._emit(lines, events, candidates.select("request_uid"), out)
         for w, _ in steps:
             w.emitted.clear()
 
@@ -525,11 +590,16 @@ class StreamingAnalysis:
             bursts = worker.health_checks.step(threaded, final=final)
         return loop, gaps, bursts
 
-    def _apply(self, sides: list[Callable[[], _Side | None]], held: list[pl.DataFrame]) -> None:
-        """The step's gathered output, in line order: each worker's loop slices, gaps and health-check bursts,
-        then the internal requests' bursts ``_emit`` held."""
-        for side in sides:
-            got = side()
+    def _apply(self, out: _Output) -> None:
+        """A step's output, added to the shared state (in step order): its finished requests and phase rows
+        (to the spill and ``on_finished``), each worker's loop slices, gaps and health-check bursts, then the
+        internal requests' bursts."""
+        for requests, phases in out.finished:
+            self._done.add("requests", requests)
+            self._done.add("phases", phases)
+            if self.on_finished is not None:
+                self.on_finished(requests, phases)
+        for got in out.sides:
             if got is None:
                 continue
             loop, gaps, bursts = got
@@ -537,13 +607,13 @@ class StreamingAnalysis:
             if gaps is not None:
                 self._gaps.append(gaps)
             self._add_bursts(bursts)
-        for bursts in held:
+        for bursts in out.bursts:
             self._add_bursts(bursts)
 
     def _emit(self, lines: pl.DataFrame, events: pl.DataFrame, done_uids: pl.DataFrame,
-              held: list[pl.DataFrame]) -> pl.DataFrame:
-        """Phases of the requests ``done_uids`` names, handed to the spill and ``on_finished``; returns them.
-        The internal requests' work bursts go to ``held`` (``_apply`` adds them after the step's other bursts)."""
+              out: _Output) -> pl.DataFrame:
+        """Phases of the requests ``done_uids`` names, put in ``out`` (``_apply`` adds them to the spill and
+        hands them to ``on_finished``), with the internal requests' work bursts; returns the finished requests."""
         if not done_uids.height:
             return pl.DataFrame(schema={"request_uid": pl.String, "last_ts": pl.Int64})
         with self._timed("phases"):
@@ -551,13 +621,10 @@ class StreamingAnalysis:
             finished = requests.join(done_uids, on="request_uid", how="semi")
             if finished["internal"].any():  # Envoy's internal requests: their bursts, for the findings
                 bursts = work_bursts(requests, events)
-                held.append(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid", how="semi"))
+                out.bursts.append(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
+                                              how="semi"))
         if finished.height:
-            mine = phases.join(finished.select("request_uid"), on="request_uid", how="semi")
-            self._done.add("requests", finished)
-            self._done.add("phases", mine)
-            if self.on_finished is not None:
-                self.on_finished(finished, mine)
+            out.finished.append((finished, phases.join(finished.select("request_uid"), on="request_uid", how="semi")))
         return finished
 
     def _add_bursts(self, bursts: pl.DataFrame) -> None:
@@ -570,7 +637,8 @@ class StreamingAnalysis:
         try:
             yield
         finally:
-            self.timings[step] = self.timings.get(step, 0.0) + time.perf_counter() - t0
+            with self._timings_lock:  # (steps of several workers run at once)
+                self.timings[step] = self.timings.get(step, 0.0) + time.perf_counter() - t0
 
     @staticmethod
     def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
@@ -634,7 +702,7 @@ class StreamingAnalysis:
         try:
             for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
                 self._finish_later(worker)
-            self._step(self._finish_ended_step)
+            self._step(lambda: self._finish_ended_step)
             self._drain()
         finally:
             self.close()
