@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from envoy_dissector.parser.distinct import distinct, distinct_rows
+from envoy_dissector.parser import native
+from envoy_dissector.parser.distinct import Distinct, distinct, distinct_rows
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
 from envoy_dissector.parser.grammar_names import LITERAL_NAMES
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
@@ -449,6 +450,65 @@ def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
         canon__=pl.when(valid).then(canon).otherwise(pl.lit("")), pfx__=pl.when(valid).then(text).otherwise(pl.lit("")))
 
 
+#: ``native.record_classes``' prefix forms (0: none), as their text with the ids replaced by ``SENTINELS``.
+PREFIX_FORMS = ("", f"[C{SENTINELS[0]}] ", f"[C{SENTINELS[0]}][S{SENTINELS[1]}] ",
+                f'[Tags: "ConnectionId":"{SENTINELS[0]}"] ',
+                f'[Tags: "ConnectionId":"{SENTINELS[0]}","StreamId":"{SENTINELS[1]}"] ',
+                f'[Tags: \\"ConnectionId\\":\\"{SENTINELS[0]}\\"] ',
+                f'[Tags: \\"ConnectionId\\":\\"{SENTINELS[0]}\\",\\"StreamId\\":\\"{SENTINELS[1]}\\"] ')
+
+
+def _class_rows(records: pl.DataFrame) -> pl.DataFrame:
+    """Per record: ``logger``, its id prefix with the ids replaced by ``SENTINELS`` (``canon__``) and as it is
+    (``pfx__``; both empty without a prefix), the rest of its first line (``rest__``) and the prefix's ids
+    (``conn__``, ``stream__``). The reference for ``native.record_classes``."""
+    line = pl.col("first_line").fill_null("").cast(pl.Binary)
+    # every spelling of the id prefix ends at the line's first "] "
+    cand = pl.when(line.bin.starts_with(b"[")).then(line.bin.head(
+        pl.col("first_line").str.find("] ", literal=True).cast(pl.Int64) + 2))
+    rows = records.select("logger", line__=line, cand__=cand)
+    groups = distinct(rows["cand__"])
+    rows = pl.concat([rows.drop("cand__"), groups.spread(_id_prefixes(rows["cand__"].gather(groups.first)))],
+                     how="horizontal")
+    return rows.select("logger", canon__=pl.col("canon__").fill_null(""), pfx__=pl.col("pfx__").fill_null(""),
+                       rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
+                       stream__="stream__")
+
+
+@dataclass(frozen=True)
+class _RecordClasses:
+    """The records' classes: which class each record is in (``classes``), one key row per class (``keys``:
+    ``CLASS_KEY``), and each record's own ids (``conn``, ``stream``)."""
+
+    classes: Distinct
+    keys: pl.DataFrame
+    conn: pl.Series
+    stream: pl.Series
+
+
+def _classes_of_rows(rows: pl.DataFrame) -> _RecordClasses:
+    key = list(CLASS_KEY)
+    classes = distinct_rows(rows.select(key))
+    return _RecordClasses(classes, rows.select(key)[classes.first], rows["conn__"], rows["stream__"])
+
+
+def _record_classes(records: pl.DataFrame) -> _RecordClasses:
+    """The records' classes: in one compiled pass where the extension is built (``native.record_classes``), else
+    by ``_class_rows``; the same classes, keys and ids either way."""
+    if not native.enabled():
+        return _classes_of_rows(_class_rows(records))
+    found = native.record_classes(records["logger"], records["first_line"])
+    per_class = found.classes
+    first = per_class["first"]
+    line = records["first_line"].gather(first).fill_null("").cast(pl.Binary).to_frame("line__")
+    keys = line.select(
+        records["logger"].gather(first),
+        canon__=per_class["form"].replace_strict(range(len(PREFIX_FORMS)), PREFIX_FORMS, return_dtype=pl.String),
+        rest__=pl.col("line__").bin.slice(per_class["prefix_len"]))
+    return _RecordClasses(Distinct(first, found.records["class"]), keys, found.records["conn"].alias("conn__"),
+                          found.records["stream"].alias("stream__"))
+
+
 def _with_sentinel(key: pl.DataFrame) -> pl.Series:
     """Classes whose text already holds a sentinel: their records keep their own ids (their own class)."""
     logger = pl.col("logger").fill_null("")
@@ -477,20 +537,10 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     to return (default all): each returned column is gathered for every record.
     """
     classifier = classifier if classifier is not None else Classifier()
-    line = pl.col("first_line").fill_null("").cast(pl.Binary)
-    # every spelling of the id prefix ends at the line's first "] "
-    cand = pl.when(line.bin.starts_with(b"[")).then(line.bin.head(
-        pl.col("first_line").str.find("] ", literal=True).cast(pl.Int64) + 2))
-    rows = records.select("logger", line__=line, cand__=cand)
-    groups = distinct(rows["cand__"])
-    rows = pl.concat([rows.drop("cand__"), groups.spread(_id_prefixes(rows["cand__"].gather(groups.first)))],
-                     how="horizontal")
-    rows = rows.select("logger", canon__=pl.col("canon__").fill_null(""), pfx__=pl.col("pfx__").fill_null(""),
-                       rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
-                       stream__="stream__")
+    found_classes = _record_classes(records)
+    classes, keys = found_classes.classes, found_classes.keys  # keys: one row per class, in order of first appearance
+    own_conn, own_stream = found_classes.conn, found_classes.stream  # (typed once per distinct prefix)
     key = list(CLASS_KEY)
-    classes = distinct_rows(rows.select(key))
-    keys = rows.select(key)[classes.first]  # one row per class, in order of first appearance
 
     def answers(table: pl.DataFrame) -> list[str]:
         """The columns of a class table the caller wants (not the class key)."""
@@ -514,6 +564,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         new = keys.filter(missing)
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
+            rows = _class_rows(records)
             own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger", "rest__"])
             flag = rows.select("logger", "rest__").join(own, on=["logger", "rest__"], how="left",
                                                         maintain_order="left", nulls_equal=True)["own__"]
@@ -538,8 +589,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     found = found.drop(key)
     # every record takes its class's row (a field no class of the chunk has stays a column of nulls, not gathered)
     per_record = pl.DataFrame([found[c].gather(classes.index) if found[c].null_count() < found.height
-                               else found[c].clear(rows.height) for c in found.columns])
-    own_conn, own_stream = rows["conn__"], rows["stream__"]  # (typed once per distinct prefix)
+                               else found[c].clear(records.height) for c in found.columns])
     return per_record.with_columns(
         conn_id=pl.when(pl.col("conn_id") == int(SENTINELS[0])).then(own_conn).otherwise(pl.col("conn_id")),
         stream_id=pl.when(pl.col("stream_id") == int(SENTINELS[1])).then(own_stream).otherwise(pl.col("stream_id")))

@@ -104,3 +104,21 @@ def count_newlines(data: bytes, stop: int | None = None) -> int:
 def line_count(data: bytes) -> int:
     """Lines in a block as ``pipeline._lines_frame`` makes them (a final newline ends the last line)."""
     return count_newlines(data) + (not data.endswith(b"\n")) if data else 0
+
+
+@dataclass(frozen=True)
+class RecordClasses:
+    #: per record: ``class`` (u32: classes numbered in order of first appearance), ``conn`` (i64) and ``stream``
+    #: (u64): the ids of its id prefix, null without one (or too large for the type)
+    records: pl.DataFrame
+    #: per class: ``first`` (its first record), ``prefix_len`` (bytes of its id prefix, 0 without) and ``form``
+    #: (the prefix's form: see ``native/src/classes.rs``)
+    classes: pl.DataFrame
+
+
+def record_classes(loggers: pl.Series, first_lines: pl.Series) -> RecordClasses:
+    """``classify_distinct``'s record classes, (logger, id-prefix form, rest of the first line), in one pass
+    (``classify._class_rows`` is the polars reference)."""
+    assert _native is not None
+    found = _native.record_classes(loggers.__arrow_c_stream__(), first_lines.__arrow_c_stream__())
+    return RecordClasses(_frame(found, ("class", "conn", "stream")), _frame(found, ("first", "prefix_len", "form")))

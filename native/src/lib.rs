@@ -10,6 +10,7 @@
 
 mod alloc;
 mod arrow;
+mod classes;
 
 #[global_allocator]
 static ALLOCATOR: alloc::LargeByMmap = alloc::LargeByMmap;
@@ -18,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
-use arrow::{export, Buffers};
+use arrow::{export, import_stream, Buffers, NullableBuilder};
 
 fn compile(pattern: &str) -> PyResult<Regex> {
     Regex::new(pattern).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
@@ -230,8 +231,52 @@ fn count_newlines(py: Python<'_>, data: &[u8], stop: usize) -> usize {
     py.allow_threads(|| memchr::memchr_iter(b'\n', data).count())
 }
 
+/// The record classes of `classify.classify_distinct` (see `classes.rs`) from two columns' Arrow streams
+/// (`Series.__arrow_c_stream__()`: the records' `logger` and `first_line`): a dict of Arrow columns — per
+/// record `class` (u32), `conn` (i64) and `stream` (u64, null without an id); per class `first` (its first
+/// record), `prefix_len` and `form`.
+#[pyfunction]
+fn record_classes<'py>(
+    py: Python<'py>,
+    loggers: &Bound<'py, PyCapsule>,
+    lines: &Bound<'py, PyCapsule>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let loggers = import_stream(loggers)?;
+    let lines = import_stream(lines)?;
+    let found = py.allow_threads(|| {
+        let (loggers, lines) = (loggers.values(), lines.values());
+        if loggers.len() != lines.len() {
+            return None;
+        }
+        Some(classes::classes(&loggers, &lines))
+    });
+    let Some(found) = found else {
+        return Err(pyo3::exceptions::PyValueError::new_err("the two columns differ in length"));
+    };
+    let dict = PyDict::new(py);
+    let put = |name: &str, buffers: Buffers| -> PyResult<()> {
+        let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, buffers)?;
+        dict.set_item(name, pair)
+    };
+    let nullable = |values: &[Option<u64>], unsigned: bool| {
+        let mut column = NullableBuilder::with_capacity(values.len());
+        for v in values {
+            column.push(*v);
+        }
+        column.finish(unsigned)
+    };
+    put("conn", nullable(&found.conn, false))?;
+    put("stream", nullable(&found.stream, true))?;
+    put("class", Buffers::U32(found.class))?;
+    put("first", Buffers::U32(found.first))?;
+    put("prefix_len", Buffers::I64(found.prefix_len))?;
+    put("form", Buffers::U8(found.form))?;
+    Ok(dict)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(record_classes, m)?)?;
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
     m.add_function(wrap_pyfunction!(scan_text, m)?)?;
     m.add_function(wrap_pyfunction!(last_start, m)?)?;

@@ -1,0 +1,158 @@
+//! The record classes of `parser/classify.py`'s `classify_distinct`, in one pass over the records.
+//!
+//! A record's class is (logger, the form of its id prefix, the rest of its first line). The id prefix is the
+//! grammar's `prefix` rule, as `classify.ID_PREFIX` spells it: `[C12] `, `[C12][S34] `, and
+//! `[Tags: "ConnectionId":"12"(,"StreamId":"34")?] ` with or without backslashes before the quotes; it ends at
+//! the line's first `] `. `classify._class_rows` is the polars reference; a test compares the two.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The form of a record's id prefix: 0 none; then plain, tags, escaped tags (1, 3, 5) and the same with a
+/// stream id (2, 4, 6). `classify.py` maps each to its text with the ids replaced by sentinels.
+pub type Form = u8;
+
+pub struct Prefix<'a> {
+    pub form: Form,
+    pub len: usize,
+    pub conn: &'a [u8],
+    pub stream: Option<&'a [u8]>,
+}
+
+fn digits(text: &[u8], at: usize) -> usize {
+    text[at..].iter().take_while(|b| b.is_ascii_digit()).count()
+}
+
+/// `text` starts with `lead`, then digits, then `tail`: the digits and the offset after `tail`.
+fn field<'a>(text: &'a [u8], at: usize, lead: &[u8], tail: &[u8]) -> Option<(&'a [u8], usize)> {
+    let rest = text.get(at..)?;
+    if !rest.starts_with(lead) {
+        return None;
+    }
+    let from = at + lead.len();
+    let n = digits(text, from);
+    if n == 0 || !text[from + n..].starts_with(tail) {
+        return None;
+    }
+    Some((&text[from..from + n], from + n + tail.len()))
+}
+
+/// The id prefix of a first line (None: the line has none, as the grammar's rule has it).
+pub fn id_prefix(line: &[u8]) -> Option<Prefix<'_>> {
+    if line.first() != Some(&b'[') {
+        return None;
+    }
+    // the candidate ends at the first "] ": the prefix must be all of it
+    let end = memchr::memchr_iter(b']', line).find(|&at| line.get(at + 1) == Some(&b' '))? + 2;
+    let cand = &line[..end];
+    if let Some((conn, at)) = field(cand, 0, b"[C", b"]") {
+        if at + 1 == end && cand[at] == b' ' {
+            return Some(Prefix { form: 1, len: end, conn, stream: None });
+        }
+        if let Some((stream, at)) = field(cand, at, b"[S", b"]") {
+            if at + 1 == end && cand[at] == b' ' {
+                return Some(Prefix { form: 2, len: end, conn, stream: Some(stream) });
+            }
+        }
+        return None;
+    }
+    const TAGS: [(Form, &[u8], &[u8], &[u8]); 2] = [
+        (3, b"\"", b"[Tags: \"ConnectionId\":\"", b",\"StreamId\":\""),
+        (5, b"\\\"", b"[Tags: \\\"ConnectionId\\\":\\\"", b",\\\"StreamId\\\":\\\""),
+    ];
+    for (form, quote, conn_lead, stream_lead) in TAGS {
+        let Some((conn, at)) = field(cand, 0, conn_lead, quote) else { continue };
+        if &cand[at..] == b"] " {
+            return Some(Prefix { form, len: end, conn, stream: None });
+        }
+        if let Some((stream, at)) = field(cand, at, stream_lead, quote) {
+            if &cand[at..] == b"] " {
+                return Some(Prefix { form: form + 1, len: end, conn, stream: Some(stream) });
+            }
+        }
+        return None;
+    }
+    None
+}
+
+/// Decimal digits as a number of at most `max` (None: larger).
+pub fn number(digits: &[u8], max: u64) -> Option<u64> {
+    let mut value: u64 = 0;
+    for d in digits {
+        value = value.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    (value <= max).then_some(value)
+}
+
+/// FxHash (rustc's): the keys are short texts, hashed once each; SipHash's resistance to chosen keys is not
+/// needed for grouping a log's lines.
+#[derive(Default)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Fx {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub struct Classes {
+    /// per record: its class (classes numbered in order of first appearance)
+    pub class: Vec<u32>,
+    /// per record: the ids of its prefix (None: no prefix, or a number too large for the column's type)
+    pub conn: Vec<Option<u64>>,
+    pub stream: Vec<Option<u64>>,
+    /// per class: its first record, the length of its id prefix and the prefix's form
+    pub first: Vec<u32>,
+    pub prefix_len: Vec<i64>,
+    pub form: Vec<Form>,
+}
+
+pub fn classes(loggers: &[Option<&[u8]>], lines: &[Option<&[u8]>]) -> Classes {
+    let n = lines.len();
+    let mut out = Classes {
+        class: Vec::with_capacity(n),
+        conn: Vec::with_capacity(n),
+        stream: Vec::with_capacity(n),
+        first: Vec::new(),
+        prefix_len: Vec::new(),
+        form: Vec::new(),
+    };
+    let mut seen: HashMap<(Option<&[u8]>, Form, &[u8]), u32, BuildHasherDefault<Fx>> = HashMap::default();
+    for (row, (&logger, &line)) in loggers.iter().zip(lines).enumerate() {
+        let line = line.unwrap_or(b"");
+        let prefix = id_prefix(line);
+        let (form, len) = prefix.as_ref().map_or((0, 0), |p| (p.form, p.len));
+        out.conn.push(prefix.as_ref().and_then(|p| number(p.conn, i64::MAX as u64)));
+        out.stream.push(prefix.as_ref().and_then(|p| p.stream).and_then(|s| number(s, u64::MAX)));
+        let next = out.first.len() as u32;
+        let class = *seen.entry((logger, form, &line[len..])).or_insert(next);
+        if class == next {
+            out.first.push(row as u32);
+            out.prefix_len.push(len as i64);
+            out.form.push(form);
+        }
+        out.class.push(class);
+    }
+    out
+}
