@@ -1,65 +1,52 @@
-"""The compiled envelope scan (``native/``, Rust, built by ``pip install`` where cargo is found).
+"""What the compiled extension does for the parser (``native/``, Rust, built by ``pip install`` where cargo is found;
+``extension.py`` says whether it is here and on).
 
 ``scan_text`` splits a text block into records in one pass over its bytes: the lines, each record's prefix
 (by the format's start regex), continuation lines folded into the message, the format's suffix cut off, and
 the lines that belong to no record. ``envelope.split_text_native`` turns that into the same envelope as
 ``split_text`` (the polars path), which stays the reference: tests compare the two on every fixture, and
 a block the scan does not take exactly as the line splitter does (carriage returns, invalid UTF-8, lines
-over the length limit) gets None and goes the polars way. ``ENVOY_DISSECTOR_NATIVE=0`` turns the scan off.
+over the length limit) gets None and goes the polars way. ``record_classes`` groups records into
+``classify``'s classes, and ``distinct.distinct`` numbers a column's distinct values, each in one pass over
+the columns' Arrow buffers (``classify._class_rows`` and the categorical cast are their references).
+``ENVOY_DISSECTOR_NATIVE=0`` turns all of it off.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
 
 import polars as pl
 
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.envelope import CONTINUATION, MESSAGE_CONTINUES
+from envoy_dissector.parser.extension import available, enabled, module
+from envoy_dissector.parser.extension import frame as _frame
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 
-_native: ModuleType | None
-try:
-    from envoy_dissector.parser import _native  # type: ignore[attr-defined,no-redef]
-except ImportError:  # built without cargo: the polars path does all the work
-    _native = None
+__all__ = [
+    "RecordClasses",
+    "TextScan",
+    "available",
+    "count_newlines",
+    "enabled",
+    "handles",
+    "last_start",
+    "line_count",
+    "record_classes",
+    "scan_text",
+]
 
 #: Regex parts whose match depends on text after the prefix: the prefix's groups are read from the prefix
 #: alone on this path, so a format holding one takes the polars path.
 _LOOKS_PAST = ("$", r"\b", r"\B", r"\z")
 
 
-def available() -> bool:
-    """The extension was built and imports."""
-    return _native is not None
-
-
-def enabled() -> bool:
-    return available() and os.environ.get("ENVOY_DISSECTOR_NATIVE", "1") not in ("0", "false", "no")
-
-
 def handles(fmt: TextFormat | JsonFormat) -> bool:
     """The scan applies to this format: a text format whose record start is anchored at the line's start."""
     return (isinstance(fmt, TextFormat) and fmt.start_plain.startswith("^")
             and not any(part in fmt.prefix for part in _LOOKS_PAST))
-
-
-class _Column:
-    """A column the extension made, as the Arrow PyCapsule interface hands it to polars."""
-
-    def __init__(self, pair: tuple[Any, Any]) -> None:
-        self._pair = pair
-
-    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[Any, Any]:
-        return self._pair
-
-
-def _frame(columns: dict[str, tuple[Any, Any]], names: Sequence[str]) -> pl.DataFrame:
-    return pl.DataFrame([pl.Series(_Column(columns[name])).alias(name) for name in names if name in columns])
 
 
 @dataclass(frozen=True)
@@ -74,8 +61,7 @@ class TextScan:
 def scan_text(parts: Sequence[tuple[bytes, int]], first_line_no: int, fmt: TextFormat) -> TextScan | None:
     """The records of ``parts`` (the bytes before each ``stop`` of ``(bytes, stop)``: whole lines in order, the
     first numbered ``first_line_no``); None: use the polars path for this block."""
-    assert _native is not None
-    found = _native.scan_text(list(parts), first_line_no, fmt.start_plain, fmt.prefix_can_be_empty,
+    found = module().scan_text(list(parts), first_line_no, fmt.start_plain, fmt.prefix_can_be_empty,
                               fmt.suffix_plain, CONTINUATION, MESSAGE_CONTINUES, limits.max_line_bytes())
     if found is None:
         return None
@@ -86,8 +72,7 @@ def scan_text(parts: Sequence[tuple[bytes, int]], first_line_no: int, fmt: TextF
 
 def last_start(data: bytes, fmt: TextFormat) -> int | None:
     """Byte offset of the last line of ``data`` that starts a record (as ``pipeline._last_start`` decides it)."""
-    assert _native is not None
-    found: int | None = _native.last_start(data, fmt.start, HEADER_RECORD_LINE, limits.max_line_bytes())
+    found: int | None = module().last_start(data, fmt.start, HEADER_RECORD_LINE, limits.max_line_bytes())
     return found
 
 
@@ -95,9 +80,9 @@ def last_start(data: bytes, fmt: TextFormat) -> int | None:
 def count_newlines(data: bytes, stop: int | None = None) -> int:
     """``data[:stop].count(b"\\n")``: by memchr when the extension was built (several times faster)."""
     stop = len(data) if stop is None else stop
-    if _native is None:
+    if not available():
         return data.count(b"\n", 0, stop)
-    found: int = _native.count_newlines(data, stop)
+    found: int = module().count_newlines(data, stop)
     return found
 
 
@@ -119,6 +104,5 @@ class RecordClasses:
 def record_classes(loggers: pl.Series, first_lines: pl.Series) -> RecordClasses:
     """``classify_distinct``'s record classes, (logger, id-prefix form, rest of the first line), in one pass
     (``classify._class_rows`` is the polars reference)."""
-    assert _native is not None
-    found = _native.record_classes(loggers.__arrow_c_stream__(), first_lines.__arrow_c_stream__())
+    found = module().record_classes(loggers.__arrow_c_stream__(), first_lines.__arrow_c_stream__())
     return RecordClasses(_frame(found, ("class", "conn", "stream")), _frame(found, ("first", "prefix_len", "form")))

@@ -156,3 +156,45 @@ pub fn classes(loggers: &[Option<&[u8]>], lines: &[Option<&[u8]>]) -> Classes {
     }
     out
 }
+
+/// Rows grouped by value, as `parser/distinct.py`'s `distinct` numbers them: the non-null values in order of
+/// first appearance, then nulls (one group, the last). Returns (per group its first row, per row its group).
+pub fn distinct(values: &[Option<&[u8]>]) -> (Vec<u32>, Vec<u32>) {
+    let mut seen: HashMap<&[u8], u32, BuildHasherDefault<Fx>> = HashMap::default();
+    let mut first = Vec::new();
+    let mut index = Vec::with_capacity(values.len());
+    let mut first_null = None;
+    // (values come in runs: a second's lines, a thread's: the previous row's group is tried first)
+    let mut last: Option<(&[u8], u32)> = None;
+    for (row, value) in values.iter().enumerate() {
+        match *value {
+            Some(v) => {
+                let group = match last {
+                    Some((text, group)) if text == v => group,
+                    _ => {
+                        let next = first.len() as u32;
+                        let group = *seen.entry(v).or_insert(next);
+                        if group == next {
+                            first.push(row as u32);
+                        }
+                        last = Some((v, group));
+                        group
+                    }
+                };
+                index.push(group);
+            }
+            None => {
+                first_null.get_or_insert(row as u32);
+                index.push(u32::MAX);
+            }
+        }
+    }
+    if let Some(row) = first_null {
+        let group = first.len() as u32;
+        first.push(row);
+        for i in index.iter_mut().filter(|i| **i == u32::MAX) {
+            *i = group;
+        }
+    }
+    (first, index)
+}

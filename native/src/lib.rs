@@ -274,8 +274,23 @@ fn record_classes<'py>(
     Ok(dict)
 }
 
+/// `parser/distinct.py`'s `distinct` of a text or bytes column's Arrow stream: `(first, index)`, Arrow u32
+/// columns (per group its first row; per row its group).
+#[pyfunction]
+fn distinct<'py>(py: Python<'py>, values: &Bound<'py, PyCapsule>) -> PyResult<Bound<'py, PyDict>> {
+    let values = import_stream(values)?;
+    let (first, index) = py.allow_threads(|| classes::distinct(&values.values()));
+    let dict = PyDict::new(py);
+    let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, Buffers::U32(first))?;
+    dict.set_item("first", pair)?;
+    let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, Buffers::U32(index))?;
+    dict.set_item("index", pair)?;
+    Ok(dict)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(distinct, m)?)?;
     m.add_function(wrap_pyfunction!(record_classes, m)?)?;
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
     m.add_function(wrap_pyfunction!(scan_text, m)?)?;

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envoy_dissector.parser.distinct import distinct, distinct_rows
+from envoy_dissector.parser import extension
+from envoy_dissector.parser.distinct import distinct, distinct_by_categories, distinct_rows
 
 
 @given(st.lists(st.one_of(st.none(), st.text(alphabet="ab\t\u00e9", max_size=3)), max_size=60))
@@ -20,6 +22,23 @@ def test_distinct_rebuilds_the_column(values):
     assert texts == sorted(texts)  # in order of first appearance (the null group comes last)
     assert None not in values or values[first[-1]] is None
     assert all(values[r] not in values[:r] for r in first)
+
+
+@pytest.mark.skipif(not extension.enabled(), reason="the compiled extension was not built (no cargo) or is off")
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="ab\t\u00e9", max_size=20)), max_size=60),
+       st.integers(0, 5), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_the_compiled_pass_numbers_groups_as_the_categorical_cast(values, cut, as_bytes):
+    """The same groups numbered alike, on text and bytes, on a column of several chunks with an offset (texts
+    short enough to sit inside an Arrow view and longer)."""
+    series = pl.Series("v", values, dtype=pl.String)
+    series = pl.concat([series, series.slice(cut)], rechunk=False).slice(min(cut, series.len()))
+    if as_bytes:
+        series = series.cast(pl.Binary)
+    compiled, reference = distinct(series), distinct_by_categories(series)
+    assert compiled.first.to_list() == reference.first.to_list()
+    assert compiled.index.to_list() == reference.index.to_list()
+    assert compiled.first.dtype == reference.first.dtype and compiled.index.dtype == reference.index.dtype
 
 
 def test_binary_values_group_like_their_text():

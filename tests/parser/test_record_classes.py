@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal, assert_series_equal
 
 from envoy_dissector.parser import classify, native
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="the compiled extension was not built (no cargo)")
+pytestmark = pytest.mark.skipif(not native.enabled(), reason="the compiled extension was not built (no cargo) or is off")
 
 _PIECES = ["[", "]", "] ", " ", "[C", "[S", "C", "S", "0", "7", "12", "0042", "18446744073709551615",
            "18446744073709551616", "9223372036854775807", "9223372036854775808", "99999999999999999999999",
