@@ -75,10 +75,12 @@ def _waited(requests: pl.DataFrame) -> pl.Series:
 def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]:
     """A worker whose requests waited for it: enough of them, long enough (utilisation is context only)."""
     out = []
-    r = counted(requests)
+    r = counted(requests.select("complete", "internal", "origin", "thread", "total_us", "queue_before_read_us",
+                                "loop_queue_us"))
+    per_worker = r.partition_by("origin", "thread", as_dict=True) if r.height else {}  # (one pass, not a filter each)
     for w in workers.iter_rows(named=True):
-        mine = r.filter((pl.col("origin") == w["origin"]) & (pl.col("thread") == w["thread"]))
-        if mine.height == 0:
+        mine = per_worker.get((w["origin"], w["thread"]))
+        if mine is None or mine.height == 0:
             continue
         wait = _waited(mine)
         waited = int((wait >= WAITED_US).sum())
@@ -317,9 +319,9 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
     """Filters whose own span is large (decode or encode); a warning when it is a tenth of the median request."""
     r = counted(requests)
     uids = r.select("request_uid")
-    spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in(["filter_chain", "encode"])
-                          & ~pl.col("detail").str.contains("route lookup")
-                          & ~is_work_row()).join(uids, on="request_uid", how="semi")
+    # (the text tests run on the filter rows only: a filter evaluates every condition on every row it is given)
+    spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in(["filter_chain", "encode"])).filter(
+        ~pl.col("detail").str.contains("route lookup") & ~is_work_row()).join(uids, on="request_uid", how="semi")
     if spans.height == 0:
         return []
     total = median(r["total_us"]) or 0.0
