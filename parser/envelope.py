@@ -182,17 +182,17 @@ def mark_starts(lines: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     return lines.with_columns(is_start=pl.col("raw").str.len_bytes() != pl.col("body").str.len_bytes())
 
 
-def _groups_of_distinct(key: pl.Series, texts: pl.Series, regex: str) -> tuple[pl.DataFrame, Distinct]:
-    """``regex``'s groups on one of ``texts`` per distinct ``key`` (one row per distinct key, in ``first`` order)."""
-    found = distinct(key)
+def _groups_of_distinct(found: Distinct, texts: pl.Series, regex: str) -> pl.DataFrame:
+    """``regex``'s groups on one of ``texts`` per group of ``found`` (one row per group, in ``first`` order)."""
     reps = texts.gather(found.first).cast(pl.String).to_frame("t")
-    return reps.select(pl.col("t").str.extract_groups(regex)).unnest("t"), found
+    return reps.select(pl.col("t").str.extract_groups(regex)).unnest("t")
 
 
-def _typed_once(key: pl.Series, texts: pl.Series, regex: str, groups: set[str], fields: frozenset[str]) -> pl.DataFrame:
-    """Envelope outputs from ``regex``'s ``groups``, typed once per distinct key, one row per line."""
-    reps, found = _groups_of_distinct(key, texts, regex)
-    return _spread_typed(found, reps, groups, fields)
+def _typed_once(found: Distinct, texts: pl.Series, regex: str, groups: set[str],
+                fields: frozenset[str]) -> pl.DataFrame:
+    """Envelope outputs from ``regex``'s ``groups``, typed once per group of ``found`` (texts alike in what the
+    regex reads), one row per line."""
+    return _spread_typed(found, _groups_of_distinct(found, texts, regex), groups, fields)
 
 
 def _spread_typed(found: Distinct, reps: pl.DataFrame, groups: set[str], fields: frozenset[str]) -> pl.DataFrame:
@@ -210,16 +210,15 @@ def _seconds_once(texts: pl.Series, head: dict[str, tuple[int, int]], width: int
     end = min((head[f][0] for f in _FRACTIONS if f in head), default=width)  # the head before the fraction
     if not all(head[g][0] + head[g][1] <= end for g in _DATE_TIME):
         return None
-    second = texts.str.slice(0, end)
-    groups = distinct(second)
-    seconds = second.gather(groups.first).to_frame("s").select(
+    groups = distinct(texts, head_chars=end)
+    seconds = texts.gather(groups.first).str.slice(0, end).to_frame("s").select(
         _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME))
     return seconds.to_series().gather(groups.index).alias("seconds__")
 
 
-def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series, fmt: TextFormat) -> pl.DataFrame:
-    """Envelope groups of start lines (``raw``, whose prefix is ``plen`` bytes): the fixed-width head by
-    slicing, the rest once per distinct text.
+def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series | None, fmt: TextFormat) -> pl.DataFrame:
+    """Envelope groups of start lines (``raw``, whose prefix is ``plen`` bytes; None: ``raw`` is the prefix
+    alone): the fixed-width head by slicing, the rest once per distinct text.
 
     The head's regex consumes exactly its width, so the prefix regex's groups after the head
     are the same for every line with the same text there (level, logger, source, thread...:
@@ -235,8 +234,11 @@ def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series, fmt: T
     starts = starts.with_columns(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
     if not rest:
         return starts
-    key = raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes)  # type: ignore[arg-type]
-    return pl.concat([starts, _typed_once(key, raw, fmt.prefix, rest, fmt.fields)], how="horizontal")
+    if plen is None:
+        found = distinct(raw, from_byte=fmt.head_bytes)
+    else:
+        found = distinct(raw.cast(pl.Binary).bin.slice(fmt.head_bytes, plen - fmt.head_bytes))  # type: ignore[arg-type]
+    return pl.concat([starts, _typed_once(found, raw, fmt.prefix, rest, fmt.fields)], how="horizontal")
 
 
 def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
@@ -259,7 +261,7 @@ def _suffix_fields(starts: pl.DataFrame, suffix: pl.Series, fmt: TextFormat) -> 
     groups = set(group_names(fmt.suffix))
     if not groups:
         return starts
-    typed = _typed_once(suffix, suffix, "^(?:" + fmt.suffix + ")", groups, fmt.fields)
+    typed = _typed_once(distinct(suffix), suffix, "^(?:" + fmt.suffix + ")", groups, fmt.fields)
     return pl.concat([starts, typed], how="horizontal")
 
 
@@ -316,7 +318,7 @@ def split_text_native(scan: TextScan, origin: str, fmt: TextFormat, *, redact: R
     prefix = found["prefix"]
     starts = found.select("line_no", origin=pl.lit(origin, dtype=pl.String),
                           wrapper_ts_us=pl.lit(None, dtype=pl.Int64), message="message", n_lines="n_lines")
-    starts = _prefix_fields(starts, prefix, prefix.str.len_bytes().cast(pl.Int64), fmt)
+    starts = _prefix_fields(starts, prefix, None, fmt)
     if fmt.suffix is not None:
         starts = _suffix_fields(starts, found["suffix"], fmt)
     malformed = scan.malformed.select("line_no", origin=pl.lit(origin, dtype=pl.String), raw="raw")
@@ -352,7 +354,8 @@ def _json_groups(values: pl.Series, pattern: str, fixed: Head | None = None,
                                              for name, (offset, width) in head.items()
                                              if seconds is None or name not in _DATE_TIME)
         return sliced if seconds is None else sliced.with_columns(seconds)
-    reps, found = _groups_of_distinct(values, values, pattern)
+    found = distinct(values)
+    reps = _groups_of_distinct(found, values, pattern)
     if found.first.len() * 4 < values.len():
         return _spread_typed(found, reps, set(reps.columns), fields)
     return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")

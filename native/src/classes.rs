@@ -159,7 +159,29 @@ pub fn classes(loggers: &[Option<&[u8]>], lines: &[Option<&[u8]>]) -> Classes {
 
 /// Rows grouped by value, as `parser/distinct.py`'s `distinct` numbers them: the non-null values in order of
 /// first appearance, then nulls (one group, the last). Returns (per group its first row, per row its group).
-pub fn distinct(values: &[Option<&[u8]>]) -> (Vec<u32>, Vec<u32>) {
+/// What of each value `distinct` groups by: all of it, its bytes from an offset on, or its first characters.
+#[derive(Clone, Copy)]
+pub enum Part {
+    Whole,
+    FromByte(usize),
+    HeadChars(usize),
+}
+
+impl Part {
+    fn of<'a>(self, value: &'a [u8]) -> &'a [u8] {
+        match self {
+            Part::Whole => value,
+            Part::FromByte(at) => &value[at.min(value.len())..],
+            Part::HeadChars(n) => {
+                // (UTF-8: a character starts at every byte that is not a continuation byte 0b10xxxxxx)
+                let end = value.iter().enumerate().filter(|(_, &b)| b & 0xC0 != 0x80).nth(n).map_or(value.len(), |(i, _)| i);
+                &value[..end]
+            }
+        }
+    }
+}
+
+pub fn distinct(values: &[Option<&[u8]>], part: Part) -> (Vec<u32>, Vec<u32>) {
     let mut seen: HashMap<&[u8], u32, BuildHasherDefault<Fx>> = HashMap::default();
     let mut first = Vec::new();
     let mut index = Vec::with_capacity(values.len());
@@ -169,6 +191,7 @@ pub fn distinct(values: &[Option<&[u8]>]) -> (Vec<u32>, Vec<u32>) {
     for (row, value) in values.iter().enumerate() {
         match *value {
             Some(v) => {
+                let v = part.of(v);
                 let group = match last {
                     Some((text, group)) if text == v => group,
                     _ => {

@@ -275,11 +275,24 @@ fn record_classes<'py>(
 }
 
 /// `parser/distinct.py`'s `distinct` of a text or bytes column's Arrow stream: `(first, index)`, Arrow u32
-/// columns (per group its first row; per row its group).
+/// columns (per group its first row; per row its group). Values are grouped by their bytes from `from_byte` on,
+/// or by their first `head_chars` characters.
 #[pyfunction]
-fn distinct<'py>(py: Python<'py>, values: &Bound<'py, PyCapsule>) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (values, from_byte=0, head_chars=None))]
+fn distinct<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyCapsule>,
+    from_byte: usize,
+    head_chars: Option<usize>,
+) -> PyResult<Bound<'py, PyDict>> {
     let values = import_stream(values)?;
-    let (first, index) = py.allow_threads(|| classes::distinct(&values.values()));
+    let part = match (from_byte, head_chars) {
+        (0, None) => classes::Part::Whole,
+        (at, None) => classes::Part::FromByte(at),
+        (0, Some(n)) => classes::Part::HeadChars(n),
+        _ => return Err(pyo3::exceptions::PyValueError::new_err("from_byte or head_chars, not both")),
+    };
+    let (first, index) = py.allow_threads(|| classes::distinct(&values.values(), part));
     let dict = PyDict::new(py);
     let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, Buffers::U32(first))?;
     dict.set_item("first", pair)?;

@@ -26,16 +26,22 @@ def test_distinct_rebuilds_the_column(values):
 
 @pytest.mark.skipif(not extension.enabled(), reason="the compiled extension was not built (no cargo) or is off")
 @given(st.lists(st.one_of(st.none(), st.text(alphabet="ab\t\u00e9", max_size=20)), max_size=60),
-       st.integers(0, 5), st.booleans())
+       st.integers(0, 5), st.booleans(), st.sampled_from([{}, {"from_byte": 1}, {"from_byte": 14}, {"head_chars": 0},
+                                                          {"head_chars": 3}, {"head_chars": 13}]))
 @settings(max_examples=300, deadline=None)
-def test_the_compiled_pass_numbers_groups_as_the_categorical_cast(values, cut, as_bytes):
+def test_the_compiled_pass_numbers_groups_as_the_categorical_cast(values, cut, as_bytes, part):
     """The same groups numbered alike, on text and bytes, on a column of several chunks with an offset (texts
-    short enough to sit inside an Arrow view and longer)."""
+    short enough to sit inside an Arrow view and longer), whole or by a part of each value (the bytes from an
+    offset on, the first characters) as the sliced column groups."""
     series = pl.Series("v", values, dtype=pl.String)
     series = pl.concat([series, series.slice(cut)], rechunk=False).slice(min(cut, series.len()))
-    if as_bytes:
+    if "from_byte" in part:  # (bytes cut inside a character would not be text: these texts are ASCII)
+        series = series.str.replace_all("\u00e9", "e")
+    if as_bytes and "head_chars" not in part:
         series = series.cast(pl.Binary)
-    compiled, reference = distinct(series), distinct_by_categories(series)
+    sliced = (series.cast(pl.Binary).bin.slice(part["from_byte"]) if "from_byte" in part
+              else series.str.slice(0, part["head_chars"]) if "head_chars" in part else series)
+    compiled, reference = distinct(series, **part), distinct_by_categories(sliced)
     assert compiled.first.to_list() == reference.first.to_list()
     assert compiled.index.to_list() == reference.index.to_list()
     assert compiled.first.dtype == reference.first.dtype and compiled.index.dtype == reference.index.dtype
