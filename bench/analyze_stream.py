@@ -7,8 +7,9 @@ MB/s, peak RSS of that process (VmHWM), its CPU time (user+sys: what a change of
 of a fixed reference workload before and after the run (the machine's speed drifts: compare runs at the same
 reference figure), ``grep -c thread=`` on the same file and the ratio, and the time of
 each step of the streaming analysis (``StreamingAnalysis.timings``: requests/phases stages, loop slices,
-capture facts, window cuts, the capture-wide ``conclude``); ``parse + rest`` is the wall time outside those
-steps (waiting for the parser's chunks, the report, the parquet). ``--whole`` runs the whole-file path
+capture facts, window cuts, the capture-wide ``conclude``: seconds on the thread that ran them; the steps of two
+workers and their loop slices run on threads side by side, so the times add up to more than the wall time).
+``--whole`` runs the whole-file path
 (``analyze --whole``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none),
 ``BENCH_PARSE_WORKERS``, ``BENCH_WINDOW`` and ``BENCH_BLOCK`` the parser threads, window events and block bytes;
 ``--profile`` prints the child's top functions by cumulative time.
@@ -147,10 +148,10 @@ def main() -> int:
     print(f"  reference work  {before:8.2f} s before, {after:.2f} s after (CPU s of a fixed workload: higher = "
           "slower machine)")
     print(f"  grep -c thread= {grep_s:8.2f} s   ({grep.stdout.strip()} lines)   analyze / grep = {wall / grep_s:.1f}x")
+    if steps:
+        print("  analysis steps (s on their threads; the threads run side by side: more than the wall time in all)")
     for step, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
         print(f"  {step:15s} {seconds:8.1f} s")
-    if steps:
-        print(f"  {'parse + rest':15s} {wall - sum(steps.values()):8.1f} s")
     print(f"  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     return 0
