@@ -371,8 +371,9 @@ class StreamingAnalysis:
 
     def _finish_later(self, worker: _Worker) -> None:
         """Finish a worker whose lines have all been read: one with a sizeable window now, alone; a small one
-        with others once they hold a quarter window together (what waits stays small). Decided on the step
-        thread, where the worker's window is (the steps given before this one are done)."""
+        with others once they hold a quarter window together (what waits stays small). Decided in the step's
+        work, where the worker's window is (its previous steps are done); the small ones wait in the shared
+        output, in step order."""
         given = (worker, self._take(worker), self._context_of(worker.origin))
         self._step(lambda: self._finish_or_wait(given), (worker,))
 

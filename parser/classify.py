@@ -495,7 +495,7 @@ def _classes_of_rows(rows: pl.DataFrame) -> _RecordClasses:
 def _record_classes(records: pl.DataFrame) -> _RecordClasses:
     """The records' classes: in one compiled pass where the extension is built (``native.record_classes``), else
     by ``_class_rows``; the same classes, keys and ids either way."""
-    if not native.enabled():
+    if not native.enabled() or any(records.schema[c] != pl.String for c in ("logger", "first_line")):
         return _classes_of_rows(_class_rows(records))
     found = native.record_classes(records["logger"], records["first_line"])
     per_class = found.classes
