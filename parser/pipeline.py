@@ -144,6 +144,20 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
 
 
+#: Lines of a source's first block that format detection reads.
+DETECT_SAMPLE_LINES = 2000
+
+
+def _head_block(block: Block, lines: int) -> Block:
+    """The block's first ``lines`` lines (all of it when it holds no more)."""
+    at = -1
+    for _ in range(lines):
+        at = block.data.find(b"\n", at + 1)
+        if at < 0:
+            return block
+    return Block(block.origin, block.data[:at + 1], block.bytes_read, block.oversize)
+
+
 def _bound_lines(lines: pl.DataFrame, size: int) -> tuple[pl.DataFrame, int]:
     """Lines longer than the limit become a marker line, and how many did (the reader already did so for
     lines longer than what it holds: ``Block.oversize``); both are counted in a warning. See limits.py."""
@@ -367,18 +381,17 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     if progress is not None:
                         progress(block.bytes_read - last_bytes)
                         last_bytes = block.bytes_read
-                    if state is not None and state.native:
-                        lines = None
-                    else:
-                        lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
+                    lines: pl.DataFrame | None = None
                     if state is None:
-                        assert lines is not None
                         if b"\r\n" in block.data[:1 << 20]:
                             _note_wrapper(diag, "crlf")
-                        sample = lines.head(2000)["raw"].to_list()
+                        # (the sample's lines only: the scan, if the format takes it, splits the block itself)
+                        head = _head_block(block, DETECT_SAMPLE_LINES)
+                        sample = _bound_lines(_lines_frame(head, next_line_no), len(head.data))[0]["raw"].to_list()
                         try:
                             found = _detect(sample, source, format, log_format)
                         except InputError:  # the block was read: its lines count (as malformed, below)
+                            lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
                             next_line_no += lines.height
                             diag.lines_read += lines.height
                             diag.lines_oversize += block.oversize + oversize
@@ -390,6 +403,8 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                         formats_seen[found.detection.format_id] += 1
                         diag.format_by_source[source.name] = found.detection.format_id
                     diag.lines_oversize += block.oversize
+                    if not state.native:
+                        lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
                     if state.native:
                         count = native.line_count(block.data)
                         diag.lines_read += count
