@@ -381,7 +381,6 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     if progress is not None:
                         progress(block.bytes_read - last_bytes)
                         last_bytes = block.bytes_read
-                    lines: pl.DataFrame | None = None
                     if state is None:
                         if b"\r\n" in block.data[:1 << 20]:
                             _note_wrapper(diag, "crlf")
@@ -403,15 +402,13 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                         formats_seen[found.detection.format_id] += 1
                         diag.format_by_source[source.name] = found.detection.format_id
                     diag.lines_oversize += block.oversize
-                    if not state.native:
-                        lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
                     if state.native:
                         count = native.line_count(block.data)
                         diag.lines_read += count
                         yield from native_block(block, next_line_no, state)
                         next_line_no += count
                     else:
-                        assert lines is not None
+                        lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
                         diag.lines_oversize += oversize
                         next_line_no += lines.height
                         diag.lines_read += lines.height

@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::arrow::NullableBuilder;
+
 /// The form of a record's id prefix: 0 none; then plain, tags, escaped tags (1, 3, 5) and the same with a
 /// stream id (2, 4, 6). `classify.py` maps each to its text with the ids replaced by sentinels.
 pub type Form = u8;
@@ -119,9 +121,9 @@ impl Fx {
 pub struct Classes {
     /// per record: its class (classes numbered in order of first appearance)
     pub class: Vec<u32>,
-    /// per record: the ids of its prefix (None: no prefix, or a number too large for the column's type)
-    pub conn: Vec<Option<u64>>,
-    pub stream: Vec<Option<u64>>,
+    /// per record: the ids of its prefix (null: no prefix, or a number too large for the column's type)
+    pub conn: NullableBuilder,
+    pub stream: NullableBuilder,
     /// per class: its first record, the length of its id prefix and the prefix's form
     pub first: Vec<u32>,
     pub prefix_len: Vec<i64>,
@@ -132,8 +134,8 @@ pub fn classes(loggers: &[Option<&[u8]>], lines: &[Option<&[u8]>]) -> Classes {
     let n = lines.len();
     let mut out = Classes {
         class: Vec::with_capacity(n),
-        conn: Vec::with_capacity(n),
-        stream: Vec::with_capacity(n),
+        conn: NullableBuilder::with_capacity(n),
+        stream: NullableBuilder::with_capacity(n),
         first: Vec::new(),
         prefix_len: Vec::new(),
         form: Vec::new(),
@@ -157,8 +159,6 @@ pub fn classes(loggers: &[Option<&[u8]>], lines: &[Option<&[u8]>]) -> Classes {
     out
 }
 
-/// Rows grouped by value, as `parser/distinct.py`'s `distinct` numbers them: the non-null values in order of
-/// first appearance, then nulls (one group, the last). Returns (per group its first row, per row its group).
 /// What of each value `distinct` groups by: all of it, its bytes from an offset on, or its first characters.
 #[derive(Clone, Copy)]
 pub enum Part {
@@ -181,6 +181,9 @@ impl Part {
     }
 }
 
+/// Rows grouped by value (`part` of it), as `parser/distinct.py`'s `distinct` numbers them: the non-null values
+/// in order of first appearance, then nulls (one group, the last). Returns (per group its first row, per row its
+/// group).
 pub fn distinct(values: &[Option<&[u8]>], part: Part) -> (Vec<u32>, Vec<u32>) {
     let mut seen: HashMap<&[u8], u32, BuildHasherDefault<Fx>> = HashMap::default();
     let mut first = Vec::new();

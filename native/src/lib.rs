@@ -19,7 +19,17 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
-use arrow::{export, import_stream, Buffers, NullableBuilder};
+use arrow::{export, import_stream, Buffers};
+
+/// A dict of Arrow columns (`(schema, array)` capsule pairs, as `__arrow_c_array__` returns them) by name.
+fn columns<'py>(py: Python<'py>, named: Vec<(&str, Buffers)>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, buffers) in named {
+        let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, buffers)?;
+        dict.set_item(name, pair)?;
+    }
+    Ok(dict)
+}
 
 fn compile(pattern: &str) -> PyResult<Regex> {
     Regex::new(pattern).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
@@ -174,21 +184,18 @@ fn scan_text<'py>(
     let slices: Vec<&[u8]> = parts.iter().map(|(part, stop)| &part.as_bytes()[..(*stop).min(part.as_bytes().len())]).collect();
     let found = py.allow_threads(|| scan(&slices, first_line_no, &patterns));
     let Some(found) = found else { return Ok(None) };
-    let dict = PyDict::new(py);
-    let put = |name: &str, buffers: Buffers| -> PyResult<()> {
-        let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, buffers)?;
-        dict.set_item(name, pair)
-    };
-    put("line_no", Buffers::I64(found.line_no))?;
-    put("n_lines", Buffers::I64(found.n_lines))?;
-    put("message", found.message.buffers())?;
-    put("prefix", found.prefix.buffers())?;
+    let mut named = vec![
+        ("line_no", Buffers::I64(found.line_no)),
+        ("n_lines", Buffers::I64(found.n_lines)),
+        ("message", found.message.buffers()),
+        ("prefix", found.prefix.buffers()),
+    ];
     if let Some(suffix) = found.suffix {
-        put("suffix", suffix.buffers())?;
+        named.push(("suffix", suffix.buffers()));
     }
-    put("bad_line_no", Buffers::I64(found.bad_line_no))?;
-    put("bad_raw", found.bad_raw.buffers())?;
-    Ok(Some(dict))
+    named.push(("bad_line_no", Buffers::I64(found.bad_line_no)));
+    named.push(("bad_raw", found.bad_raw.buffers()));
+    columns(py, named).map(Some)
 }
 
 /// Byte offset of the last line of `data` that starts a record as the polars path decides it (the line,
@@ -253,25 +260,14 @@ fn record_classes<'py>(
     let Some(found) = found else {
         return Err(pyo3::exceptions::PyValueError::new_err("the two columns differ in length"));
     };
-    let dict = PyDict::new(py);
-    let put = |name: &str, buffers: Buffers| -> PyResult<()> {
-        let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, buffers)?;
-        dict.set_item(name, pair)
-    };
-    let nullable = |values: &[Option<u64>], unsigned: bool| {
-        let mut column = NullableBuilder::with_capacity(values.len());
-        for v in values {
-            column.push(*v);
-        }
-        column.finish(unsigned)
-    };
-    put("conn", nullable(&found.conn, false))?;
-    put("stream", nullable(&found.stream, true))?;
-    put("class", Buffers::U32(found.class))?;
-    put("first", Buffers::U32(found.first))?;
-    put("prefix_len", Buffers::I64(found.prefix_len))?;
-    put("form", Buffers::U8(found.form))?;
-    Ok(dict)
+    columns(py, vec![
+        ("conn", found.conn.finish(false)),
+        ("stream", found.stream.finish(true)),
+        ("class", Buffers::U32(found.class)),
+        ("first", Buffers::U32(found.first)),
+        ("prefix_len", Buffers::I64(found.prefix_len)),
+        ("form", Buffers::U8(found.form)),
+    ])
 }
 
 /// `parser/distinct.py`'s `distinct` of a text or bytes column's Arrow stream: `(first, index)`, Arrow u32
@@ -293,12 +289,7 @@ fn distinct<'py>(
         _ => return Err(pyo3::exceptions::PyValueError::new_err("from_byte or head_chars, not both")),
     };
     let (first, index) = py.allow_threads(|| classes::distinct(&values.values(), part));
-    let dict = PyDict::new(py);
-    let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, Buffers::U32(first))?;
-    dict.set_item("first", pair)?;
-    let pair: (Bound<'py, PyCapsule>, Bound<'py, PyCapsule>) = export(py, Buffers::U32(index))?;
-    dict.set_item("index", pair)?;
-    Ok(dict)
+    columns(py, vec![("first", Buffers::U32(first)), ("index", Buffers::U32(index))])
 }
 
 #[pymodule]
