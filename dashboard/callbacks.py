@@ -14,7 +14,7 @@ from envoy_dissector.analysis.stats import counted
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callback_input import checked
 from envoy_dissector.dashboard.datasets import Dataset, Registry
-from envoy_dissector.dashboard.grid import Pager
+from envoy_dissector.dashboard.grid import FilterRefused, Pager
 
 #: prefix of the ``jobs-seen`` entries for analyses whose provisional overview this browser has been shown
 SHOWN = "shown:"
@@ -184,8 +184,11 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if ds is None or request is None:
             return {"rowData": [], "rowCount": 0}, ""
         pager.prune(registry.ids())
-        page = pager.rows(ds.id, ds.capture.requests, request, search)
         total = ds.capture.requests.height
+        try:
+            page = pager.rows(ds.id, ds.capture.requests, request, search)
+        except FilterRefused as exc:
+            return {"rowData": [], "rowCount": 0}, f"Not filtered: {exc}."
         return page, f"{page['rowCount']:,} of {total:,} requests (incl. internal ones) match"
 
     @callback(Output("selected-request", "data"), Output("tabs", "value", allow_duplicate=True),

@@ -36,14 +36,21 @@ VISIBLE: tuple[str, ...] = (
 #: columns the quick search looks into (substring, case-insensitive)
 SEARCHED: tuple[str, ...] = ("request_uid", "x_request_id", "method", "authority", "path", "protocol", "origin")
 NUMERIC = (pl.Int64, pl.Int32, pl.UInt32, pl.Float64)
+#: conditions one column's filter may hold (the grid's own filter UI offers 2); more is refused, not truncated
+MAX_CONDITIONS = 10
+#: characters of one filter value or of the quick search
+MAX_FILTER_CHARS = 500
 _CONN = re.compile(r"^\s*C(\d+)\s*$", re.IGNORECASE)
 _STATUS = re.compile(r"^\s*(\d{3})\s*$")
 
 
 def grid_frame(requests: pl.DataFrame) -> pl.DataFrame:
-    """The output-contract columns as the grid shows them (``stream_id`` as text: it exceeds 2^53)."""
+    """The output-contract columns as the grid shows them (``stream_id`` as text: it exceeds 2^53), client
+    requests first (the proxy's own ``/ready`` probes and stats scrapes after them, each in capture order)."""
     cols = [c for c in CONTRACT_COLUMNS if c in requests.columns]
     out = requests.select(cols)
+    if "internal" in cols:
+        out = out.sort("internal", nulls_last=True, maintain_order=True)
     return out.with_columns(pl.col("stream_id").cast(pl.String)) if "stream_id" in cols else out
 
 
@@ -76,6 +83,17 @@ def _is_numeric(frame: pl.DataFrame, col: str) -> bool:
     return isinstance(frame.schema[col], NUMERIC)
 
 
+class FilterRefused(ValueError):
+    """A filter or search beyond the bounds above (a browser's grid never sends one)."""
+
+
+def _bounded_text(value: Any, what: str) -> str:
+    text = str(value)
+    if len(text) > MAX_FILTER_CHARS:
+        raise FilterRefused(f"{what} is {len(text):,} characters long; at most {MAX_FILTER_CHARS} are searched")
+    return text
+
+
 def _condition(frame: pl.DataFrame, col: str, cond: dict[str, Any]) -> pl.Expr | None:
     kind = cond.get("type")
     c = pl.col(col)
@@ -102,7 +120,7 @@ def _condition(frame: pl.DataFrame, col: str, cond: dict[str, Any]) -> pl.Expr |
         }
         return ops.get(str(kind))
     s = c.cast(pl.String).str.to_lowercase()
-    text = str(value).lower()
+    text = _bounded_text(value, f"the filter of {col}").lower()
     ops = {
         "contains": s.str.contains(text, literal=True), "notContains": ~s.str.contains(text, literal=True),
         "equals": s == text, "notEqual": s != text,
@@ -115,31 +133,28 @@ def _condition(frame: pl.DataFrame, col: str, cond: dict[str, Any]) -> pl.Expr |
 
 
 def filter_expr(frame: pl.DataFrame, filter_model: dict[str, Any] | None) -> pl.Expr | None:
-    """A polars predicate for AG Grid's ``filterModel`` (text and number filters, AND/OR conditions)."""
+    """A polars predicate for AG Grid's ``filterModel`` (text and number filters, AND/OR conditions).
+    Raises :class:`FilterRefused` for more than ``MAX_CONDITIONS`` conditions on a column or a longer text."""
     exprs: list[pl.Expr] = []
     for col, model in (filter_model if isinstance(filter_model, dict) else {}).items():
         if col not in frame.columns or not isinstance(model, dict):
             continue
         if "conditions" in model:
             conditions = model["conditions"] if isinstance(model["conditions"], list) else []
+            if len(conditions) > MAX_CONDITIONS:
+                raise FilterRefused(f"the filter of {col} has {len(conditions):,} conditions; at most "
+                                    f"{MAX_CONDITIONS} are taken")
             parts = [e for e in (_condition(frame, col, m) for m in conditions if isinstance(m, dict))
                      if e is not None]
             if not parts:
                 continue
-            combined = parts[0]
-            for p in parts[1:]:
-                combined = (combined | p) if model.get("operator") == "OR" else (combined & p)
-            exprs.append(combined)
+            # one flat any/all, not a chain of | or &: a chain nests one level per condition
+            exprs.append(pl.any_horizontal(parts) if model.get("operator") == "OR" else pl.all_horizontal(parts))
         else:
             e = _condition(frame, col, model)
             if e is not None:
                 exprs.append(e)
-    if not exprs:
-        return None
-    out = exprs[0]
-    for e in exprs[1:]:
-        out = out & e
-    return out
+    return pl.all_horizontal(exprs) if exprs else None
 
 
 def apply_filter_model(frame: pl.DataFrame, filter_model: dict[str, Any] | None) -> pl.DataFrame:
@@ -152,6 +167,7 @@ def search_expr(text: str | None) -> pl.Expr | None:
     anything else = a case-insensitive substring of uid, x-request-id, method, authority, path, protocol."""
     if not text or not text.strip():
         return None
+    _bounded_text(text, "the quick search")
     if m := _CONN.match(text):
         conn = int(m.group(1))
         return (pl.col("downstream_conn_id") == conn) | (pl.col("upstream_conn_id") == conn)
@@ -164,11 +180,13 @@ def search_expr(text: str | None) -> pl.Expr | None:
 
 
 def apply_sort_model(frame: pl.DataFrame, sort_model: list[dict[str, Any]] | None) -> pl.DataFrame:
-    keys = [(m["colId"], m.get("sort") == "desc") for m in (sort_model if isinstance(sort_model, list) else [])
-            if isinstance(m, dict) and isinstance(m.get("colId"), str) and m["colId"] in frame.columns]
+    keys: dict[str, bool] = {}  # one key per column (its first mention): a model naming a column twice adds no work
+    for m in (sort_model if isinstance(sort_model, list) else [])[: 4 * len(frame.columns)]:
+        if isinstance(m, dict) and isinstance(m.get("colId"), str) and m["colId"] in frame.columns:
+            keys.setdefault(m["colId"], m.get("sort") == "desc")
     if not keys:
         return frame
-    return frame.sort([k for k, _ in keys], descending=[d for _, d in keys], nulls_last=True)
+    return frame.sort(list(keys), descending=list(keys.values()), nulls_last=True)
 
 
 def query(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,

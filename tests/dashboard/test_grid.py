@@ -99,3 +99,45 @@ def test_pager_serves_blocks_of_a_million_rows_fast():
     assert t1 < 5
     # a page is capped whatever the grid asks for
     assert len(pager.rows("big", f, {"startRow": 0, "endRow": 10**9})["rowData"]) == 1000
+
+
+def _or_of(values: list[str]) -> dict:
+    return {"path": {"filterType": "text", "operator": "OR", "conditions": [
+        {"filterType": "text", "type": "equals", "filter": v} for v in values]}}
+
+
+def test_or_conditions_up_to_the_bound_match_their_union():
+    f = big(400)
+    values = ["/a", "/b", "/nothing", "/api/x", "/x", "/y", "/z", "/q", "/r", "/s"][: grid.MAX_CONDITIONS]
+    out = grid.apply_filter_model(f, _or_of(values))
+    assert set(out["path"].to_list()) == {"/a", "/b", "/api/x"} and out.height == 300
+    and_model = {"path": {**_or_of(["/a", "/b"])["path"], "operator": "AND"}}
+    assert grid.apply_filter_model(f, and_model).height == 0
+
+
+def test_more_conditions_or_longer_text_than_the_bounds_are_refused():
+    f = big(40)
+    with pytest.raises(grid.FilterRefused, match="conditions"):
+        grid.apply_filter_model(f, _or_of([f"/p{i}" for i in range(grid.MAX_CONDITIONS + 1)]))
+    long = "x" * (grid.MAX_FILTER_CHARS + 1)
+    with pytest.raises(grid.FilterRefused, match="characters"):
+        grid.apply_filter_model(f, {"path": {"filterType": "text", "type": "contains", "filter": long}})
+    with pytest.raises(grid.FilterRefused, match="quick search"):
+        grid.query(f, search=long)
+    with pytest.raises(grid.FilterRefused):
+        grid.Pager().rows("d", f, {"startRow": 0, "endRow": 10, "filterModel": _or_of(["/a"] * 2500)})
+
+
+def test_a_sort_model_naming_a_column_many_times_sorts_by_it_once():
+    f = big(40)
+    out = grid.apply_sort_model(f, [{"colId": "total_us", "sort": "desc"}] * 5000 + [{"colId": "status"}])
+    assert out["total_us"].to_list() == list(range(39, -1, -1))
+
+
+def test_client_requests_come_first_by_default(requests):
+    frame = grid.grid_frame(requests)
+    internal = frame["internal"].to_list()
+    assert any(internal) and not internal[0]
+    assert internal == sorted(internal), "every client request before the first internal one"
+    clients = requests.filter(~pl.col("internal"))["request_uid"].to_list()
+    assert frame["request_uid"].to_list()[: len(clients)] == clients, "each group in capture order"
