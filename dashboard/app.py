@@ -56,7 +56,8 @@ def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
 
     app = Dash(__name__, title="envoy-dissector", assets_folder=str(ASSETS), suppress_callback_exceptions=True,
                update_title=None)  # type: ignore[arg-type]  # None: keep the title while updating
-    access.install(app.server, policy or access.AccessPolicy.for_bind("127.0.0.1"))
+    policy = policy or access.AccessPolicy.for_bind("127.0.0.1")
+    access.install(app.server, policy)
     callback_input.install(app.server, lambda: [k for k, v in app.callback_map.items() if "callback" in v])
     max_bytes = int(max_upload_mb * 1024 * 1024)
     upload_dir = make_upload_dir()
@@ -67,4 +68,5 @@ def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
     register_callbacks(app, registry, Pager())
     app.server.config["DISSECTOR_REGISTRY"] = registry
     app.server.config["DISSECTOR_UPLOAD_DIR"] = upload_dir
+    app.server.config["DISSECTOR_POLICY"] = policy  # (the server's guard checks it before a body is read)
     return app

@@ -240,7 +240,11 @@ def test_gzip_bombs_are_refused_and_the_server_keeps_answering(dashboard_process
 def test_body_larger_than_the_cap_is_refused_by_waitress(dashboard_process):
     server = dashboard_process(str(SMALL), "--max-upload-mb", "1")
     r = upload(requests.Session(), server.base, new_id(), b"a\n" * (2 * MiB), "big.log")
-    assert r.status_code == 413
+    assert r.status_code == 413 and r.headers["Content-Type"] == "application/json"
+    assert r.json()["error"].startswith("big.log: more than this server's upload limit of 1 MB of log text")
+    chunked = requests.post(f"{server.base}{UPLOAD}", params={"name": "chunked.log"}, timeout=60,
+                            data=iter([b"a\n" * MiB] * 4), headers={"X-Dissector-Session": new_id()})
+    assert chunked.status_code == 413 and chunked.json()["error"].startswith("chunked.log: more than")
     assert requests.get(f"{server.base}/", timeout=30).status_code == 200
 
 
