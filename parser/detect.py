@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
+from envoy_dissector.parser.foreign import ENVOY_MARK, count_kinds, kind_of
 from envoy_dissector.parser.formats import KNOWN_FORMATS, Detection, LowMatchError
 from envoy_dissector.parser.logformat import TextFormat, plain
 from envoy_dissector.parser.wrappers import AnyWrapper, applicable, generic_prefix, strip_sample
@@ -43,7 +44,7 @@ def detect(sample: list[str], choose: Choose, *, source: str = "input") -> Found
         FormatError: no chain of wrappers lets a format match half of the record lines; the message
             quotes the first line that fails and hints at the likely cause.
     """
-    head = [line for line in sample if line.strip()][:SEARCH_LINES]
+    head = _head(sample)
     if not head:
         raise FormatError("no log lines to detect a format from", path=source)
     direct = _judge(head, (), choose)
@@ -65,6 +66,16 @@ def detect(sample: list[str], choose: Choose, *, source: str = "input") -> Found
     if final is None or final.detection.match_rate < 0.5:
         raise _failure(sample, choose, best, source)
     return final
+
+
+def _head(sample: list[str]) -> list[str]:
+    """The lines the wrapper search looks at: non-blank, foreign lines (pilot-agent's, access logs, a paste's
+    prompt and elisions: ``foreign.py``) left out, from a little before the first line that holds an Envoy mark
+    (a sidecar's log starts with hundreds of pilot-agent lines, wrapped or not)."""
+    blank_free = [line for line in sample if line.strip()]
+    lines = [line for line in blank_free if kind_of(line) is None] or blank_free  # (a --log-format may look foreign)
+    first = next((i for i, line in enumerate(lines) if ENVOY_MARK.search(line)), 0)
+    return lines[max(0, first - 20):][:SEARCH_LINES]
 
 
 def _explains(lines: list[str], detection: Detection, share: float = 0.98) -> bool:
@@ -206,6 +217,10 @@ def _failure(sample: list[str], choose: Choose, best: Found | None, source: str)
     line_no, text = _first_failing(sample, stripped, fmt)
     found_hints = hints(sample)
     message = "not an Envoy / istio-proxy log" + (": " + "; ".join(found_hints) if found_hints else "")
+    without_envoy = _no_envoy_line(stripped)
+    if without_envoy:  # what the file is says more than the formats it is not
+        message = "not an Envoy / istio-proxy log: " + without_envoy
+        return FormatError(message, path=source, line=line_no, expected="an Envoy log line", found=text[:200])
     if rates:
         message += " (tried " + ", ".join(rates) + ")"
     if best is not None and best.wrappers:
@@ -213,6 +228,29 @@ def _failure(sample: list[str], choose: Choose, best: Found | None, source: str)
     if not any("--log-format" in h for h in found_hints):
         message += "; if Envoy ran with its own --log-format, pass it with --log-format"
     return FormatError(message, path=source, line=line_no, expected="an Envoy log line", found=text[:200])
+
+
+_KIND_HINTS = {
+    "pilot-agent": "istio-proxy's pilot-agent output: Envoy logged nothing at its level; raise it with "
+                   "`istioctl proxy-config log POD --level trace` and capture again",
+    "access-log": "an access log (one line per request), not Envoy's trace/debug log; raise the level with "
+                  "`istioctl proxy-config log POD --level trace` and read the proxy's own log",
+}
+
+
+def _no_envoy_line(lines: list[str]) -> str:
+    """What the lines are when none is Envoy's and most are known foreign lines ("" otherwise)."""
+    sample = [line for line in lines if line.strip()]
+    if not sample or any(ENVOY_MARK.search(line) for line in sample):
+        return ""
+    kinds = count_kinds(sample)
+    if sum(kinds.values()) < 0.5 * len(sample):
+        return ""
+    other = len(sample) - sum(kinds.values())
+    parts = [f"{kind} {n}" for kind, n in kinds.most_common()] + ([f"other {other}"] if other else [])
+    text = f"no Envoy line in its first {len(sample)} lines, which are " + ", ".join(parts)
+    hint = _KIND_HINTS.get(kinds.most_common(1)[0][0])
+    return text + (f" ({hint})" if hint else "")
 
 
 def _first_failing(sample: list[str], stripped: list[str], fmt: object) -> tuple[int, str]:

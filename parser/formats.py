@@ -9,6 +9,7 @@ from typing import Literal, get_args
 
 from envoy_dissector.parser.envelope import CONTINUATION
 from envoy_dissector.parser.errors import FormatError
+from envoy_dissector.parser.foreign import kind_of
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat, compile_format
 
 FormatId = Literal["envoy", "istio", "istio-thread", "istio-json", "consul", "custom"]
@@ -118,18 +119,12 @@ def _rate(compiled: TextFormat | JsonFormat, sample: list[str]) -> float:
 _MAY_START_RECORD = re.compile(r"^[\[{0-9]")
 
 
-#: Another program's line in the same container log: zap's console layout with an upper-case level (kuma-dp's
-#: own lines in a kuma-sidecar log), which no Envoy or Istio layout prints. Set aside when judging a format.
-_OTHER_PROGRAM = re.compile(
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})\t(?:DEBUG|INFO|WARN|ERROR)\t")
-
-
 def _record_heads(lines: list[str]) -> list[str]:
     """Non-blank sample lines that may start a record (not header dumps, `\tthread=` trailers, config dumps,
-    other programs' lines)."""
+    nor other programs' lines: pilot-agent's, access logs, kuma-dp's... see ``foreign.py``)."""
     sample = [line for line in lines if line.strip()][:2000]
     heads = [line for line in sample if _MAY_START_RECORD.match(line) and not _CONTINUATION.match(line)
-             and not _OTHER_PROGRAM.match(line)]
+             and kind_of(line) is None]
     return heads or sample
 
 

@@ -22,21 +22,24 @@ from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
 from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import Envelope, single_origin, split_envelope, split_text_native
 from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.foreign import UNRECOGNISED, has_foreign, kinds_of, set_aside
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.grammar import preload as preload_grammar
 from envoy_dissector.parser.headers import header_columns
 from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 from envoy_dissector.parser.redact import RedactOption, redact_text
+from envoy_dissector.parser.repair import read_damaged
 from envoy_dissector.parser.sanity import Sanity
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
+from envoy_dissector.parser.wrappers import AnyWrapper, strip_sample, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 StopReading = Callable[[int, int], bool]  # (first, latest record time seen, epoch µs) -> stop reading the source
-#: a chunk's events and malformed lines, and the lines the worker cut to the length limit
-_Result = tuple[tuple[pl.DataFrame, pl.DataFrame], int]
+#: a chunk's events and malformed lines, the lines the worker cut to the length limit, and the damaged lines it
+#: read tolerantly (``repair.py``)
+_Result = tuple[tuple[pl.DataFrame, pl.DataFrame], int, int]
 MALFORMED_EXAMPLES = 5
 MALFORMED_SAMPLE = 200
 #: Chunks in flight. Two more than the cores: polars ops release the GIL, and the block reader and the
@@ -47,7 +50,9 @@ WORKERS = min(4, (os.cpu_count() or 1) + 2)
 
 @dataclass
 class Diagnostics:
-    """How every input line was accounted for. ``lines_read == lines_in_records + lines_malformed``."""
+    """How every input line was accounted for. ``lines_read == lines_in_records + lines_malformed``; the lines in
+    no record are counted again by kind in ``lines_aside_by_kind`` (foreign kinds of ``foreign.py``,
+    ``unrecognised``, ``oversize``, ``unread``), whose counts add up to ``lines_malformed``."""
 
     format: str = ""
     format_label: str = ""
@@ -56,6 +61,10 @@ class Diagnostics:
     lines_read: int = 0
     lines_in_records: int = 0
     lines_malformed: int = 0
+    #: lines in no record by kind: other programs' lines, a paste's, or unrecognised (sum: lines_malformed)
+    lines_aside_by_kind: Counter[str] = field(default_factory=Counter)
+    #: damaged lines (a tab or a leading `[` lost) read tolerantly as records (counted in lines_in_records)
+    lines_repaired: int = 0
     records: int = 0
     records_unknown: int = 0
     events_by_kind: Counter[str] = field(default_factory=Counter)
@@ -83,6 +92,8 @@ class Diagnostics:
             "format": self.format, "format_label": self.format_label, "log_format": self.log_format,
             "wrappers": list(self.wrappers), "lines_read": self.lines_read,
             "lines_in_records": self.lines_in_records, "lines_malformed": self.lines_malformed,
+            "lines_aside_by_kind": dict(sorted(self.lines_aside_by_kind.items())),
+            "lines_repaired": self.lines_repaired,
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())), "by_origin": self.by_origin,
             "format_by_source": dict(self.format_by_source),
@@ -193,6 +204,8 @@ class _SourceState:
     native: bool = False
     carry_bytes: bytes = b""
     carry_line_no: int = 0
+    #: the sample holds other programs' lines (``foreign.py``): they are set aside before the envelope
+    aside: bool = False
 
 
 def _choose_format(sample: list[str], source: Source, format: str, log_format: str | None) -> Detection:
@@ -217,11 +230,19 @@ def _detect(sample: list[str], source: Source, format: str, log_format: str | No
 
 
 def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | None = None,
-                     redact: RedactOption = True) -> None:
-    """Count malformed lines (``lines``: how many, when ``malformed`` holds one example for a whole file)."""
+                     redact: RedactOption = True, kind: str | None = None) -> None:
+    """Count malformed lines (``lines``: how many, when ``malformed`` holds one example for a whole file, of
+    ``kind``); each by kind too (its ``kind`` column, else ``foreign.kinds_of`` its text)."""
     if malformed.height == 0:
         return
     diag.lines_malformed += malformed.height if lines is None else lines
+    if lines is not None:
+        diag.lines_aside_by_kind[kind or UNRECOGNISED] += lines
+    else:
+        kinds = malformed["kind"] if "kind" in malformed.columns else kinds_of(malformed["raw"])
+        for name, n in kinds.value_counts().iter_rows():
+            diag.lines_aside_by_kind[str(name)] += n
+        malformed = malformed.select("line_no", "origin", "raw")
     counts = malformed.group_by("origin").len().iter_rows() if lines is None else [(malformed["origin"][0], lines)]
     for origin, n in counts:
         diag.by_origin.setdefault(origin, {}).setdefault("lines_malformed", 0)
@@ -340,7 +361,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
 
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast,
-                                       columns))
+                                       columns, state.aside))
             yield from collect()
 
         def submit_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin: str,
@@ -396,7 +417,8 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                             diag.lines_oversize += block.oversize + oversize
                             raise
                         state = _SourceState(found.detection, found.wrappers)
-                        state.native = not found.wrappers and native.enabled() and native.handles(
+                        state.aside = has_foreign(strip_sample(sample, found.wrappers))
+                        state.native = not found.wrappers and not state.aside and native.enabled() and native.handles(
                             found.detection.compiled)
                         _note_detection(diag, found.detection, found.wrapper_ids)
                         formats_seen[found.detection.format_id] += 1
@@ -433,7 +455,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     if unread:
                         example = pl.DataFrame({"line_no": [exc.line or 1], "origin": [source.name],
                                                 "raw": [exc.found if exc.found is not None else "(not read)"]})
-                        _count_malformed(example, diag, lines=unread, redact=redact)
+                        _count_malformed(example, diag, lines=unread, redact=redact, kind="unread")
                     diag.warn(f"skipped a file: {exc}")
                 else:
                     diag.warn(f"stopped reading {source.name} at line {next_line_no}: {exc}")
@@ -456,6 +478,12 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
     diag.shapes = len(classifier.seen)
     diag.grammar_calls = classifier.grammar_calls
     diag.fallback_lines = classifier.fallback_lines
+    if diag.lines_repaired:
+        diag.warn(f"{diag.lines_repaired} damaged line(s) (a tab or a leading '[' lost) read as records")
+    foreign = {k: n for k, n in diag.lines_aside_by_kind.items() if k not in (UNRECOGNISED, "oversize", "unread")}
+    if foreign:
+        diag.warn("lines of other programs or of the paste set aside: "
+                  + ", ".join(f"{k} {n}" for k, n in sorted(foreign.items(), key=lambda kv: (-kv[1], kv[0]))))
     for hint in malformed_hints(diag.malformed_sample):
         diag.warn(f"{diag.lines_malformed} malformed lines; they look like {hint}")
     if formats_seen:
@@ -467,8 +495,21 @@ _ACCOUNTED = ("origin", "kind", "n_lines", "ts_us", "conn_id", "message")
 
 
 def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: RedactOption,
-                fast: bool | None, columns: frozenset[str] | None = None) -> _Result:
-    return _events_of(split_envelope(lines, fmt, redact=redact), classifier, fast, columns), 0
+                fast: bool | None, columns: frozenset[str] | None = None, aside: bool = False) -> _Result:
+    """Events of ``lines``; with ``aside``, other programs' lines are set aside first (``foreign.py``)."""
+    foreign = None
+    if aside:
+        is_start = pl.col("raw").str.contains(fmt.start) if isinstance(fmt, TextFormat) else pl.lit(False)
+        lines, foreign = set_aside(lines, is_start)
+    env, repaired = _tolerant(split_envelope(lines, fmt, redact=redact), fmt, redact)
+    if foreign is not None and foreign.height:
+        malformed = env.malformed.with_columns(kind=kinds_of(env.malformed["raw"]))
+        env = Envelope(env.records, pl.concat([malformed, foreign]).sort("line_no", maintain_order=True))
+    return _events_of(env, classifier, fast, columns), 0, repaired
+
+
+def _tolerant(env: Envelope, fmt: TextFormat | JsonFormat, redact: RedactOption) -> tuple[Envelope, int]:
+    return read_damaged(env, fmt, redact) if isinstance(fmt, TextFormat) else (env, 0)
 
 
 def _events_for_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin: str, fmt: TextFormat,
@@ -478,11 +519,12 @@ def _events_for_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin
     a block it does not take goes the polars way. Returns the lines it cut to the length limit too."""
     scan = native.scan_text(parts, first_line_no, fmt)
     if scan is not None:
-        return _events_of(split_text_native(scan, origin, fmt, redact=redact), classifier, fast, columns), 0
+        env, repaired = read_damaged(split_text_native(scan, origin, fmt, redact=redact), fmt, redact)
+        return _events_of(env, classifier, fast, columns), 0, repaired
     data = b"".join(memoryview(part)[:stop] for part, stop in parts)
     lines, oversize = _bound_lines(_lines_frame(Block(origin, data, len(data)), first_line_no), len(data))
-    env = split_envelope(unwrap(lines, (), origin), fmt, redact=redact)
-    return _events_of(env, classifier, fast, columns), oversize
+    env, repaired = read_damaged(split_envelope(unwrap(lines, (), origin), fmt, redact=redact), fmt, redact)
+    return _events_of(env, classifier, fast, columns), oversize, repaired
 
 
 def _events_of(env: Envelope, classifier: Classifier, fast: bool | None,
@@ -498,8 +540,9 @@ def _events_of(env: Envelope, classifier: Classifier, fast: bool | None,
 
 def _finish_chunk(result: _Result, diag: Diagnostics,
                   redact: RedactOption) -> Iterator[Chunk]:
-    (events, malformed), oversize = result
+    (events, malformed), oversize, repaired = result
     diag.lines_oversize += oversize
+    diag.lines_repaired += repaired
     _count_malformed(malformed, diag, redact=redact)
     _account(events, diag)
     diag.sanity.check(events)

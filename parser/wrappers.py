@@ -204,6 +204,7 @@ ANSI_COLOURS = Rewrite("ansi-colours", ((r"\x1b\[[0-9;]*[A-Za-z]", ""),), min_sh
 #: Every wrapper the detector tries, outermost kinds first (order only breaks ties).
 WRAPPERS: tuple[AnyWrapper, ...] = (
     ANSI_COLOURS,
+    Wrapper("markdown-quote", r">(?: |$)"),  # a paste quoted in markdown (`> ` on every line)
     JsonWrapper("docker-json", "log", timestamp="time", requires="stream"),
     JsonWrapper("json-log", "log", origin=("kubernetes.pod_name", "kubernetes.container_name"), timestamp="time"),
     JsonWrapper("json-message", "message", origin=("kubernetes.pod_name", "kubernetes.container_name"),
@@ -218,7 +219,12 @@ WRAPPERS: tuple[AnyWrapper, ...] = (
     Wrapper("grafana-export", r"[0-9]{10,19}\t(?P<gts>[0-9]{4}-[0-9]{2}-[0-9]{2}T" + _TIME
             + r"(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}))\t", timestamp="gts"),
     Wrapper("kubectl-timestamps", KUBECTL_TIMESTAMP, timestamp="kts"),
-    Wrapper("docker-compose", r"(?P<service>[A-Za-z0-9][A-Za-z0-9_.-]*) *\|(?: |$)", origin=("service",)),
+    # (a Docker Swarm / Docker Desktop service log names the task and node: `core_envoy.1.x4k...@docker-desktop`)
+    Wrapper("docker-compose", r"(?P<service>[A-Za-z0-9][A-Za-z0-9_.@-]*) *\|(?: |$)", origin=("service",)),
+    # a log viewer's own time column (Docker Desktop's local time, Lens, k9s, Kibana's `Jan 5, 2024 @ 10:00:00.123`)
+    Wrapper("viewer-time", r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[ T])?" + _TIME + r"(?:[.,][0-9]{1,9})?"
+            r"(?: ?(?:Z|[+-][0-9]{2}:?[0-9]{2}|UTC))?[ \t]+(?:\|[ \t]*)?"
+            r"|[A-Z][a-z]{2} [0-9]{1,2}, [0-9]{4} @ " + _TIME + r"(?:\.[0-9]{1,9})?[ \t]+"),
     Wrapper("kail", rf"(?:{_K8S_NAME})/(?P<pod>{_K8S_NAME})\[(?P<container>{_K8S_NAME})\]: ",
             origin=("pod", "container")),
     Wrapper("stern", rf"(?P<pod>{_K8S_NAME}) (?P<container>{_K8S_NAME}) ", origin=("pod", "container")),
