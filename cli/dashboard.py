@@ -81,14 +81,37 @@ def browse_url(host: str, port: int, token: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from envoy_dissector.dashboard.access import AccessPolicy, is_loopback
+    from envoy_dissector.dashboard import private_tmp
+    from envoy_dissector.dashboard.access import is_loopback
 
     loopback = is_loopback(args.host)
     check_limits(args, loopback)
     token = access_token(args, loopback)
+    # every temporary file of the server (uploads, decompressed copies, spills, body buffers) in one private
+    # directory, removed at the end, on SIGTERM/SIGINT, or by the next server when this one is killed outright
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with private_tmp.private_tempdir() as tmp_root:
+
+            def stop(signum: int, _frame: object) -> None:
+                # skips atexit and the analysis threads: remove the files now, then leave
+                private_tmp.remove(tmp_root)
+                os._exit(128 + signum)
+
+            for sig in handlers:
+                signal.signal(sig, stop)
+            serve_dashboard(args, loopback, token)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None) -> None:
+    """Build the app and serve it until interrupted."""
+    from envoy_dissector.dashboard.access import AccessPolicy
     from envoy_dissector.dashboard.app import create_app
     from envoy_dissector.dashboard.server import serve
-    from envoy_dissector.dashboard.upload import remove_upload_dir
     from envoy_dissector.parser.sources import expand
 
     captures = [s.name for s in expand(args.captures)] if args.captures else []
@@ -101,20 +124,8 @@ def run(args: argparse.Namespace) -> int:
     if not loopback:
         print(f"warning: binding {args.host}: everyone with the address below (token included) can upload logs "
               "and see the shared captures; plain HTTP, so run it behind TLS on untrusted networks")
-    upload_dir = app.server.config["DISSECTOR_UPLOAD_DIR"]
-
-    def stop(signum: int, _frame: object) -> None:
-        # SIGTERM skips atexit: remove uploads in flight now, then leave without waiting for analyses
-        remove_upload_dir(upload_dir)
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
     print(f"envoy-dissector dashboard on {browse_url(args.host, args.port, token)} (Ctrl-C to stop)", flush=True)
-    try:
-        if args.debug:
-            app.run(host=args.host, port=args.port, debug=True)
-        else:
-            serve(app, args.host, args.port, max_body_bytes=int(args.max_upload_mb * 1024 * 1024))
-    finally:
-        remove_upload_dir(upload_dir)
-    return 0
+    if args.debug:
+        app.run(host=args.host, port=args.port, debug=True)
+    else:
+        serve(app, args.host, args.port, max_body_bytes=int(args.max_upload_mb * 1024 * 1024))

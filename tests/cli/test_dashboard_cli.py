@@ -81,22 +81,23 @@ def test_bad_upload_cap(value):
     assert main(["dashboard", "--max-upload-mb", value]) == 64
 
 
-def test_sigterm_removes_the_upload_directory():
+def test_sigterm_removes_the_upload_directory(tmp_path):
     import glob
+    import os
     import signal
     import socket
     import subprocess
     import sys
-    import tempfile
     import time
 
-    pattern = f"{tempfile.gettempdir()}/envoy-dissector-uploads-*"
+    # its own temporary folder: a dashboard started by another test at the same time (pytest -n) has its own
+    pattern = f"{tmp_path}/envoy-dissector-dashboard-*/envoy-dissector-uploads-*"  # (in the server's private dir)
     before = set(glob.glob(pattern))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "dashboard", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -122,7 +122,12 @@ class DashboardProcess:
         return self.proc.pid
 
     def upload_dirs(self) -> list[Path]:
-        return sorted(self.tmp.glob("envoy-dissector-uploads-*"))
+        """Upload directories (inside the server's private temporary directory)."""
+        return sorted([*self.tmp.glob("envoy-dissector-uploads-*"), *self.tmp.glob("*/envoy-dissector-uploads-*")])
+
+    def private_dirs(self) -> list[Path]:
+        """The server's private temporary directories (one while it runs)."""
+        return sorted(self.tmp.glob("envoy-dissector-dashboard-*"))
 
     def stop(self) -> None:
         import signal
