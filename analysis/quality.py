@@ -17,7 +17,7 @@ from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.requests import SOCKET_KINDS
 from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.analysis.units import format_us
-from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.errors import DissectorError, ExitCode
 from envoy_dissector.parser.kinds import EventKind
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ _SPANS = (("downstream_read", "b0", "b1"), ("header_parse", "b1", "b2"), ("filte
 class NoRequestLines(DissectorError):
     """The capture has no request line at all (info level, or no traffic): nothing to attribute."""
 
-    exit_code = 8
+    exit_code = ExitCode.NO_REQUEST_LINES
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import importlib
 import os
 import shutil
 
-from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.errors import DissectorError, ExitCode
 
 #: extra name -> Python modules it provides
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
@@ -22,7 +22,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 class MissingExtra(DissectorError):
     """A command needs an optional part of the install that is not there."""
 
-    exit_code = 4
+    exit_code = ExitCode.MISSING_EXTRA
 
 
 def require_extra(extra: str, command: str) -> None:

@@ -4,5 +4,5 @@
 * :mod:`.logs` — stream a container log to disk (``[pod/NAME/CONTAINER] TIMESTAMP line``).
 * :mod:`.admin` — reach Envoy's admin ``/logging`` through the pod proxy subresource or a port-forward.
 * :mod:`.capture` — raise to trace, wait, restore (always), fetch exactly that window.
-* :mod:`.cli` — ``envoy-dissect fetch`` and ``envoy-dissect capture``.
+* The commands ``envoy-dissect fetch`` and ``envoy-dissect capture`` are in the cli package (cli/kube.py).
 """

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.errors import DissectorError, ExitCode
 
 
 class KubeError(DissectorError):
@@ -20,7 +20,7 @@ class KubeError(DissectorError):
     replaced by ``[redacted]`` (``scrub``).
     """
 
-    exit_code = 5
+    exit_code = ExitCode.KUBE
 
     def __init__(self, message: str = "") -> None:
         super().__init__(scrub(message))
@@ -40,31 +40,31 @@ def scrub(text: str) -> str:
 class KubeConfigError(KubeError):
     """No usable kubeconfig / context / in-cluster configuration."""
 
-    exit_code = 5
+    exit_code = ExitCode.KUBE
 
 
 class KubeForbidden(KubeError):
     """401/403 from the API server (credentials rejected, or an RBAC permission missing)."""
 
-    exit_code = 6
+    exit_code = ExitCode.KUBE_FORBIDDEN
 
 
 class KubeNotFound(KubeError):
     """Pod, container, previous container instance, or label-selector match not found."""
 
-    exit_code = 7
+    exit_code = ExitCode.KUBE_NOT_FOUND
 
 
 class NoTraceLines(KubeError):
     """The fetched container logs hold no trace-level lines (not Envoy, or trace not on)."""
 
-    exit_code = 8
+    exit_code = ExitCode.NO_TRACE_LINES
 
 
 class LevelRestoreError(KubeError):
     """Envoy's log levels could not be put back as they were; the message says how to do it by hand."""
 
-    exit_code = 9
+    exit_code = ExitCode.LEVEL_RESTORE
 
 
 _FORBIDDEN_RE = re.compile(

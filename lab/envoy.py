@@ -27,13 +27,13 @@ from types import MappingProxyType, TracebackType
 from typing import Final
 
 from envoy_dissector.lab.yaml_out import YamlValue, to_yaml
-from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.errors import DissectorError, ExitCode
 
 
 class LabError(DissectorError):
     """The lab could not run Envoy, the upstream or the load (environment problem)."""
 
-    exit_code = 1
+    exit_code = ExitCode.LAB
 
 
 #: Milestones whose ``DS_RX_BEG``-relative duration the access log records.
