@@ -3,8 +3,10 @@
 Built from the real ``istio-thread/keepalive`` and ``istio-json/keepalive`` fixtures: every request's
 header dumps get extra headers (names from the fixed list, names caught by pattern, values caught by
 shape, non-canonical spacing), every ``:path`` and ``match for URL`` gets sensitive query parameters,
-codec ``completed header`` lines get secret values, and the capture starts with header lines cut from
-their record (``kubectl logs --tail``). Every secret contains ``MARK``: nothing with it may leave the tool.
+codec ``completed header`` lines get secret values (by name and by shape), and the capture starts with
+header lines cut from their record (``kubectl logs --tail``) and an access-log line (quoted in diagnostics).
+Query parameters come plain, percent-encoded and nested in another parameter's URL; a ``referer`` carries
+an OAuth token in its fragment. Every secret contains ``MARK``: nothing with it may leave the tool.
 """
 from __future__ import annotations
 
@@ -30,15 +32,23 @@ DUMP_HEADERS: tuple[tuple[str, str], ...] = (
     ("X-Api-Key", "PLANTapikey12"),
     ("x-my-secret-thing", "PLANTsecret13"),
     ("x-db-password", "PLANTpassword14"),
+    ("referer", "https://app.example/cb#access_token=PLANTfragment27&token_type=bearer"),  # a URL fragment
 )
 #: non-canonical spacing and case
 ODD_SPACING = "'Authorization' , 'Basic PLANTbasic15'"
-QUERY = "?access_token=PLANTqs16&api_key=PLANTqs17&token=PLANTqs18&password=PLANTqs19&client_secret=PLANTqs20&ok=1"
-CODEC = (("x-vault-token", "PLANTcodec21"), ("x-any-header", "Bearer PLANTcodec22"), ("authorization", "PLANTcodec23"))
+QUERY = ("?access_token=PLANTqs16&api_key=PLANTqs17&token=PLANTqs18&password=PLANTqs19&client_secret=PLANTqs20"
+         "&access%5Ftoken=PLANTqs28&api%5Fkey=PLANTqs29&%70assword=PLANTqs30"  # percent-encoded names
+         "&next=https%3A%2F%2Fapp%2Fcb%3Ftoken%3DPLANTqs31%26state%3Dx"  # a URL in a parameter
+         "&back=%252Fcb%253Fapi_key%253DPLANTqs32&ok=1")  # encoded twice
+CODEC = (("x-vault-token", "PLANTcodec21"), ("x-any-header", "Bearer PLANTcodec22"), ("authorization", "PLANTcodec23"),
+         ("x-tenant-hint", "Zx9PLANT0033aB3dE5fG7hJ1kL3mN5pQ7rS9tU"))  # by shape: a long mixed token
+#: an access-log line (Envoy writes them to the same stream): a malformed line quoted in diagnostics
+ACCESS_LOG = ('{"x_api_key":"PLANTlog34","authorization":"Bearer PLANTlog35","user_token":"PLANTlog36",'
+              '"path":"/a#id_token=PLANTlog37","code":200}')
 #: header lines cut from their record by the capture's start
 CUT = ("'authorization', 'Bearer PLANTcut24'", "'x-amz-security-token', 'PLANTcut25'",
        "  'x-vault-token' ,'PLANTcut26'")
-SECRETS_PLANTED = len(DUMP_HEADERS) + 1 + QUERY.count(MARK) + len(CODEC) + len(CUT)
+SECRETS_PLANTED = len(DUMP_HEADERS) + 1 + QUERY.count(MARK) + len(CODEC) + len(CUT) + ACCESS_LOG.count(MARK)
 
 
 def _plant_lines(lines: list[str]) -> list[str]:
@@ -67,7 +77,7 @@ def _codec_text(template: str) -> list[str]:
 def planted_text(fixtures: Path) -> str:
     with gzip.open(fixtures / "istio-thread/keepalive/envoy.log.gz", "rt") as fh:
         lines = fh.read().splitlines()
-    out = list(CUT)
+    out = [*CUT, ACCESS_LOG]
     codec_done = False
     for line in _plant_lines(lines):
         out.append(line)
@@ -80,7 +90,7 @@ def planted_text(fixtures: Path) -> str:
 def planted_json(fixtures: Path) -> str:
     with gzip.open(fixtures / "istio-json/keepalive/envoy.log.gz", "rt") as fh:
         lines = fh.read().splitlines()
-    out = list(CUT)
+    out = [*CUT, ACCESS_LOG]
     codec_done = False
     for line in lines:
         record = json.loads(line)

@@ -15,7 +15,7 @@ import pytest
 from planted import MARK, SECRETS_PLANTED, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
 from envoy_dissector.cli.main import main
-from envoy_dissector.parser.redact import REDACTED, Redaction, redact_strings
+from envoy_dissector.parser.redact import REDACTED, Redaction, redact_strings, redact_text
 
 VARIANTS = {
     "istio-text": lambda f: planted_text(f),
@@ -63,6 +63,8 @@ def test_no_secret_leaks_anywhere(variant, fixtures_dir, tmp_path, capsys, monke
     authorities = pl.read_parquet(out / "requests.parquet")["authority"].drop_nulls()
     assert authorities.len() and not authorities.str.contains(REDACTED, literal=True).any()  # ':authority' is no secret
     assert summary["diagnostics"]["malformed_examples"]  # the cut header lines, redacted
+    assert any('"x_api_key":"[redacted]"' in e for e in summary["diagnostics"]["malformed_examples"])
+    assert paths.str.contains(f"api%5Fkey={REDACTED}&", literal=True).all()  # the name stays, its value goes
     cached = [p for p in cache.rglob("*") if p.is_file()]
     assert cached and all(MARK not in p.read_text(errors="replace") for p in cached)
 
@@ -110,6 +112,13 @@ def test_stale_cache_files_are_removed(tmp_path, fixtures_dir, monkeypatch, caps
     ("[C1] completed header: key=x-other value=Bearer xyz987", "xyz987"),
     ("[C1][S2] match for URL '/a?api_key=k1&token=t2&password=p3&x=1'", "k1&"),
     ("':path', '/cb?code=c0de&client_secret=sh&state=ok'", "c0de"),
+    ("'referer', 'https://a.example/cb#access_token=fr4g&state=ok'", "fr4g"),
+    ("[C1][S2] match for URL '/cb#code=fr4g'", "fr4g"),
+    ("':path', '/a?api%5Fkey=k3y&ok=1'", "k3y"),
+    ("':path', '/a?%61ccess%5ftoken=t0k&ok=1'", "t0k"),
+    ("':path', '/login?next=https%3A%2F%2Fa%2Fcb%3Ftoken%3Dn3st%26s%3D1&ok=1'", "n3st"),
+    ("':path', '/login?next=%252Fcb%253Fsig%253Dn3st&ok=1'", "n3st"),
+    ("[C1] completed header: key=x-other value=Zx9q0009aB3dE5fG7hJ1kL3mN5pQ7rS9tU", "Zx9q0009aB3dE5fG7hJ1kL3mN5pQ7rS9tU"),
 ])
 def test_rules(text, secret):
     got = redact_strings([text])[0]
@@ -123,6 +132,30 @@ def test_rules(text, secret):
                                   "':path', '/api/v1/items?page=2&sort=name'", "'user-agent', 'curl/8.5.0'"])
 def test_ids_and_ordinary_values_stay(text):
     assert redact_strings([text])[0] == text
+
+
+def test_encoded_names_keep_the_rest_of_the_url():
+    got = redact_strings(["':path', '/login?next=%2Fcb%3Fapi_key%3Dk3y&page=2#section-3'"])[0]
+    assert got == f"':path', '/login?next=%2Fcb%3Fapi_key%3D{REDACTED}&page=2#section-3'"
+
+
+@pytest.mark.parametrize("line,secrets", [
+    ('{"x_api_key":"k3y1","authorization":"Bearer b34r","user_token":"t0k3n","code":200,"path":"/a"}',
+     ["k3y1", "b34r", "t0k3n"]),
+    ('[2026-11-22T01:09:34.000Z] "GET /a?access_token=t0k HTTP/1.1" 200 "Bearer b34r" "x" '
+     '"Zx9q0009aB3dE5fG7hJ1kL3mN5pQ7rS9tU" "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"',
+     ["t0k", "b34r", "Zx9q0009aB3dE5fG7hJ1kL3mN5pQ7rS9tU"]),
+    ("GET /a 200 password: hunter2 X-Vault-Token=hvs.s3cr3t jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", ["hunter2",
+                                                                                          "hvs.s3cr3t", "eyJhbGci"]),
+])
+def test_free_text_access_log_fields(line, secrets):
+    """An access-log line (or any free text) quoted in diagnostics or an error: JSON fields, key: value pairs
+    and values by shape; what is no secret stays (the status code, a request id)."""
+    got = redact_text(line)
+    assert not [s for s in secrets if s in got], got
+    assert "200" in got and "/a" in got
+    if "0f1e2d3c" in line:
+        assert "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0" in got
 
 
 def test_extra_names_by_option(capsys, fixtures_dir, tmp_path):
