@@ -15,7 +15,7 @@ from envoy_dissector.parser.errors import DissectorError, ExitCode
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "kube": ("kubernetes",),
     "lab": ("h2",),
-    "fleet": ("distributed",),
+    "fleet": ("distributed", "cryptography"),
 }
 
 

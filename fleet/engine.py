@@ -1,7 +1,7 @@
 """Fleet mode: dissect many captures as independent Dask tasks, write one dataset, merge the statistics.
 
 Why Dask (``dask.distributed``): pure Python wheels from PyPI, a ``LocalCluster`` of worker processes on
-one machine by default and the same code against a remote scheduler (``--scheduler tcp://host:8786``); a
+one machine by default and the same code against a remote scheduler (``--scheduler tls://host:8786``); a
 dissection is a plain function of one input, so tasks are independent and nothing is shuffled. Ray would
 serve too but brings a much larger runtime (its own object store and raylet processes) for no gain here.
 
@@ -27,14 +27,17 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from envoy_dissector.analysis.capture import dissect
 from envoy_dissector.analysis.stats import SUMMARY_COLUMNS, percentiles
 from envoy_dissector.analysis.stitch import stitch
-from envoy_dissector.parser.errors import DissectorError, UsageError
+from envoy_dissector.parser.errors import DissectorError, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from distributed.security import Security
 
 #: Columns the merge reads back (percentiles and stitching need only these).
 _MERGE_COLUMNS = ("request_uid", "origin", "x_request_id", "complete", "internal", "ds_rx_beg_us", "ds_tx_end_us",
@@ -123,19 +126,40 @@ def merge(out: Path, results: Sequence[TaskResult]) -> dict[str, Any]:
     return summary
 
 
-def run_fleet(sources: Sequence[str], out: Path | str, *, scheduler: str | None = None, workers: int | None = None,
+class SchedulerUnreachable(DissectorError):
+    """The Dask scheduler cannot be reached or refuses this client (exit 69, sysexits EX_UNAVAILABLE)."""
+
+    exit_code = ExitCode.SCHEDULER_UNREACHABLE
+
+
+def _connect(client_class: Any, cluster: Any, scheduler: str | None, security: Security | None) -> Any:
+    """A Dask client of the local cluster, or of ``scheduler``; a refused or failed connection is one line."""
+    if cluster is not None:
+        return client_class(cluster)
+    try:
+        return client_class(scheduler, security=security)
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerUnreachable(f"fleet: cannot use the Dask scheduler at {scheduler}: {exc}") from None
+
+
+def run_fleet(sources: Sequence[str], out: Path | str, *, scheduler: str | None = None,
+              security: Security | None = None, workers: int | None = None, dashboard_port: int | None = None,
               options: dict[str, Any] | None = None,
               progress: Callable[[TaskResult], None] | None = None) -> dict[str, Any]:
     """Dissect every source as its own task on Dask, write the dataset under ``out``, return the merged summary.
 
-    ``scheduler``: address of a running Dask scheduler; default a ``LocalCluster`` of ``workers`` processes
-    (one thread each, default: the machine's cores).
+    ``scheduler``: address of a running Dask scheduler, reached with ``security``
+    (:func:`~envoy_dissector.fleet.cluster.remote_security` builds it); default a local cluster of
+    ``workers`` processes (one thread each, default: the machine's cores) on 127.0.0.1 with mutual TLS and no
+    HTTP endpoint (:func:`~envoy_dissector.fleet.cluster.local_cluster`; ``dashboard_port`` adds Dask's).
 
     Raises:
         UsageError: the ``fleet`` extra is missing, no inputs, or ``out`` is not an empty/new directory.
     """
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, as_completed
+
+        from envoy_dissector.fleet.cluster import local_cluster
     except ImportError:
         raise UsageError('fleet mode needs Dask: pip install "envoy-dissector[fleet]"') from None
     if not sources:
@@ -148,11 +172,10 @@ def run_fleet(sources: Sequence[str], out: Path | str, *, scheduler: str | None 
     keys = [partition_key(i, s) for i, s in enumerate(sources)]
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None)
+        cluster = local_cluster(workers, dashboard_port=dashboard_port)
     results: list[TaskResult] = []
     try:
-        with Client(scheduler or cluster) as client:
+        with _connect(Client, cluster, scheduler, security) as client:
             dataset = str(target.resolve())
             futures = [client.submit(dissect_to_dataset, s, k, dataset, opts, key=f"dissect-{k}", pure=False)
                        for s, k in zip(sources, keys, strict=True)]
