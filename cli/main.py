@@ -3,10 +3,7 @@
 Each subcommand lives in its own module of this package and registers itself through a
 ``register(subparsers)`` function; ``SUBCOMMANDS`` lists them. They are imported inside ``main()``
 (they import polars): Ctrl-C during those imports is an interruption like any other, not a traceback.
-Exit codes (docs/output.md): 0 ok, 1 internal error, 2 unreadable input or nothing parseable,
-3 not an Envoy log in any known format, 4 an optional extra is not installed, 5-9 Kubernetes
-failures (fetch/capture; 8 also when `analyze` finds no request line: info level), 64 usage error
-(argparse's own errors too), 73 an output cannot be written (a file or stdout), 130 interrupted.
+Exit codes: ``ExitCode`` in parser/errors.py, one meaning each, listed in docs/output.md.
 """
 from __future__ import annotations
 
@@ -40,12 +37,28 @@ def package_version() -> str:
         return "unknown"
 
 
+class _Version(argparse.Action):
+    """``--version``: two lines (argparse's own version action would fold them into one)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        print(version_text())
+        parser.exit(0)
+
+
+def version_text() -> str:
+    """``envoy-dissect X.Y.Z`` and whether the compiled parser is on (``compiled parser: off (why)`` if not)."""
+    from envoy_dissector.parser.extension import status
+
+    return f"envoy-dissect {package_version()}\ncompiled parser: {status()}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="envoy-dissect",
         description="Where did the time go inside an Envoy / istio-proxy sidecar? Reads trace logs.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and whether the compiled "
+                        "parser is on, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(f"envoy_dissector.cli.{name}").register(sub)

@@ -127,7 +127,8 @@ def test_usage_errors_exit_64_as_documented(args: list[str], text: str) -> None:
 
 def test_version() -> None:
     proc = run_cli("--version")
-    assert proc.returncode == 0 and re.fullmatch(r"envoy-dissect \S+\n", proc.stdout), proc.stdout
+    assert proc.returncode == 0 and re.fullmatch(r"envoy-dissect \S+\ncompiled parser: (on|off \(.+\))\n", proc.stdout), (
+        proc.stdout)
 
 
 def test_a_filter_that_matches_nothing_says_so() -> None:
