@@ -5,6 +5,7 @@ decimated here so the browser never receives a whole capture.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -50,6 +51,33 @@ def _lane(origin: pl.Expr) -> pl.Expr:
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
     fig.update_layout(title=title, template="plotly_white", margin=dict(l=10, r=10, t=50, b=40), **kw)
     return fig
+
+
+def ms_ticks(lo_us: float, hi_us: float, target: int = 8) -> tuple[list[float], list[str]]:
+    """Tick positions (µs, the axis' own coordinates) and their labels in ms, at a 1-2-5 step giving about
+    ``target`` ticks over ``lo_us..hi_us``.
+
+    The event-loop axis stays in µs since the capture's start (the dashboard's zoom reads those coordinates)
+    while people read ms.
+
+    >>> ms_ticks(0, 170_000)[1]
+    ['0', '20', '40', '60', '80', '100', '120', '140', '160']
+    >>> ms_ticks(1_000, 1_700)[1]
+    ['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7']
+    """
+    span = max(hi_us - lo_us, 1.0)
+    raw = span / target
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = min((m * magnitude for m in (1, 2, 5, 10)), key=lambda st: abs(span / st - target))
+    decimals = max(0, -math.floor(math.log10(step / 1000) + 1e-9)) if step < 1000 else 0
+    first = math.ceil(lo_us / step) * step
+    vals = [first + i * step for i in range(int((hi_us - first) // step) + 1)]
+    return [float(v) for v in vals], [f"{v / 1000:,.{decimals}f}" for v in vals]
+
+
+def _wall_clock(us: pl.Series) -> list[str]:
+    """Epoch µs as wall-clock text for hovers (``2026-11-23 18:53:15.863786 UTC``)."""
+    return pl.from_epoch(us, time_unit="us").dt.strftime("%Y-%m-%d %H:%M:%S%.6f UTC").to_list()
 
 
 def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
@@ -101,19 +129,33 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
 
 
 def phase_distribution(requests: pl.DataFrame) -> go.Figure:
-    """Box plot of each phase over complete client requests (server-side quantiles, not raw points)."""
+    """Box plot of each phase over complete client requests (server-side quantiles, not raw points), each box
+    at its own labelled x. Phases zero in every request are left out and named in the title; on the log axis
+    a zero quantile is drawn at 1 µs (the hover gives the measured value)."""
     r = counted(requests)
     fig = go.Figure()
+    hidden = []
     for col in PHASE_COLUMNS:
         if r.height == 0:
             break
         s = r[col]
         q = [percentile(s, x) or 0.0 for x in (0.0, 0.25, 0.5, 0.75, 0.99)]
         name = col.removesuffix("_us")
-        fig.add_trace(go.Box(name=name, q1=[q[1]], median=[q[2]], q3=[q[3]], lowerfence=[q[0]], upperfence=[q[4]],
-                             marker_color=PHASE_COLORS.get(name, "#999")))
+        if not any(q):
+            hidden.append(name)
+            continue
+        shown = [max(v, 1.0) for v in q]
+        hover = (f"<b>{name}</b><br>min {format_us(q[0])}<br>p25 {format_us(q[1])}<br>median {format_us(q[2])}"
+                 f"<br>p75 {format_us(q[3])}<br>p99 {format_us(q[4])}<extra></extra>")
+        fig.add_trace(go.Box(name=name, x=[name], q1=[shown[1]], median=[shown[2]], q3=[shown[3]],
+                             lowerfence=[shown[0]], upperfence=[shown[4]], hovertemplate=hover,
+                             marker_color=PHASE_COLORS.get(name, "#999"), line=dict(color="#444", width=1.5)))
     fig.update_yaxes(title="µs (whiskers: min .. p99)", type="log")
-    return _layout(fig, f"Phase durations over {r.height} complete requests", showlegend=False)
+    fig.update_xaxes(type="category", tickangle=-30)
+    title = f"Phase durations over {r.height} complete requests"
+    if hidden:
+        title += f"<br><sup>zero in every request, not shown: {', '.join(hidden)}</sup>"
+    return _layout(fig, title, showlegend=False)
 
 
 def phase_share(requests: pl.DataFrame) -> go.Figure:
@@ -195,20 +237,21 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
         fig.add_trace(go.Heatmap(x=(agg["b"] + (first - t0)).to_list(), y=agg["lane"].to_list(),
                                  z=agg["busy"].to_list(), colorscale="Reds", zmin=0, zmax=1,
                                  colorbar=dict(title="busy")))
-        fig.update_xaxes(title=f"µs since {t0} (buckets of {bucket} µs; zoom in for slices)")
+        tickvals, ticktext = ms_ticks(first - t0, int(lo["end_us"].max()) - t0)  # type: ignore[arg-type]
+        fig.update_xaxes(title=f"ms since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; buckets of "
+                               f"{format_us(bucket)}; zoom in for slices)", tickvals=tickvals, ticktext=ticktext)
         return _layout(fig, f"Event loop: busy fraction per worker ({lo.height} slices; zoom in){note}",
                        height=260 + 22 * lanes["lane"].n_unique())
     colors = {"read": "#377eb8", "write": "#4daf4a", "read+write": "#984ea3", "other": "#999999"}
-    for kind, part in lanes.group_by("kind"):
-        k = kind[0] if isinstance(kind, tuple) else kind
+    for (kind,), part in lanes.group_by("kind", maintain_order=True):
         conns = part["conn_id"].to_list()
         line_color = ["#e41a1c" if highlight and c in highlight else "rgba(0,0,0,0)" for c in conns]
+        names = [f"C{c} {kind}" if c is not None else str(kind) for c in conns]
         fig.add_trace(go.Bar(
             y=part["lane"].to_list(), x=(part["end_us"] - part["start_us"]).clip(lower_bound=1).to_list(),
-            base=(part["start_us"] - t0).to_list(), orientation="h", name=str(k),
-            marker=dict(color=colors.get(str(k), "#ff7f00"), line=dict(color=line_color, width=2)),
-            customdata=[f"C{c}" if c is not None else "-" for c in conns],
-            hovertemplate="%{customdata} " + str(k) + "<br>+%{base} µs, %{x} µs<extra></extra>"))
+            base=(part["start_us"] - t0).to_list(), orientation="h", name=str(kind),
+            marker=dict(color=colors.get(str(kind), "#ff7f00"), line=dict(color=line_color, width=2)),
+            customdata=_slice_hover(part, names, t0), hovertemplate="%{customdata}<extra></extra>"))
     if highlight:
         mine = lanes.filter(pl.col("conn_id").is_in(list(highlight)))
         if mine.height:
@@ -217,8 +260,8 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                 base=(mine["start_us"] - t0).to_list(), orientation="h",
                 name="highlighted: " + ", ".join(f"C{c}" for c in highlight),
                 marker=dict(color="#e41a1c", line=dict(color="#e41a1c", width=2)), width=0.35,
-                customdata=[f"C{c}" for c in mine["conn_id"].to_list()],
-                hovertemplate="%{customdata} (highlighted)<br>+%{base} µs, %{x} µs<extra></extra>"))
+                customdata=_slice_hover(mine, [f"C{c} (highlighted)" for c in mine["conn_id"].to_list()], t0),
+                hovertemplate="%{customdata}<extra></extra>"))
     if internal is not None and internal.height:
         work = internal.join(lo.select("origin", "thread").unique(), on=["origin", "thread"], how="semi").filter(
             (pl.col("end_us") >= first) & (pl.col("start_us") <= int(lo["end_us"].max())))  # type: ignore[arg-type]
@@ -232,11 +275,24 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                 y=part["lane"].to_list(), x=(part["end_us"] - part["start_us"]).clip(lower_bound=1).to_list(),
                 base=(part["start_us"] - t0).to_list(), orientation="h", name=f"internal work: {kind}", width=0.3,
                 marker=dict(color=fill, line=dict(color=edge, width=1)),
-                customdata=[plain(label) for label in part["label"].to_list()],
-                hovertemplate="%{customdata}<br>+%{base} µs, %{x} µs<extra></extra>"))
+                customdata=_slice_hover(part, [plain(label) for label in part["label"].to_list()], t0),
+                hovertemplate="%{customdata}<extra></extra>"))
     fig.update_layout(barmode="overlay")
-    fig.update_xaxes(title=f"µs since {t0}")
+    lo_x = (first if start_us is None else max(first, start_us)) - t0
+    hi_x = (int(lo["end_us"].max()) if end_us is None else int(end_us)) - t0  # type: ignore[arg-type]
+    tickvals, ticktext = ms_ticks(lo_x, hi_x)
+    fig.update_xaxes(title=f"ms since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; hover: wall clock)",
+                     tickvals=tickvals, ticktext=ticktext)
     return _layout(fig, f"Event loop: busy slices per worker{note}", height=200 + 40 * lanes["lane"].n_unique())
+
+
+def _slice_hover(part: pl.DataFrame, names: list[str], t0: int) -> list[str]:
+    """Hover text of slices: what it was, its wall-clock start, its offset from ``t0`` in ms and its length."""
+    walls = _wall_clock(part["start_us"])
+    offsets = ((part["start_us"] - t0) / 1000).to_list()
+    lengths = (part["end_us"] - part["start_us"]).to_list()
+    return [f"{name}<br>{wall}<br>+{off:,.3f} ms · {format_us(length)}"
+            for name, wall, off, length in zip(names, walls, offsets, lengths)]
 
 
 def _busiest_lanes(loop: pl.DataFrame, limit: int = MAX_LANES,
@@ -266,17 +322,36 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
     agg = shown.group_by("origin", "thread", "b").agg(
         busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("b")
     for (origin, thread), part in agg.group_by("origin", "thread", maintain_order=True):
-        fig.add_trace(go.Scatter(x=(part["b"] / 1e6).to_list(), y=part["busy"].to_list(), mode="lines",
-                                 name=f"{plain(str(origin).split('/')[-1])} · {thread}"))
+        x, y = _broken_at_gaps(part["b"].to_list(), part["busy"].to_list(), bucket)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", marker=dict(size=4), connectgaps=False,
+                                 name=f"{plain(str(origin).split('/')[-1])} · {thread}",
+                                 hovertemplate="+%{x:.3f} s: %{y:.0%} busy<extra>%{fullData.name}</extra>"))
     if note:
         n = loop.select("origin", "thread").unique().height
         mean = binned.group_by("b").agg(busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket / n)
                                         .clip(0, 1)).sort("b")
-        fig.add_trace(go.Scatter(x=(mean["b"] / 1e6).to_list(), y=mean["busy"].to_list(), mode="lines",
+        x, y = _broken_at_gaps(mean["b"].to_list(), mean["busy"].to_list(), bucket)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", connectgaps=False,
                                  name=f"mean of all {n}", line=dict(color="black", width=3)))
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05], title="busy")
-    fig.update_xaxes(title="seconds")
+    fig.update_xaxes(title=f"seconds since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; buckets of "
+                           f"{format_us(bucket)}; a break: no work logged)")
     return _layout(fig, "Worker utilisation over time" + note.replace(" (pick a worker to see another)", ""))
+
+
+def _broken_at_gaps(buckets: list[int], busy: list[float], bucket: int) -> tuple[list[float | None],
+                                                                                list[float | None]]:
+    """A line's points in seconds with ``None`` between buckets that are not adjacent: a stretch with no slice
+    is not interpolated across (plotly breaks the line at ``None``)."""
+    x: list[float | None] = []
+    y: list[float | None] = []
+    for i, (b, v) in enumerate(zip(buckets, busy)):
+        if i and b - buckets[i - 1] > bucket:
+            x.append(None)
+            y.append(None)
+        x.append(b / 1e6)
+        y.append(v)
+    return x, y
 
 
 def compare(summary_a: dict[str, Any], summary_b: dict[str, Any], label_a: str = "A",

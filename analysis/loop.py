@@ -44,6 +44,12 @@ MIN_SAMPLES = 5
 #: Lines a timer callback starts with (fault delay expired, retry back-off over): after an idle gap on the
 #: thread they open a new slice, because no ``socket event`` line marks a timer event.
 TIMER_RESUME_KINDS = (EventKind.CONTINUING_FILTER_CHAIN, EventKind.PERFORMING_RETRY)
+#: Lines that begin work of their own (a listener accepting a connection, the dispatcher exiting, a signal
+#: handled): after an idle gap they open a new slice even inside a socket event's slice.
+WAKE_KINDS = (EventKind.NEW_CONNECTION, EventKind.WORKER_NOISE, EventKind.SERVER_LIFECYCLE_NOISE)
+#: A gap this long before a line of no connection is the loop waiting, not silent CPU: a connection's silent
+#: CPU (a Lua script, a Wasm call) is followed by that connection's lines or by its VM's, within a few ms.
+UNATTRIBUTED_IDLE_US = 10_000
 _EVENT_KIND = {1: "read", 2: "write", 3: "read+write", 4: "closed", 5: "read+closed", 6: "write+closed",
                7: "read+write+closed"}
 
@@ -194,7 +200,12 @@ def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
     # A timer callback (fault delay, retry back-off) logs no `socket event`: the idle wait before it must not
     # be counted as busy, so its first line opens a slice when it follows an idle gap.
     timer = pl.col("kind").is_in(TIMER_RESUME_KINDS) & (gap > IDLE_GAP_US)
-    lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer,
+    # A slice is contiguous work: after an idle gap, work of its own (an accept, shutdown) or a long-silent
+    # line of no connection (a timer, the dispatcher waking) starts a new slice, so the last socket event
+    # before shutdown does not stretch to the end of the capture.
+    woke = ((pl.col("kind").is_in(WAKE_KINDS) & (gap > IDLE_GAP_US))
+            | (pl.col("conn_id").is_null() & (gap >= UNATTRIBUTED_IDLE_US)))
+    lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer | woke,
                                timer=timer & ~is_event)
     lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum())
     # Lines are in time order, so each slice is a run of rows: its first row opens it (when any does) and

@@ -263,14 +263,42 @@ def capture_span(records: pl.DataFrame, requests: pl.DataFrame) -> dict[str, Any
 
 
 def span_of(start: int | None, end: int | None, requests: pl.DataFrame) -> dict[str, Any]:
-    """``capture_span`` from the first and last record time."""
+    """``capture_span`` from the first and last record time.
+
+    ``rps`` is over the traffic window (``traffic_start_us`` → ``traffic_end_us``: the first client request's
+    start → the last one's end), not the log's span: Envoy's start-up and shutdown lines, or an idle stretch
+    before and after the load, are not traffic. With several origins (files, pods, the runs of one file) the
+    window is the union of theirs (``traffic_s``), so two runs days apart do not count the days between.
+    """
     client = requests.filter(~pl.col("internal")) if requests.height else requests
     complete = int(client["complete"].sum()) if client.height else 0
     duration = (int(end) - int(start)) / 1e6 if start is not None and end is not None else 0.0  # type: ignore[arg-type]
-    rps = client.height / duration if client.height >= MIN_REQUESTS_FOR_RPS and duration > 0 else None
-    return {"start_us": start, "end_us": end, "duration_s": duration, "requests": client.height,
+    first = client["life_start_us"].min() if client.height else None
+    last = client["life_end_us"].max() if client.height else None
+    traffic = traffic_seconds(client)
+    rps = client.height / traffic if client.height >= MIN_REQUESTS_FOR_RPS and traffic > 0 else None
+    return {"start_us": start, "end_us": end, "duration_s": duration, "traffic_start_us": first,
+            "traffic_end_us": last, "traffic_s": traffic, "requests": client.height,
             "requests_complete": complete, "requests_incomplete": client.height - complete,
             "internal_requests": requests.height - client.height, "rps": rps}
+
+
+def traffic_seconds(client: pl.DataFrame) -> float:
+    """Seconds covered by the origins' traffic windows (each origin's first request start → last request end),
+    overlapping windows counted once."""
+    if client.height == 0:
+        return 0.0
+    windows = (client.group_by("origin").agg(s=pl.col("life_start_us").min(), e=pl.col("life_end_us").max())
+               .drop_nulls().sort("s"))
+    covered, reach = 0, None
+    for s, e in windows.select("s", "e").iter_rows():
+        if reach is None or s > reach:
+            covered += e - s
+            reach = e
+        elif e > reach:
+            covered += e - reach
+            reach = e
+    return covered / 1e6
 
 
 def at_resolution(findings: list[Finding], quality: CaptureQuality, requests: pl.DataFrame) -> list[Finding]:

@@ -93,3 +93,22 @@ def test_log_content_reaches_plotly_escaped(tmp_path):
     lanes = " ".join(event_loop(cap.loop).data[0].y)
     assert "&lt;br&gt;x.log · thread" in lanes and "<br>" not in lanes
     assert plain("a&b<c>") == "a&amp;b&lt;c&gt;"
+
+
+def test_phase_distribution_puts_each_phase_at_its_own_labelled_x(cap):
+    fig = cap.phase_distribution()
+    xs = [t.x[0] for t in fig.data]
+    assert xs == [t.name for t in fig.data] and len(set(xs)) == len(xs) >= 5
+    assert all(min(t.lowerfence[0], t.q1[0], t.median[0]) >= 1 for t in fig.data)  # drawable on the log axis
+
+
+def test_utilisation_breaks_its_line_at_gaps(cap):
+    """Buckets with no slice are not interpolated across: a None between buckets that are not adjacent."""
+    fig = figures.utilisation(cap.loop)
+    for trace in fig.data:
+        x = list(trace.x)
+        for a, b in zip(x, x[1:]):
+            if a is not None and b is not None:
+                assert b > a
+        assert trace.connectgaps is False
+    assert any(v is None for t in fig.data for v in t.y)

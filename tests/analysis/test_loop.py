@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
-from envoy_dissector.analysis.loop import BEFORE_READ, WAIT_POINTS
+from envoy_dissector.analysis.loop import BEFORE_READ, UNATTRIBUTED_IDLE_US, WAIT_POINTS
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.requests import _main_threads
 
@@ -135,6 +135,27 @@ def test_slices_never_overlap_on_a_thread(t: Truth) -> None:
     events = t.capture().events.filter((pl.col("kind") == "socket_event") & pl.col("thread").is_not_null())
     assert loop.filter(pl.col("kind").is_in(["read", "write", "read+write", "closed", "read+closed",
                                               "write+closed", "read+write+closed"])).height == events.height
+
+
+@pytest.mark.parametrize("t", THREADED, ids=fixture_ids(THREADED))
+def test_no_slice_outlasts_the_requests_it_served(t: Truth) -> None:
+    """A slice is contiguous work: none of a client connection lasts longer than the longest request of that
+    connection (the last socket event before shutdown used to run on to the capture's end), and no thread —
+    the main thread included — has a slice longer than the longest client request or ``UNATTRIBUTED_IDLE_US``
+    (a health checker's slice spans its check's wait for the host)."""
+    cap = t.capture()
+    clients = cap.requests.filter(~pl.col("internal") & pl.col("complete"))
+    if clients.height == 0:
+        pytest.skip("no complete client request")
+    longest = clients.group_by("origin", conn_id="downstream_conn_id").agg(
+        longest=(pl.col("total_us") + pl.col("queue_before_read_us").fill_null(0)).max())
+    served = cap.loop.join(longest, on=["origin", "conn_id"]).with_columns(dur=pl.col("end_us") - pl.col("start_us"))
+    assert served.height > 0
+    tick = cap.quality().timestamp_tick_us  # a ms-tick capture's times are ±1 tick
+    assert served.filter(pl.col("dur") > pl.col("longest") + tick).height == 0, served.sort("dur").tail(3)
+    ceiling = max(int(clients["total_us"].max()), UNATTRIBUTED_IDLE_US) + tick  # type: ignore[arg-type]
+    every = cap.loop.with_columns(dur=pl.col("end_us") - pl.col("start_us"))
+    assert every.filter(pl.col("dur") > ceiling).height == 0, every.sort("dur").tail(3)
 
 
 @pytest.mark.parametrize("rel, idle_setting", [("istio-thread/fault-delay", ("envoy", "fault_delay_ms"))])
