@@ -15,6 +15,7 @@ from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callback_input import checked
 from envoy_dissector.dashboard.datasets import Dataset, Registry
 from envoy_dissector.dashboard.grid import FilterRefused, Pager
+from envoy_dissector.dashboard.memo import Memo
 
 #: prefix of the ``jobs-seen`` entries for analyses whose provisional overview this browser has been shown
 SHOWN = "shown:"
@@ -104,6 +105,8 @@ def slowest_request(ds: Dataset) -> str | None:
 def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None) -> None:
     pager = pager or Pager()
     registry.on_evict(pager.forget)
+    lines = Memo()
+    registry.on_evict(lines.forget)
 
     def callback(*deps: Any, **kw: Any) -> Any:
         """``app.callback`` with the arguments checked against the function's annotations."""
@@ -231,7 +234,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if uid is None:
             return None
         try:
-            return views.log_lines(ds.capture, uid)
+            return lines.get((ds.id, uid), lambda: views.log_lines(ds.capture, uid))
         except KeyError:
             return f"Request {uid} is not in this dataset."
 
