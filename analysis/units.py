@@ -41,6 +41,24 @@ def table_units(columns: dict[str, Iterable[float | int | None]], tick_us: int =
     return {name: column_unit(values) for name, values in columns.items()}, 2
 
 
+#: A table stays in µs (whole numbers, up to ``99,999``) while its largest value is below this.
+TABLE_MS_FROM_US = 100_000
+
+
+def table_unit(values: Iterable[float | int | None], tick_us: int = 1) -> tuple[str, int]:
+    """One unit for a whole table, chosen by the magnitude of its largest value, and the decimals of ms cells:
+    µs below 100 ms (every cell an integer), else ms with 1 decimal; whole ms for a capture whose timestamps
+    tick in ms (every figure is ±1 ms: no false precision).
+
+    >>> table_unit([14, 950, 18_530]), table_unit([14, 250_000]), table_unit([14, 950], tick_us=1000)
+    (('µs', 0), ('ms', 1), ('ms', 0))
+    """
+    if tick_us >= 1000:
+        return "ms", 0
+    top = max((abs(v) for v in values if v is not None), default=0)
+    return ("ms", 1) if top >= TABLE_MS_FROM_US else ("µs", 0)
+
+
 def in_unit(value: float | int | None, unit: str, decimals: int = 2) -> str:
     """A number for a column whose header carries ``unit`` (``"µs"``: integer; ``"ms"``: ``decimals`` decimals,
     0 for captures whose timestamps tick in whole ms).

@@ -19,6 +19,7 @@ from envoy_dissector.analysis.quality import require_request_lines
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import checked_regex, read_until, select
 from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis.terminal import report_width
 from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
@@ -104,5 +105,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(capture.summary(), sys.stdout, indent=2, default=str)
         print()
     else:
-        print(render(capture, top=args.top, filters=describe_filters(args)))
+        print(render(capture, top=args.top, filters=describe_filters(args), width=report_width(sys.stdout)))
     return 0
