@@ -167,6 +167,11 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         return (views.overview(ds) if ds else "Choose a dataset, or upload a log."), None
 
+    @callback(Output("quality-banner", "children"), Input("dataset", "value"), State("session", "data"))
+    def show_quality_banner(dataset_id: str | None, session: dict[str, Any] | None) -> Any:
+        ds = dataset(dataset_id, session)
+        return views.quality_banner(ds.summary()) if ds else None
+
     # -- requests ------------------------------------------------------------------------------------
     app.clientside_callback(
         """function(search, dataset) {

@@ -54,19 +54,35 @@ def grid_frame(requests: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.col("stream_id").cast(pl.String)) if "stream_id" in cols else out
 
 
+#: a duration or count with thousands separators (ids, status codes and epoch milestones are written as they are)
+GROUPED_NUMBER = {"function": "params.value == null ? '' : Number(params.value).toLocaleString('en-US')"}
+
+
+def header_name(column: str) -> str:
+    """A header that can wrap: words instead of underscores, the unit apart.
+
+    >>> header_name("queue_before_read_us"), header_name("x_request_id")
+    ('queue before read (µs)', 'x request id')
+    """
+    words = column.removesuffix("_us").replace("_", " ")
+    return f"{words} (µs)" if column.endswith("_us") else words
+
+
 def column_defs() -> list[dict[str, Any]]:
-    """AG Grid column definitions for the contract columns."""
+    """AG Grid column definitions for the contract columns (the column name itself in the header's tooltip)."""
     defs: list[dict[str, Any]] = []
     for name in CONTRACT_COLUMNS:
         dtype = REQUEST_SCHEMA[name]
         numeric = isinstance(dtype, pl.Int64) and name != "stream_id"
         d: dict[str, Any] = {
-            "field": name, "headerName": name, "hide": name not in VISIBLE,
+            "field": name, "headerName": header_name(name), "headerTooltip": name, "hide": name not in VISIBLE,
             "filter": "agNumberColumnFilter" if numeric else "agTextColumnFilter",
             "sortable": True,
         }
         if numeric:
             d["type"] = "numericColumn"
+            if (name.endswith("_us") and name not in MILESTONE_COLUMNS) or name == "upstream_attempts":
+                d["valueFormatter"] = GROUPED_NUMBER
             d["width"] = 150 if name in MILESTONE_COLUMNS else 125
         if name in ("path", "x_request_id", "authority"):
             d["width"] = 220

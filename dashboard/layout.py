@@ -64,6 +64,7 @@ def requests_tab() -> html.Div:
             rowModelType="infinite",
             columnDefs=column_defs(),
             defaultColDef={"resizable": True, "sortable": True, "floatingFilter": True,
+                           "wrapHeaderText": True, "autoHeaderHeight": True,
                            "filterParams": {"maxNumConditions": 2, "buttons": ["reset"]}},
             getRowId="params.data.request_uid",
             dashGridOptions={"cacheBlockSize": BLOCK_ROWS, "maxBlocksInCache": 20, "rowBuffer": 10,
@@ -131,6 +132,7 @@ def build_layout(upload_url: str, max_bytes: int) -> Any:
         dcc.Store(id="jobs-seen", data=[]),    # finished analysis jobs already reported to this tab
         dcc.Interval(id="job-poll", interval=500, disabled=False),
         header(upload_url, max_bytes),
+        html.Div(id="quality-banner"),         # what the chosen capture's level cannot measure (views.quality_banner)
         dcc.Tabs(id="tabs", value="overview", children=[
             dcc.Tab(label=label, value=value, id=f"tab-{value}", children=bodies[value]())
             for value, label in TABS

@@ -13,6 +13,7 @@ from dash import dcc, html
 from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
+from envoy_dissector.analysis.quality import RAISE_LEVEL_HINT
 from envoy_dissector.analysis.stats import percentiles
 from envoy_dissector.analysis.units import format_us, in_unit, table_units
 from envoy_dissector.dashboard.datasets import Dataset, Job
@@ -21,6 +22,9 @@ from envoy_dissector.parser.errors import DissectorError
 MAX_LOG_LINES = 2000
 MAX_FINDINGS = 25
 MAX_WORKER_ROWS = 40
+#: plotly's mode bar: its height from the top of the graph, and a title line's
+MODEBAR_PX = 34
+TITLE_LINE_PX = 22
 #: the project's one µs formatter (the report and findings write the same text)
 us = format_us
 
@@ -119,6 +123,21 @@ def quality_panel(summary: dict[str, Any]) -> html.Div | None:
             + ("thread ids" if q["thread_ids"] else "no thread ids"))
     return html.Div([html.B(head), html.Ul([html.Li(t) for t in q["statements"]])], className="warnings",
                     id="overview-quality")
+
+
+def quality_banner(summary: dict[str, Any]) -> html.Div | None:
+    """One line above every tab when the capture's level leaves phases unmeasured (debug level: no socket
+    lines), naming them; None for a trace-level capture."""
+    q = summary.get("capture_quality")
+    if not q or (q["socket_lines"] and not q["unmeasured_phases"]):
+        return None
+    missing = list(q["unmeasured_phases"])
+    if not q["socket_lines"]:
+        missing += ["event-loop queueing", "worker utilisation"]
+    what = ", ".join(missing[:-1]) + (" and " if len(missing) > 1 else "") + missing[-1]
+    return html.Div([html.B(f"{str(q['level']).capitalize()}-level capture: "),
+                     f"{what} cannot be measured here (shown as 0). To measure them, {RAISE_LEVEL_HINT}."],
+                    className="banner", id="quality-banner-text")
 
 
 def overview(ds: Dataset) -> list[Any]:
@@ -246,7 +265,23 @@ def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
     phases = capture.request_phases(row)
     # A call stitched across two proxies (x-request-id in two origins): both timelines, the inbound nested.
     fig = capture.stitched_waterfall(row) if row.get("peer_request_uid") else figures.waterfall(row, phases)
-    return fig, [request_facts(row), competing_panel(competing_connections(capture.request_queueing(row)))]
+    side = [request_facts(row), competing_panel(competing_connections(capture.request_queueing(row)))]
+    return clear_of_modebar(fig), side
+
+
+def clear_of_modebar(fig: Any) -> Any:
+    """The figure with its title below plotly's mode bar (drawn over the top right of the graph): the title
+    starts ``MODEBAR_PX`` from the top and the plot's top margin grows by as much."""
+    title = fig.layout.title.text
+    if not title:
+        return fig
+    lines = str(title).count("<br>") + 1
+    margin = fig.layout.margin.t if fig.layout.margin.t is not None else 80
+    fig.update_layout(title={"yref": "container", "y": 1, "yanchor": "top", "pad": {"t": MODEBAR_PX}},
+                      margin={"t": max(margin, MODEBAR_PX + TITLE_LINE_PX * lines + 8)})
+    if fig.layout.height is not None:
+        fig.update_layout(height=fig.layout.height + MODEBAR_PX)
+    return fig
 
 
 def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:
@@ -271,10 +306,13 @@ def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Di
 def workers_panel(workers: pl.DataFrame) -> html.Div:
     """Per-worker utilisation, requests, connections, and the imbalance between workers."""
     top = workers.sort("busy_us", descending=True, nulls_last=True).head(MAX_WORKER_ROWS)
-    rows = [[str(o).split("/")[-1], t, f"{(u or 0):.0%}", us(b), n, c]
+    rows = [[str(o).split("/")[-1], t, f"{(u or 0):.0%}", us(b), f"{n:,}", f"{c:,}"]
             for o, t, u, b, n, c in top.select("origin", "thread", "utilisation", "busy_us", "requests",
                                                "connections").iter_rows()]
-    table = _table(["origin", "thread", "utilisation", "busy", "requests", "connections"], rows, id="workers-table")
+    header = ["origin", "thread", "busy share", "busy", "requests", "conns"]
+    if workers["origin"].n_unique() <= 1:  # one capture: its name is in the title already
+        header, rows = header[1:], [r[1:] for r in rows]
+    table = html.Div(_table(header, rows, id="workers-table"), className="table-scroll")
     more = (html.Div(f"The {MAX_WORKER_ROWS} busiest of {workers.height} workers.", className="hint")
             if workers.height > MAX_WORKER_ROWS else None)
     imbalance = imbalance_text(workers)

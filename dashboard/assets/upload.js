@@ -32,6 +32,7 @@
     }
   }
   function mb(bytes) {
+    if (bytes < 1e3) { return bytes + ' bytes'; }
     if (bytes < 1e6) { return Math.round(bytes / 1e3) + ' kB'; }
     return (bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0) + ' MB';
   }
@@ -64,7 +65,8 @@
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = {}; }
       progress(100, true);
       if (xhr.status === 200 && body.job) {
-        message('Uploaded ' + file.name + ' (' + mb(body.bytes || file.size) + ')', 'ok');
+        // the analysis' own line (job-message) says what happens next: analysing, analysed, or why it failed
+        message('', '');
         setProps('upload-job', {data: {job: body.job, name: file.name, at: Date.now()}});
       } else {
         message(body.error || (file.name + ': upload failed (HTTP ' + xhr.status + ')'), 'error');
