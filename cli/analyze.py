@@ -20,6 +20,7 @@ from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import checked_regex, read_until, select
 from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.analysis.terminal import report_width
+from envoy_dissector.cli.argtypes import MAX_COUNT, count
 from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
@@ -58,22 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--authority", metavar="REGEX", help="only requests whose :authority matches")
     p.add_argument("--path", metavar="REGEX", help="only requests whose path matches")
     p.add_argument("--status", help="only requests with this status: 503, 5xx, >=400")
-    p.add_argument("--top", type=non_negative, default=5, metavar="N", help="slowest requests to list (default 5)")
+    p.add_argument("--top", type=count, default=5, metavar="N",
+                   help=f"slowest requests to list (default 5, at most {MAX_COUNT:,})")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
     p.add_argument("--whole", action="store_true",
                    help="analyse the whole capture at once instead of worker by worker as it is read "
                         "(memory grows with the file; docs/scale.md says when the two can differ)")
-
-
-def non_negative(text: str) -> int:
-    """``--top N``: a whole number ≥ 0 (argparse reports anything else as a usage error)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{n} is negative; use 0 or more")
-    return n
 
 
 def describe_filters(args: argparse.Namespace) -> str:

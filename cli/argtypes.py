@@ -37,13 +37,15 @@ def count(text: str) -> int:
 def positive_number(*, at_most: float) -> Callable[[str], float]:
     """A finite number above 0 and at most ``at_most`` (``nan``, ``inf``, ``1e400`` are refused)."""
 
+    limit = f"{at_most:,.0f}" if at_most == int(at_most) else f"{at_most:g}"
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
         if not math.isfinite(value) or not 0 < value <= at_most:
-            raise argparse.ArgumentTypeError(f"{text} is out of range (above 0, at most {at_most:g})")
+            raise argparse.ArgumentTypeError(f"{text} is out of range (above 0, at most {limit})")
         return value
 
     return parse

@@ -7,11 +7,15 @@ import os
 import signal
 import socket
 
+from envoy_dissector.cli.argtypes import port, positive_number
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.formats import FORMAT_IDS
 
 TOKEN_ENV = "ENVOY_DISSECTOR_TOKEN"
 MIN_TOKEN_CHARS = 16
+#: Bounds of the numeric options (a value past them, ``nan`` or ``inf`` is a usage error): 1 TiB, a year.
+MAX_UPLOAD_MB = 1024 * 1024
+MAX_IDLE_MINUTES = 365 * 24 * 60
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,21 +26,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; anything else serves the network and requires an "
                         "access token)")
-    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--port", type=port, default=8050, help="port (default 8050)")
     p.add_argument("--token", metavar="TOKEN",
                    help=f"access token every request must carry (?token= once, then a cookie); default: "
                         f"${TOKEN_ENV}, else generated and printed when --host is not loopback")
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="a name browsers reach the server by (Host header), besides the bind address, this "
                         "machine's names and localhost; repeatable; '*' turns the check off")
-    p.add_argument("--max-upload-mb", type=float, default=2048, metavar="N",
+    p.add_argument("--max-upload-mb", type=positive_number(at_most=MAX_UPLOAD_MB), default=2048, metavar="N",
                    help="refuse uploads holding more than N MB of log text, decompressed (default 2048)")
     p.add_argument("--max-datasets", type=int, default=4, metavar="N",
                    help="uploaded datasets kept per browser session, its least recently used dropped first "
                         "(default 4)")
     p.add_argument("--max-sessions", type=int, default=16, metavar="N",
                    help="browser sessions holding uploads at once; more are refused until one is idle (default 16)")
-    p.add_argument("--session-idle-minutes", type=float, default=60, metavar="M",
+    p.add_argument("--session-idle-minutes", type=positive_number(at_most=MAX_IDLE_MINUTES), default=60, metavar="M",
                    help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
     p.add_argument("--format", default="auto",
@@ -114,7 +118,7 @@ def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None)
     from envoy_dissector.dashboard.server import serve
     from envoy_dissector.parser.sources import expand
 
-    captures = [s.name for s in expand(args.captures)] if args.captures else []
+    captures = [str(s.path or s.name) for s in expand(args.captures)] if args.captures else []
     fmt = "custom" if args.log_format else args.format
     policy = AccessPolicy.for_bind(args.host, token=token, extra_hosts=args.allowed_host)
     app = create_app(captures, demo=True if args.demo else None, max_upload_mb=args.max_upload_mb,

@@ -92,7 +92,7 @@ def _json_rate(lines: list[str], keys: dict[str, str], as_text: TextFormat | Non
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
             obj = None
         if isinstance(obj, dict):
             ok += all(key in obj and _value_matches(pattern, obj[key]) for key, pattern in wanted.items())

@@ -5,6 +5,7 @@ Nothing after this module knows where bytes came from: every source yields
 """
 from __future__ import annotations
 
+import errno
 import glob
 import gzip
 import io
@@ -71,20 +72,37 @@ def expand(inputs: str | Path | Sequence[str | Path]) -> list[Source]:
     return sources
 
 
+def shown_name(name: str) -> str:
+    """A file name as valid text: bytes of it that are not UTF-8 (``os.fsdecode``'s surrogates) as ``\\xNN``.
+
+    The name is the source's origin in every frame and output; the file is opened by its path.
+    """
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate not made by fsdecode
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _expand_one(name: str) -> list[Source]:
     if name == "-":
         return [Source("<stdin>")]
+    shown = shown_name(name)
     if any(ch in name for ch in "*?[") and not os.path.exists(name):
         matches = sorted(glob.glob(name))
         if not matches:
-            raise InputError("no file matches this pattern", path=name)
-        return [Source(m, path=Path(m)) for m in matches]
+            raise InputError("no file matches this pattern", path=shown)
+        return [Source(shown_name(m), path=Path(m)) for m in matches]
     path = Path(name)
-    if not path.exists():
-        raise InputError("no such file", path=name)
-    if path.is_dir():
-        raise InputError("is a directory; give the log files inside it (a glob works)", path=name)
-    return [Source(name, path=path)]
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:  # ELOOP, ENAMETOOLONG, EACCES on a folder...: the reason, not "no such file"
+        reason = "no such file" if exc.errno == errno.ENOENT else (exc.strerror or str(exc)).lower()
+        if exc.errno == errno.ELOOP:
+            reason = f"a symbolic link loop ({reason})"
+        raise InputError(reason, path=shown) from None
+    if stat.S_ISDIR(mode):
+        raise InputError("is a directory; give the log files inside it (a glob works)", path=shown)
+    return [Source(shown, path=path)]
 
 
 def _stdin_fd() -> int | None:
@@ -115,9 +133,14 @@ def open_binary(source: Source) -> tuple[BinaryIO, CountingReader | None]:
             fh.close()
             fh = StreamReader(fd, owned=True)  # type: ignore[assignment]
     peek = getattr(fh, "peek", None)
-    head = peek(2)[:2] if peek is not None else b""
-    if len(head) == 1 and peek is not None:  # a pipe may deliver the first byte alone
-        head = peek(2)[:2]
+    try:
+        head = peek(2)[:2] if peek is not None else b""
+        if len(head) == 1 and peek is not None:  # a pipe may deliver the first byte alone
+            head = peek(2)[:2]
+    except OSError as exc:  # EIO (/proc/self/mem), EISDIR...: the file opens but cannot be read
+        if source.path is not None:
+            fh.close()
+        raise InputError(f"read failed: {exc.strerror or exc}", path=source.name) from None
     if head == GZIP_MAGIC:
         counter = CountingReader(fh)  # closing the gzip reader does not close it: read_blocks does
         return cast(BinaryIO, gzip.GzipFile(fileobj=counter, mode="rb")), counter  # type: ignore[arg-type]

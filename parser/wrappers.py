@@ -169,7 +169,7 @@ def _json_object(line: str) -> dict | None:  # type: ignore[type-arg]
         return None
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
         return None
     return obj if isinstance(obj, dict) else None
 

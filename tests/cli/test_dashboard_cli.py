@@ -76,9 +76,11 @@ def test_missing_capture_is_an_input_error(capsys):
     assert "no such file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("value", ["0", "-1"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
 def test_bad_upload_cap(value):
-    assert main(["dashboard", "--max-upload-mb", value]) == 64
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error
+        main(["dashboard", "--max-upload-mb", value])
+    assert refused.value.code == 64
 
 
 def test_sigterm_removes_the_upload_directory(tmp_path):
