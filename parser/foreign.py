@@ -43,7 +43,8 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("app-output", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9:.,]+ +(?:DEBUG|INFO|WARN|WARNING|ERROR)\b"),
     # the command that produced the paste: `$ kubectl logs ...`, `user@host:~$ ...`, `❯ stern ...`
     ("shell-prompt", r"^(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?\s?|[A-Za-z0-9_.-]+ )?[$#❯➜] +[a-z]"),
-    ("shell-prompt", r"^(?:kubectl|stern|docker|docker-compose|podman|istioctl|oc|kail|k) (?:logs|compose|-n)\b"),
+    ("shell-prompt", r"^(?:kubectl|stern|docker|docker-compose|podman|istioctl|oc|kail|k|curl|grpcurl|journalctl)"
+                     r" +(?:-|logs|compose|service|pc|proxy-config|exec|https?:)"),
     # a paste's elision: `...`, `……`, `[...]`, `... omitted ...`, `<snip>`
     ("elision", r"^\s*(?:\.{2,}|…+|\[\.\.\.\]|<snip(?:ped)?>|-+ ?snip ?-+|\.\.\.? ?\(?[A-Za-z ]*\)?)\s*$"),
     ("elision", r"^\s*(?:\.\.\.|…) ?(?:[A-Za-z0-9 ,()]*(?:omitted|truncated|removed|skipped|more|lines|snip)"
@@ -57,8 +58,8 @@ KINDS: tuple[tuple[str, str], ...] = (
 #: the kind of a line that is neither an Envoy record nor one of KINDS
 UNRECOGNISED = "unrecognised"
 #: every kind a line outside the records is counted under (diagnostics' ``lines_aside_by_kind``)
-ALL_KINDS: tuple[str, ...] = (*dict.fromkeys(kind for kind, _ in KINDS), "json-object", UNRECOGNISED, "oversize",
-                              "unread")
+ALL_KINDS: tuple[str, ...] = (*dict.fromkeys(kind for kind, _ in KINDS), "json-object", "blank", UNRECOGNISED,
+                              "oversize", "unread")
 
 #: kinds a paste puts between a record and its continuation lines (they continue nothing themselves)
 _BETWEEN = ("shell-prompt", "elision", "markdown")
@@ -132,8 +133,9 @@ def set_aside(lines: pl.DataFrame, is_start: pl.Expr) -> tuple[pl.DataFrame, pl.
     marked = marked.with_columns(kind__=pl.coalesce(pl.col("kind__"), json_kind))
     # a line that continues the line above takes that line's kind ("": an Envoy record's, or no kind)
     kind = pl.col("kind__")
-    # a paste's own lines (a prompt, an elision, markdown) stand between a record and its continuation lines
-    owner = (pl.when(kind.is_in(_BETWEEN)).then(pl.lit(None, dtype=pl.String))
+    # a paste's own lines (a prompt, an elision, markdown) and a whole pretty-printed object stand between a record
+    # and its continuation lines
+    owner = (pl.when(kind.is_in(_BETWEEN) | pl.col("json__")).then(pl.lit(None, dtype=pl.String))
              .when(pl.col("start__") | ~pl.col("continues__")).then(pl.coalesce(kind, pl.lit(""))).otherwise(kind))
     marked = marked.with_columns(owner__=owner.forward_fill().over("origin"))
     marked = marked.with_columns(kind__=pl.when(kind.is_not_null()).then(kind).when(
@@ -149,9 +151,10 @@ def has_foreign(sample: Iterable[str]) -> bool:
 
 
 def kinds_of(raw: pl.Series) -> pl.Series:
-    """The kind of each line in no record (``raw``): a foreign kind, ``oversize`` (the length limit's marker) or
-    ``unrecognised``. A line holding an Envoy mark is Envoy's, damaged: ``unrecognised``."""
+    """The kind of each line in no record (``raw``): a foreign kind, ``oversize`` (the length limit's marker),
+    ``blank`` or ``unrecognised``. A line holding an Envoy mark is Envoy's, damaged: ``unrecognised``."""
     return raw.to_frame("raw").select(
         kind=pl.when(pl.col("raw").str.starts_with(OVERSIZE_MARK)).then(pl.lit("oversize"))
+        .when(pl.col("raw").str.contains(r"^\s*$")).then(pl.lit("blank"))
         .when(pl.col("raw").str.contains(_ENVOY_MARK)).then(pl.lit(UNRECOGNISED))
         .otherwise(line_kinds(pl.col("raw")).fill_null(UNRECOGNISED)))["kind"]

@@ -130,6 +130,8 @@ class Chunk:
 
     origin: str
     events: pl.DataFrame
+    #: the input it was read from (inputs are read one after another: a new name means the last one ended)
+    source: str = ""
 
 
 _UNUSED_BYTE = b"\x1f"  # the CSV reader's separator: a block holding it is split the slow way
@@ -348,18 +350,20 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
     classifier = Classifier(rules=shapes.load() if shapes is not None else {})
     formats_seen: Counter[str] = Counter()
     pending: deque[Future[_Result]] = deque()
+    pending_sources: deque[str] = deque()  # (each pending block's input, for its chunks)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         seen = _TimeSeen()
 
         def collect() -> Iterator[Chunk]:
             while len(pending) > max(1, workers) or (stop_reading is not None and pending[0].done()):
-                for chunk in _finish_chunk(pending.popleft().result(), diag, redact):
+                for chunk in _finish_chunk(pending.popleft().result(), diag, redact, pending_sources.popleft()):
                     seen.add(chunk.events)
                     yield chunk
                 if not pending:
                     break
 
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
+            pending_sources.append(source.name)
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast,
                                        columns, state.aside))
             yield from collect()
@@ -368,6 +372,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                          state: _SourceState) -> Iterator[Chunk]:
             fmt = state.detection.compiled
             assert isinstance(fmt, TextFormat)
+            pending_sources.append(source.name)
             pending.append(pool.submit(_events_for_bytes, parts, first_line_no, origin, fmt, classifier, redact,
                                        fast, columns))
             yield from collect()
@@ -467,7 +472,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
         if skipped and len(skipped) == len(sources):
             raise skipped[0]
         while pending:
-            yield from _finish_chunk(pending.popleft().result(), diag, redact)
+            yield from _finish_chunk(pending.popleft().result(), diag, redact, pending_sources.popleft())
     if shapes is not None and classifier.grammar_calls:
         shapes.save(classifier.rules)
     if diag.lines_oversize:
@@ -480,7 +485,8 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
     diag.fallback_lines = classifier.fallback_lines
     if diag.lines_repaired:
         diag.warn(f"{diag.lines_repaired} damaged line(s) (a tab or a leading '[' lost) read as records")
-    foreign = {k: n for k, n in diag.lines_aside_by_kind.items() if k not in (UNRECOGNISED, "oversize", "unread")}
+    foreign = {k: n for k, n in diag.lines_aside_by_kind.items()
+               if k not in (UNRECOGNISED, "blank", "oversize", "unread")}
     if foreign:
         diag.warn("lines of other programs or of the paste set aside: "
                   + ", ".join(f"{k} {n}" for k, n in sorted(foreign.items(), key=lambda kv: (-kv[1], kv[0]))))
@@ -539,7 +545,7 @@ def _events_of(env: Envelope, classifier: Classifier, fast: bool | None,
 
 
 def _finish_chunk(result: _Result, diag: Diagnostics,
-                  redact: RedactOption) -> Iterator[Chunk]:
+                  redact: RedactOption, source: str = "") -> Iterator[Chunk]:
     (events, malformed), oversize, repaired = result
     diag.lines_oversize += oversize
     diag.lines_repaired += repaired
@@ -547,7 +553,7 @@ def _finish_chunk(result: _Result, diag: Diagnostics,
     _account(events, diag)
     diag.sanity.check(events)
     if events.height:
-        yield Chunk(events["origin"][0], events)
+        yield Chunk(events["origin"][0], events, source)
 
 
 def _count_remaining_lines(blocks: Iterator[Block], diag: Diagnostics) -> int:

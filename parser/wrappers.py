@@ -222,8 +222,8 @@ WRAPPERS: tuple[AnyWrapper, ...] = (
     # (a Docker Swarm / Docker Desktop service log names the task and node: `core_envoy.1.x4k...@docker-desktop`)
     Wrapper("docker-compose", r"(?P<service>[A-Za-z0-9][A-Za-z0-9_.@-]*) *\|(?: |$)", origin=("service",)),
     # a log viewer's own time column (Docker Desktop's local time, Lens, k9s, Kibana's `Jan 5, 2024 @ 10:00:00.123`)
-    Wrapper("viewer-time", r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[ T])?" + _TIME + r"(?:[.,][0-9]{1,9})?"
-            r"(?: ?(?:Z|[+-][0-9]{2}:?[0-9]{2}|UTC))?[ \t]+(?:\|[ \t]*)?"
+    # (local time, no zone: an RFC 3339 time with its zone is kubectl's or docker's --timestamps)
+    Wrapper("viewer-time", r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}[ T])?" + _TIME + r"(?:[.,][0-9]{1,9})?[ \t]+(?:\|[ \t]*)?"
             r"|[A-Z][a-z]{2} [0-9]{1,2}, [0-9]{4} @ " + _TIME + r"(?:\.[0-9]{1,9})?[ \t]+"),
     Wrapper("kail", rf"(?:{_K8S_NAME})/(?P<pod>{_K8S_NAME})\[(?P<container>{_K8S_NAME})\]: ",
             origin=("pod", "container")),
