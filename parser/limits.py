@@ -6,8 +6,12 @@ the line is still counted (as malformed) and its number stays right. A gzip stre
 more than ``max_gzip_ratio()`` times once past ``GZIP_RATIO_FLOOR`` bytes is refused: trace logs
 compress 10-30 times, a decompression bomb (zeros) about 1000 times.
 
-Both are set by environment variables (0 turns a bound off):
-``ENVOY_DISSECTOR_MAX_LINE_BYTES`` (default 8 MiB), ``ENVOY_DISSECTOR_MAX_GZIP_RATIO`` (default 200).
+A source that goes on without a line break past ``max_bytes_without_line()`` (``/dev/zero``) is judged
+endless: a file or device is refused, a pipe or FIFO the user chose is read on with a warning on stderr.
+
+All are set by environment variables (0 turns a bound off): ``ENVOY_DISSECTOR_MAX_LINE_BYTES``
+(default 8 MiB), ``ENVOY_DISSECTOR_MAX_GZIP_RATIO`` (default 200), ``ENVOY_DISSECTOR_MAX_BYTES_WITHOUT_LINE``
+(default 64 MiB).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from envoy_dissector.parser.errors import InputError
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_GZIP_RATIO = 200
+DEFAULT_MAX_BYTES_WITHOUT_LINE = 64 * 1024 * 1024
 #: the ratio is judged only after this many inflated bytes (small files may compress better)
 GZIP_RATIO_FLOOR = 64 * 1024 * 1024
 OVERSIZE_MARK = "[envoy-dissector: line skipped"
@@ -42,6 +47,12 @@ def max_line_bytes() -> int:
 def max_gzip_ratio() -> int:
     """Inflated / compressed bytes allowed past GZIP_RATIO_FLOOR (0: no bound)."""
     return _env_int("ENVOY_DISSECTOR_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO)
+
+
+def max_bytes_without_line() -> int:
+    """Bytes read without one line break before a source is judged endless (0: no bound; see
+    ``sources._stream_blocks``: a file or device is then refused, a pipe is read on with a warning)."""
+    return _env_int("ENVOY_DISSECTOR_MAX_BYTES_WITHOUT_LINE", DEFAULT_MAX_BYTES_WITHOUT_LINE)
 
 
 def oversize_marker(size: int, limit: int) -> bytes:

@@ -162,12 +162,27 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
                 return
             fh.seek(resume)
             consumed = resume
-        yield from _stream_blocks(fh, counter, source.name, block_bytes, consumed)
+        yield from _stream_blocks(fh, counter, source.name, block_bytes, consumed, pipe=_is_pipe(source))
     finally:
         if source.path is not None or counter is not None:
             fh.close()  # a gzip reader does not close the file under it, nor stdin
         if source.path is not None and counter is not None:
             counter.inner.close()
+
+
+def _is_pipe(source: Source) -> bool:
+    """Stdin or a path that is a pipe, FIFO or socket: a stream the user chose, which may rightly go on."""
+    try:
+        if source.path is not None:
+            mode = os.stat(source.path).st_mode
+        else:
+            fd = _stdin_fd()
+            if fd is None:
+                return False
+            mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _is_regular(fh: BinaryIO) -> bool:
@@ -223,11 +238,17 @@ def _pread(fd: int, name: str, size: int, offset: int) -> bytes:
 
 
 def _stream_blocks(fh: BinaryIO, counter: CountingReader | None, name: str, block_bytes: int,
-                   consumed: int) -> Iterator[Block]:
-    """Blocks of any stream (gzip, stdin, FIFOs): each read's partial last line is carried into the next."""
+                   consumed: int, *, pipe: bool = False) -> Iterator[Block]:
+    """Blocks of any stream (gzip, stdin, FIFOs): each read's partial last line is carried into the next.
+
+    Past ``limits.max_bytes_without_line()`` without a line break the source is judged endless
+    (``/dev/zero``): a file or device is refused; a ``pipe`` is read on, said once on stderr.
+    """
     max_line, ratio = limits.max_line_bytes(), limits.max_gzip_ratio()
+    endless = limits.max_bytes_without_line()
     carry = b""
     skipping = -1  # bytes dropped so far of a line longer than max_line (-1: not skipping)
+    warned = False
     while True:
         try:
             data = fh.read(block_bytes)
@@ -239,10 +260,12 @@ def _stream_blocks(fh: BinaryIO, counter: CountingReader | None, name: str, bloc
         oversize = 0
         if skipping >= 0:  # drop the long line's bytes up to its newline, keep a marker line
             end = data.find(b"\n")
-            if end < 0 and data:
-                skipping += len(data)
-                continue
             skipping += len(data) if end < 0 else end
+            if endless and skipping > endless and not warned:
+                _endless(name, skipping, pipe)
+                warned = True
+            if end < 0 and data:
+                continue
             data = limits.oversize_marker(skipping, max_line) + (data[end:] if end >= 0 else b"\n")
             skipping, oversize = -1, 1
         if not data:
@@ -258,6 +281,16 @@ def _stream_blocks(fh: BinaryIO, counter: CountingReader | None, name: str, bloc
             skipping, carry = len(carry), b""
         if whole:
             yield Block(name, whole, consumed, oversize)
+
+
+def _endless(name: str, size: int, pipe: bool) -> None:
+    """A source past the bound without a line break: refused, or (a pipe) read on with a warning."""
+    what = f"{size // (1024 * 1024)} MiB without a line break"
+    if not pipe:
+        raise InputError(f"{what}: not a text log (an endless device such as /dev/zero?); reading stopped "
+                         "(ENVOY_DISSECTOR_MAX_BYTES_WITHOUT_LINE)", path=name)
+    print(f"envoy-dissect: warning: {name}: {what}; still reading the pipe, its bytes dropped until the next "
+          "line break (Ctrl-C stops)", file=sys.stderr, flush=True)
 
 
 def text_source(text: str, name: str = "<text>") -> Source:
