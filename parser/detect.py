@@ -18,7 +18,7 @@ from envoy_dissector.parser.errors import FormatError
 from envoy_dissector.parser.foreign import ENVOY_MARK, count_kinds, kind_of
 from envoy_dissector.parser.formats import KNOWN_FORMATS, Detection, LowMatchError
 from envoy_dissector.parser.logformat import TextFormat, plain
-from envoy_dissector.parser.wrappers import AnyWrapper, applicable, generic_prefix, strip_sample
+from envoy_dissector.parser.wrappers import AnyWrapper, applicable, detect_wrappers, generic_prefix, strip_sample
 
 Choose = Callable[[list[str]], Detection]
 #: lines of the sample the wrapper search looks at (the chosen chain is then judged on the whole sample)
@@ -217,7 +217,7 @@ def _failure(sample: list[str], choose: Choose, best: Found | None, source: str)
     line_no, text = _first_failing(sample, stripped, fmt)
     found_hints = hints(sample)
     message = "not an Envoy / istio-proxy log" + (": " + "; ".join(found_hints) if found_hints else "")
-    without_envoy = _no_envoy_line(stripped)
+    without_envoy = _no_envoy_line(stripped if best is not None else _unwrapped_for_kinds(sample))
     if without_envoy:  # what the file is says more than the formats it is not
         message = "not an Envoy / istio-proxy log: " + without_envoy
         return FormatError(message, path=source, line=line_no, expected="an Envoy log line", found=text[:200])
@@ -228,6 +228,14 @@ def _failure(sample: list[str], choose: Choose, best: Found | None, source: str)
     if not any("--log-format" in h for h in found_hints):
         message += "; if Envoy ran with its own --log-format, pass it with --log-format"
     return FormatError(message, path=source, line=line_no, expected="an Envoy log line", found=text[:200])
+
+
+def _unwrapped_for_kinds(sample: list[str]) -> list[str]:
+    """``sample`` without the wrappers most lines carry, peeled as far as shows the most foreign lines (the greedy
+    chain may peel one too many: ``grep``'s ``123-`` also reads the ``2021-`` of a time)."""
+    chain = detect_wrappers(sample)
+    tries = [strip_sample(sample, chain[:depth]) for depth in range(len(chain) + 1)]
+    return max(tries, key=lambda lines: sum(count_kinds(lines).values()))
 
 
 _KIND_HINTS = {

@@ -40,7 +40,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("pilot-agent", r'^\{"level":"[a-z]+","time":"[^"]*",(?:"scope":"(?:' + _AGENT_SCOPES + r')",)?"msg":'),
     # another program's console log with an upper-case level (kuma-dp's zap lines, Java and Go apps)
     ("app-output", r"^" + _ISO + r"\t(?:DEBUG|INFO|WARN|WARNING|ERROR)\t"),
-    ("app-output", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9:.,]+ +(?:DEBUG|INFO|WARN|WARNING|ERROR)\b"),
+    ("app-output", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9:.,]+[ :]+(?:DEBUG|INFO|WARN|WARNING|ERROR)\b"),
     # the command that produced the paste: `$ kubectl logs ...`, `user@host:~$ ...`, `❯ stern ...`
     ("shell-prompt", r"^(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?\s?|[A-Za-z0-9_.-]+ )?[$#❯➜] +[a-z]"),
     ("shell-prompt", r"^(?:kubectl|stern|docker|docker-compose|podman|istioctl|oc|kail|k|curl|grpcurl|journalctl)"

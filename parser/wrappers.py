@@ -228,6 +228,8 @@ WRAPPERS: tuple[AnyWrapper, ...] = (
     Wrapper("kail", rf"(?:{_K8S_NAME})/(?P<pod>{_K8S_NAME})\[(?P<container>{_K8S_NAME})\]: ",
             origin=("pod", "container")),
     Wrapper("stern", rf"(?P<pod>{_K8S_NAME}) (?P<container>{_K8S_NAME}) ", origin=("pod", "container")),
+    # skaffold dev / tilt: `[CONTAINER] ` before each line of a pod's containers
+    Wrapper("skaffold", rf"\[(?P<container>{_K8S_NAME})\] ", origin=("container",)),
     Wrapper("syslog", r"(?:[A-Z][a-z]{2} [ 0-9][0-9] " + _TIME + r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T" + _TIME
             + r"(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})) [^\s]* [^\s\[\]:]+(?:\[[0-9]+\])?: "),
     Wrapper("logcat", r"(?:[0-9]{2}-[0-9]{2} " + _TIME + r"\.[0-9]{3} +[0-9]+ +[0-9]+ [VDIWEF] [^:]*: "
