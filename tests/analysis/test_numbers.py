@@ -32,14 +32,14 @@ def _report_p50(text: str) -> dict[str, float]:
     """The p50 column of the report's phase table, in µs, by row label (``loop_queue`` etc.)."""
     lines = text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("phase "))
-    unit = lines[head].split()[2]  # "phase  p50 µs  p90 ms ...": the p50 column's unit
+    unit = lines[head].split()[1].strip("()")  # "phase (µs)  p50  p90 ...": the table's one unit
     out = {}
     for line in lines[head + 1:]:
         if not line.strip() or line.lstrip().startswith("("):
             break
         if line.startswith("-"):
             continue
-        label, p50 = line[:22].strip(), line[22:32].strip().replace(",", "")
+        label, p50 = line[:20].strip(), line[20:29].strip().replace(",", "")
         out[label] = float(p50) * (1000 if unit == "ms" else 1)
     return out
 
