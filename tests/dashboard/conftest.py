@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import DashboardProcess
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -71,76 +73,6 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-class DashboardProcess:
-    """``envoy-dissect dashboard`` in a subprocess (waitress, 127.0.0.1), with its own TMPDIR so its
-    upload directory can be inspected; ``url`` is the address it printed (token included if any)."""
-
-    def __init__(self, args: list[str], tmp: Path) -> None:
-        import socket
-        import subprocess
-        import sys
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.tmp = tmp
-        tmp.mkdir(parents=True, exist_ok=True)
-        self.log = (tmp / "server.out").open("w+")
-        env = {**os.environ, "TMPDIR": str(tmp)}
-        env.pop("ENVOY_DISSECTOR_TOKEN", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envoy_dissector.cli", "dashboard", "--port", str(self.port), *args],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.url = self._wait_for_url()
-
-    def _wait_for_url(self, timeout: float = 120) -> str:
-        import time
-
-        import requests
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"dashboard exited: {self.output()}")
-            for line in self.output().splitlines():
-                if " dashboard on http" in line:
-                    try:
-                        requests.get(self.base + "/_dash-layout", timeout=5)
-                        return line.split(" dashboard on ")[1].split()[0]
-                    except requests.ConnectionError:
-                        pass
-            time.sleep(0.3)
-        raise AssertionError(f"dashboard did not start: {self.output()}")
-
-    def output(self) -> str:
-        self.log.flush()
-        return (self.tmp / "server.out").read_text()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def upload_dirs(self) -> list[Path]:
-        """Upload directories (inside the server's private temporary directory)."""
-        return sorted([*self.tmp.glob("envoy-dissector-uploads-*"), *self.tmp.glob("*/envoy-dissector-uploads-*")])
-
-    def private_dirs(self) -> list[Path]:
-        """The server's private temporary directories (one while it runs)."""
-        return sorted(self.tmp.glob("envoy-dissector-dashboard-*"))
-
-    def stop(self) -> None:
-        import signal
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except Exception:
-                self.proc.kill()
-        self.log.close()
-
-
 @pytest.fixture
 def dashboard_process(tmp_path):
     """Start ``envoy-dissect dashboard ARGS...``; stopped (SIGTERM) at the end of the test."""
@@ -154,34 +86,3 @@ def dashboard_process(tmp_path):
         s.stop()
 
 
-class RssSampler:
-    """Peak resident memory of a process, sampled every ``interval`` s in a thread (psutil)."""
-
-    def __init__(self, pid: int, interval: float = 0.05) -> None:
-        import threading
-
-        import psutil
-
-        self.proc = psutil.Process(pid)
-        self.interval = interval
-        self.baseline = self.proc.memory_info().rss
-        self.peak = self.baseline
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.peak = max(self.peak, self.proc.memory_info().rss)
-            except Exception:
-                return
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.last = self.proc.memory_info().rss

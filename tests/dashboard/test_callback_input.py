@@ -7,7 +7,6 @@ malformed in structure. The app's real Flask server answers (test client, no net
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,9 @@ import pytest
 from envoy_dissector.dashboard.app import create_app
 from envoy_dissector.dashboard.callback_input import body_error
 from envoy_dissector.dashboard.datasets import new_id
+from tests.builders import DISPATCH, body
 
 FIXTURE = Path("fixtures/istio-thread/keepalive/envoy.log.gz")
-DISPATCH = "/_dash-update-component"
 JUNK: list[object] = [
     None, True, 0, -1, 2**70, 1.5, "", "C1", "x" * 300, [], [1, "a", None, {"b": []}], {},
     {"token": 5, "dataset": [1], "uid": {"a": 1}, "start": "s", "end": [], "highlight": ["a", None, 3.5, 2**80]},
@@ -49,48 +48,6 @@ def valid(app):
         ("requests-grid", "getRowsRequest"): {"startRow": 0, "endRow": 100, "filterModel": {}, "sortModel": []},
         ("compare-a", "options"): [{"label": "a", "value": ds.id}], ("jobs-seen", "data"): [],
     }
-
-
-def outputs_of(key: str) -> object:
-    if key.startswith(".."):
-        return [{"id": part.rsplit(".", 1)[0], "property": part.rsplit(".", 1)[1]}
-                for part in key.strip(".").split("...")]
-    ident, prop = key.rsplit(".", 1)
-    return {"id": ident, "property": prop}
-
-
-def pattern(spec: dict) -> dict | None:
-    """The id of a pattern-matching (ALL) dependency, ``None`` for a plain one."""
-    ident = spec["id"]
-    return json.loads(ident) if isinstance(ident, str) and ident.startswith("{") else None
-
-
-def item(spec: dict, value: object) -> object:
-    if (ident := pattern(spec)) is not None:  # ALL: a list with one concrete component
-        concrete = {k: (v if isinstance(v, str) else 3) for k, v in ident.items()}
-        if "wait" in concrete:
-            concrete["wait"] = 0
-        return [{"id": concrete, "property": spec["property"], "value": value}]
-    return {"id": spec["id"], "property": spec["property"], "value": value}
-
-
-def body(key: str, entry: dict, values: dict[int, object], valid: dict) -> dict:
-    specs = entry["inputs"] + entry["state"]
-
-    def value(i: int, spec: dict) -> object:
-        if i in values:
-            return values[i]
-        if pattern(spec) is not None:
-            return 1
-        return valid.get((spec["id"], spec["property"]), 1 if spec["property"] in ("n_clicks", "n_intervals")
-                         else None)
-
-    items = [item(s, value(i, s)) for i, s in enumerate(specs)]
-    n = len(entry["inputs"])
-    first = entry["inputs"][0]
-    changed = f"{first['id']}.{first['property']}"
-    return {"output": key, "outputs": outputs_of(key), "inputs": items[:n], "state": items[n:],
-            "changedPropIds": [changed]}
 
 
 def test_every_callback_answers_junk_with_at_most_4xx(app, valid):

@@ -80,23 +80,24 @@ def test_quick_search(requests):
     assert grid.query(frame, search=xid.upper()).height == 1
 
 
-def test_pager_serves_blocks_of_a_million_rows_fast():
-    import time
-
+def test_pager_serves_blocks_of_a_million_rows_from_one_query(monkeypatch):
+    """The filter and sort run once per grid state; the next block is a slice of the cached result (how long
+    that takes is bench/'s business)."""
     f = big()
     pager = grid.Pager()
+    queries = []
+    real_query = grid.query
+    monkeypatch.setattr(grid, "query", lambda *a, **kw: queries.append(kw) or real_query(*a, **kw))
     req = {"startRow": 0, "endRow": 100, "sortModel": [{"colId": "total_us", "sort": "desc"}],
            "filterModel": {"path": {"filterType": "text", "type": "equals", "filter": "/b"}}}
-    t = time.time()
     first = pager.rows("big", f, req)
     assert first["rowCount"] == 250_000 and len(first["rowData"]) == 100
     assert first["rowData"][0]["total_us"] == 999_997
-    t1 = time.time() - t
-    t = time.time()
     nxt = pager.rows("big", f, {**req, "startRow": 100, "endRow": 200})
     assert nxt["rowData"][0]["total_us"] == 999_997 - 400
-    assert time.time() - t < 0.2, "the next block is a slice of the cached result"
-    assert t1 < 5
+    assert len(queries) == 1, "the next block is a slice of the cached result"
+    pager.rows("big", f, {**req, "sortModel": [{"colId": "total_us", "sort": "asc"}]})
+    assert len(queries) == 2  # another grid state is queried
     # a page is capped whatever the grid asks for
     assert len(pager.rows("big", f, {"startRow": 0, "endRow": 10**9})["rowData"]) == 1000
 

@@ -16,7 +16,7 @@ import requests
 
 from envoy_dissector.dashboard import guard
 from envoy_dissector.dashboard.datasets import new_id
-from tests.dashboard.conftest import DashboardProcess
+from tests.builders import DashboardProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "fixtures" / "istio-thread" / "keepalive" / "envoy.log.gz"

@@ -14,8 +14,7 @@ import requests
 
 from envoy_dissector.dashboard import private_tmp
 from envoy_dissector.dashboard.datasets import new_id
-from tests.dashboard.conftest import DashboardProcess
-from tests.dashboard.test_server import Callbacks, upload
+from tests.builders import Callbacks, DashboardProcess, upload
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "fixtures" / "istio-thread" / "keepalive" / "envoy.log.gz"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.test_redaction_ui import every_answer, serve_upload
+from tests.builders import every_answer, serve_upload
 from tests.security.planted import MARK, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -15,59 +15,14 @@ import requests
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import new_id
-from tests.dashboard.conftest import RssSampler
-from tests.dashboard.test_callback_input import outputs_of
+from tests.builders import DISPATCH, UPLOAD, Callbacks, RssSampler, upload
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "istio-thread"
 SMALL = FIXTURES / "keepalive" / "envoy.log.gz"
 TOKEN = "team-token-0123456789abcdef"
-UPLOAD = "/_dissector/upload"
-DISPATCH = "/_dash-update-component"
 CAPTURES = sorted(FIXTURES.glob("*/envoy.log.gz"))
 MiB = 1024 * 1024
-
-
-def upload(http: requests.Session, base: str, session: str, data: bytes, name: str) -> requests.Response:
-    return http.post(f"{base}{UPLOAD}", params={"name": name}, data=data, timeout=120,
-                     headers={"X-Dissector-Session": session, "Content-Type": "application/octet-stream"})
-
-
-class Callbacks:
-    """Calls the app's own Dash callbacks over HTTP, as the page does."""
-
-    def __init__(self, http: requests.Session, base: str) -> None:
-        self.http, self.base = http, base
-        deps = http.get(f"{base}/_dash-dependencies", timeout=30).json()
-        self.poll_key = next(d["output"] for d in deps if "dataset.options" in d["output"])
-        self.overview_key = next(d["output"] for d in deps if "overview.children" in d["output"])
-        self.requests = 0
-
-    def _call(self, output: str, inputs: list, state: list) -> dict:
-        outputs = outputs_of(output)
-        body = {"output": output, "outputs": outputs, "inputs": inputs, "state": state,
-                "changedPropIds": [f"{inputs[0]['id']}.{inputs[0]['property']}"]}
-        r = self.http.post(f"{self.base}{DISPATCH}", json=body, timeout=60)
-        self.requests += 1
-        assert r.status_code in (200, 204), (r.status_code, r.text[:300])
-        return r.json()["response"] if r.status_code == 200 else {}
-
-    def poll(self, session: str) -> tuple[list[dict], bool]:
-        """The session's dataset options and whether analyses are pending (the header's poll callback)."""
-        resp = self._call(self.poll_key, [{"id": "job-poll", "property": "n_intervals", "value": 1},
-                                          {"id": "upload-job", "property": "data", "value": None}],
-                          [{"id": "session", "property": "data", "value": {"token": session}},
-                           {"id": "dataset", "property": "value", "value": None},
-                           {"id": "jobs-seen", "property": "data", "value": []},
-                           {"id": "dataset", "property": "options", "value": None}])
-        return resp["dataset"]["options"], not resp["job-poll"]["disabled"]
-
-    def overview(self, session: str, dataset_id: str) -> str:
-        resp = self._call(self.overview_key, [{"id": "dataset", "property": "value", "value": dataset_id},
-                                              {"id": "job-poll", "property": "n_intervals", "value": 1}],
-                          [{"id": "session", "property": "data", "value": {"token": session}},
-                           {"id": "overview-rows", "property": "data", "value": None}])
-        return json.dumps(resp["overview"]["children"])
 
 
 def test_token_and_host_over_real_http(dashboard_process):

@@ -4,11 +4,11 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from conftest import NO_THREAD_DIRS
 
 from envoy_dissector.parser.errors import FormatError, InputError
 from envoy_dissector.parser.formats import KNOWN_FORMATS, detect_format, detection_by_id
 from envoy_dissector.parser.pipeline import parse, parse_text
+from tests.builders import NO_THREAD_DIRS
 
 MS_WARNING = "millisecond"
 THREAD_WARNING = "no thread ids"

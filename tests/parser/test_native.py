@@ -15,7 +15,6 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import FIXTURE_LOGS, FIXTURES, FixtureLog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -24,16 +23,18 @@ from envoy_dissector.parser import native
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import detection_by_id
 from envoy_dissector.parser.pipeline import Parsed, parse
+from tests.builders import FIXTURE_LOGS, FIXTURES, FixtureLog
 
 needs_scan = pytest.mark.skipif(not native.available(), reason="the compiled scan was not built (no cargo)")
 
 REAL = sorted((FIXTURES / "real").glob("*.log*"))
 
 
-@pytest.mark.skipif(native.available(), reason="built")
 def test_missing_build_is_noticed() -> None:
     """``pip install`` builds the scan where cargo is found (the build is optional, so that the package installs
     without it): a build that failed must not pass unnoticed as a run of the scan."""
+    if native.available():
+        return
     if os.environ.get("ENVOY_DISSECTOR_REQUIRE_NATIVE") or shutil.which("cargo"):
         pytest.fail("cargo is here but the compiled scan did not build: see `pip install -e . -v`")
 
