@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
@@ -46,14 +47,15 @@ MAX_PENDING_PER_CLIENT = 8
 CLEANUP_INTERVAL_S = 1
 
 
-class JsonError(Error):  # type: ignore[misc]  # waitress is untyped
+class JsonError(Error):
     """A refusal answered with ``{"error": TEXT}`` (and the dashboard's security headers)."""
 
     def __init__(self, code: int, reason: str, message: str) -> None:
         super().__init__(message)
         self.code, self.reason = code, reason
 
-    def to_response(self, ident: str | None = None) -> tuple[str, list[tuple[str, str]], bytes]:
+    # (waitress's stubs say the body is str; ErrorTask writes what it gets, and waitress's own Error gives bytes)
+    def to_response(self, ident: str | None = None) -> tuple[str, list[tuple[str, str]], bytes]:  # type: ignore[override]
         body = json.dumps({"error": self.body}).encode()
         headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store"), *SECURITY_HEADERS.items()]
         return f"{self.code} {self.reason}", headers, body
@@ -90,7 +92,7 @@ class Guard:
     #: connections not yet admitted, by client address (touched only by waitress's socket thread)
     pending: dict[str, list[GuardedChannel]] = field(default_factory=dict)
 
-    def refusal(self, headers: dict[str, str], query: str) -> JsonError | None:
+    def refusal(self, headers: Mapping[str, str], query: str) -> JsonError | None:
         """Why a request with these headers (waitress's upper-case names) may not go on, or None."""
         if not self.policy.host_allowed(headers.get("HOST")):
             return JsonError(403, "Forbidden", f"Host {hostname(headers.get('HOST'))!r} is not one this dashboard "
@@ -101,7 +103,7 @@ class Guard:
                                               "printed (http://HOST:PORT/?token=...), or ask whoever started it.")
 
 
-def _tokens(headers: dict[str, str], query: str) -> list[str]:
+def _tokens(headers: Mapping[str, str], query: str) -> list[str]:
     """The tokens a request offers: ``?token=``, the cookie, a bearer token."""
     out = parse_qs(query, max_num_fields=100).get(QUERY_PARAM, [])[:1]
     try:
@@ -116,7 +118,7 @@ def _tokens(headers: dict[str, str], query: str) -> list[str]:
     return out
 
 
-class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
+class GuardedParser(HTTPRequestParser):
     """waitress's request parser, judging a request when its headers are complete (see the module doc)."""
 
     def __init__(self, adj: Any, guard: Guard, channel: GuardedChannel) -> None:
@@ -137,7 +139,7 @@ class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
         return len(data) if self.refused else consumed
 
     def _judge(self) -> None:
-        refusal = self.guard.refusal(self.headers, self.query)
+        refusal = self.guard.refusal(self.headers, self._query())
         if refusal is None and self.error is None and (self.body_rcv is not None or self.chunked):
             size = self.adj.max_request_body_size if self.chunked else self.content_length
             if self.guard.spool.reserve(size):
@@ -156,9 +158,12 @@ class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
 
     def _as_json(self, error: Error) -> JsonError:
         if isinstance(error, RequestEntityTooLarge):  # worded as the upload route words it
-            name = parse_qs(self.query or "", max_num_fields=100).get("name", [None])[0]
+            name = parse_qs(self._query(), max_num_fields=100).get("name", [None])[0]
             return JsonError(413, "Content Too Large", f"{safe_name(name)}: {self.guard.too_large}")
         return JsonError(int(error.code), str(error.reason), str(error.body))
+
+    def _query(self) -> str:
+        return str(getattr(self, "query", "") or "")  # (set by parse_header; not in waitress's stubs)
 
     def release(self) -> None:
         """Give the body's spool reservation back (idempotent)."""
@@ -170,7 +175,7 @@ class GuardedParser(HTTPRequestParser):  # type: ignore[misc]
         super().close()
 
 
-class GuardedChannel(HTTPChannel):  # type: ignore[misc]
+class GuardedChannel(HTTPChannel):
     """A waitress connection with the bounds of the module doc."""
 
     guard: Guard
@@ -186,7 +191,7 @@ class GuardedChannel(HTTPChannel):  # type: ignore[misc]
             oldest = pending.pop(0)
             oldest.will_close = True
 
-    def parser_class(self, adj: Any) -> GuardedParser:  # waitress calls self.parser_class(adj)
+    def parser_class(self, adj: Any) -> GuardedParser:  # type: ignore[override]  # waitress calls self.parser_class(adj)
         return GuardedParser(adj, self.guard, self)
 
     def admitted(self) -> None:
@@ -208,9 +213,10 @@ class GuardedChannel(HTTPChannel):  # type: ignore[misc]
 
     def handle_close(self) -> None:
         self._forget_pending()
-        with self.requests_lock:
+        with self.requests_lock:  # type: ignore[attr-defined]  # (not in waitress's stubs)
             for request in self.requests:  # (a worker thread may be reading its body: waitress closes it after)
-                request.release()
+                if isinstance(request, GuardedParser):
+                    request.release()
             if self.request is not None:  # a request still coming in: nobody else will close it
                 self.request.close()
         super().handle_close()
@@ -220,7 +226,7 @@ def install(server: Any, guard: Guard) -> None:
     """Make every listening socket of a waitress ``create_server`` result use :class:`GuardedChannel`."""
     listeners = [d for d in getattr(server, "map", {}).values() if isinstance(d, BaseWSGIServer)]
     for listener in listeners or [server]:
-        listener.dissector_guard = guard
+        setattr(listener, "dissector_guard", guard)  # noqa: B010  # (read by GuardedChannel)
         listener.channel_class = GuardedChannel
 
 
