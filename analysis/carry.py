@@ -11,6 +11,11 @@ The requests stage reads a connection's past in two ways only:
   kind per connection is enough.
 
 Forward lookups start at a request's own lines, which a window always holds (see ``streaming.py``).
+
+The carry keeps the past of at most ``MAX_CARRIED_CONNECTIONS`` connections, those seen last: a capture of
+millions of connections would otherwise keep a few rows for each. A connection silent while that many others
+came after it loses its past (its first line, last `new stream`...): a later line of it is looked up as on a
+connection first seen in the window (docs/scale.md).
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ import polars as pl
 from envoy_dissector.analysis.requests import TLS_KINDS
 from envoy_dissector.parser.kinds import EventKind
 
+#: connections whose rows a carry keeps at most (the ones whose last kept row is latest)
+MAX_CARRIED_CONNECTIONS = 100_000
 _POOL = (EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM, EventKind.POOL_USING_EXISTING)
 _ON_CONN = pl.col("conn_id").is_not_null()
 
@@ -43,8 +50,9 @@ FIRST_OF: tuple[tuple[pl.Expr, tuple[str, ...]], ...] = (
 )
 
 
-def carried(dropped: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``dropped`` (the previous carry plus events leaving the window, in log order) worth keeping."""
+def carried(dropped: pl.DataFrame, max_connections: int = MAX_CARRIED_CONNECTIONS) -> pl.DataFrame:
+    """The rows of ``dropped`` (the previous carry plus events leaving the window, in log order) worth keeping,
+    for the ``max_connections`` connections seen last."""
     if dropped.height == 0:
         return dropped
     # the rules read a few narrow columns: filtering those is much cheaper than filtering whole events
@@ -60,4 +68,9 @@ def carried(dropped: pl.DataFrame) -> pl.DataFrame:
     if not keep:
         return dropped.head(0)
     chosen = pl.concat(keep).unique().sort("pos__")["pos__"]
+    kept = indexed.select("origin", "conn_id", "pos__")[chosen]
+    if kept.select(pl.struct("origin", "conn_id").n_unique()).item() > max_connections:
+        latest = kept.group_by("origin", "conn_id").agg(pl.col("pos__").max()).top_k(max_connections, by="pos__")
+        chosen = kept.join(latest.select("origin", "conn_id"), on=["origin", "conn_id"], how="semi",
+                           maintain_order="left")["pos__"]
     return dropped[chosen]

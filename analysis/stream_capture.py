@@ -12,7 +12,14 @@ from envoy_dissector.analysis.capture import Capture, _as_source, _label
 from envoy_dissector.analysis.reread import index_for
 from envoy_dissector.analysis.schema import ANALYSED_COLUMNS
 from envoy_dissector.analysis.spill import MEMORY_BUDGET
-from envoy_dissector.analysis.streaming import GRACE_US, IDLE_US, WINDOW_EVENTS, Emit, StreamingAnalysis
+from envoy_dissector.analysis.streaming import (
+    GRACE_US,
+    IDLE_US,
+    MAX_OPEN_REQUESTS,
+    WINDOW_EVENTS,
+    Emit,
+    StreamingAnalysis,
+)
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import WORKERS, ShapeStore, iter_parse
 from envoy_dissector.parser.redact import RedactOption
@@ -79,8 +86,8 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
                    progress: Callable[[int], None] | None = None, name: str | None = None,
                    shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None,
                    on_finished: Emit | None = None, grace_us: int = GRACE_US, idle_us: int = IDLE_US,
-                   window_events: int = WINDOW_EVENTS, block_bytes: int | None = None,
-                   prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET,
+                   window_events: int = WINDOW_EVENTS, max_open: int = MAX_OPEN_REQUESTS,
+                   block_bytes: int | None = None, prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET,
                    parse_workers: int = PARSE_WORKERS, background_steps: bool = True) -> Capture:
     """Like ``dissect``, with the analysis streamed worker by worker (``analysis/streaming.py``).
 
@@ -89,6 +96,9 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     from the input file (one regular file only: not stdin or several files).
     ``on_finished(requests, phases)`` sees each batch of finished requests as it is emitted. Finished output
     beyond ``spill_budget`` bytes waits for the end in parquet parts in a temporary directory (``spill.py``).
+    ``max_open``: requests whose response has not ended a worker holds at most; beyond, the oldest are emitted
+    as cut (``streaming.MAX_OPEN_REQUESTS``). Sources are analysed one after another: a file's workers are
+    finished when the next file begins.
     ``background_steps``: the analysis' window steps run on a thread of their own while the next chunks are taken
     in (the same result as in line).
 
@@ -100,15 +110,17 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
     run = iter_parse(src, format=format, log_format=log_format, redact=redact, shapes=shapes,
                      progress=progress, stop_reading=stop_reading, block_bytes=block_bytes, workers=parse_workers,
                      columns=ANALYSED_COLUMNS)
-    streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events,
+    streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events, max_open=max_open,
                                   on_finished=on_finished, spill_budget=spill_budget, background=background_steps)
-    seen = False
+    source_name: str | None = None
     ahead = prefetch > 0 and _regular_files(source)
     try:
         for chunk in (prefetched(run, prefetch) if ahead else run):
-            seen = True
+            if source_name is not None and chunk.source != source_name:
+                streaming.end_source()  # (sources are read one after another: the previous one is over)
+            source_name = chunk.source
             streaming.add(chunk.events)
-        if not seen:
+        if source_name is None:
             raise InputError("nothing parseable: no log record found")
         result = streaming.finish()
     finally:

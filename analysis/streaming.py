@@ -14,7 +14,10 @@ they use live on one worker thread, and one thread's lines are in time order. So
   connection, the upstream's `response complete`, …) has found its line or run past its tolerance;
   finished requests (and their phase rows) are emitted once;
 * the window is then cut before the earliest unfinished request (keeping ``MARGIN_ROWS`` lines before it), and
-  the dropped events update the carry;
+  the dropped events update the carry; a worker keeps at most ``max_open`` unfinished requests (the others,
+  oldest first, are emitted as cut) and its carry the past of at most ``max_carried`` connections, so input
+  that never finishes a request cannot pin memory without bound; a source's workers are finished when the
+  next source begins (``end_source``);
 * workers advance independently, so the interleaving of workers in the file (a chunk ends at a different
   moment on each) does not matter; the loop model's slices are cut per worker as they close
   (``loop_stream.py``), and so are the health checker's bursts (``internal.HealthCheckBursts``: they belong to
@@ -49,7 +52,7 @@ from typing import Any
 
 import polars as pl
 
-from envoy_dissector.analysis.carry import carried
+from envoy_dissector.analysis.carry import MAX_CARRIED_CONNECTIONS, carried
 from envoy_dissector.analysis.facts import STARTED_SCHEMA, CaptureFacts
 from envoy_dissector.analysis.findings import health_checks, record_gaps
 from envoy_dissector.analysis.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
@@ -79,6 +82,10 @@ GRACE_US = 2_000
 IDLE_US = 5_000_000
 #: Rows a worker's window grows by between two runs of the stages.
 WINDOW_EVENTS = 400_000
+#: Requests whose response has not ended a worker holds at most: beyond, at a window step, the ones whose last
+#: line is oldest are given up (emitted as they are: cut by the capture), so that streams that never finish
+#: (a flood of one-line `new stream` records) cannot pin the window without bound (docs/scale.md).
+MAX_OPEN_REQUESTS = 20_000
 #: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
 MARGIN_ROWS = 256
 #: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_step``).
@@ -221,6 +228,10 @@ class StreamingAnalysis:
     grace_us: int = GRACE_US
     idle_us: int = IDLE_US
     window_events: int = WINDOW_EVENTS
+    #: open requests a worker holds at most (``MAX_OPEN_REQUESTS``)
+    max_open: int = MAX_OPEN_REQUESTS
+    #: connections whose past a worker's carry keeps at most (``carry.MAX_CARRIED_CONNECTIONS``)
+    max_carried: int = MAX_CARRIED_CONNECTIONS
     on_finished: Emit | None = None
     _workers: dict[tuple[str, int], _Worker] = field(default_factory=dict)
     _origins: dict[str, _Origin] = field(default_factory=dict)
@@ -255,6 +266,10 @@ class StreamingAnalysis:
     _ordered: _Ordered = field(default_factory=_Ordered)
     _timings_lock: threading.Lock = field(default_factory=threading.Lock)
     _failed: bool = False
+    #: the run origins (``ORIGIN``, ``ORIGIN#2``, pods of a kubectl capture) the current source has added to
+    _source_runs: set[str] = field(default_factory=set)
+    #: requests given up unfinished because their worker held ``max_open`` open ones
+    _given_up: int = 0
 
     def __post_init__(self) -> None:
         self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
@@ -343,6 +358,7 @@ class StreamingAnalysis:
                 self._end_run(base.current_run)
             base.current_run = run_origin
             state = self._origins.setdefault(run_origin, _Origin(threaded=base.threaded))
+            self._source_runs.add(run_origin)
             self.facts.records.add_span(run_origin, part)
             if not state.threaded:
                 state.whole.append(part)
@@ -364,10 +380,18 @@ class StreamingAnalysis:
                 self._add_worker_lines(run_origin, thread, lines)
 
     def _end_run(self, run_origin: str) -> None:
-        """Envoy restarted: the previous run's workers are over; they are finished (``_finish_later``), which
-        frees their windows."""
+        """Envoy restarted (or its source ended): the run's workers are over; they are finished
+        (``_finish_later``), which frees their windows."""
         for key in [k for k in self._workers if k[0] == run_origin]:
             self._finish_later(self._workers.pop(key))
+
+    def end_source(self) -> None:
+        """The source being read has ended (the next chunk comes from another file, or none does): the workers of
+        every origin it added to are finished now, so that many inputs are processed one after another instead
+        of held side by side until ``finish``. An origin met again in a later source starts new workers."""
+        for run_origin in self._source_runs:
+            self._end_run(run_origin)
+        self._source_runs.clear()
 
     def _finish_later(self, worker: _Worker) -> None:
         """Finish a worker whose lines have all been read: one with a sizeable window now, alone; a small one
@@ -450,8 +474,19 @@ class StreamingAnalysis:
         self._facts.append(connection_facts(events))
         self._facts_rows += self._facts[-1].height
         if len(self._facts) > 64 or self._facts_rows > 1_000_000:
-            self._facts = [merge_facts(self._facts)]
+            self._facts = [self._bounded_facts(merge_facts(self._facts))]
             self._facts_rows = self._facts[0].height
+
+    def _bounded_facts(self, facts: pl.DataFrame) -> pl.DataFrame:
+        """Merged connection facts keeping every TLS connection and the ``max_carried`` other connections seen
+        first last: a connection's TLS lines follow its first line within its handshake, so a connection that
+        many others have come after without one is plain TCP (a capture of millions of connections would
+        otherwise keep a row for each)."""
+        plain = ~pl.col("tls")
+        if facts.height <= self.max_carried or facts.select(plain.sum()).item() <= self.max_carried:
+            return facts
+        latest = facts.filter(plain).top_k(self.max_carried, by="first_us").select("origin", "conn_id")
+        return facts.filter(pl.col("tls")).vstack(facts.join(latest, on=["origin", "conn_id"], how="semi"))
 
     def _add_worker_lines(self, origin: str, thread: int | None, lines: pl.DataFrame) -> None:
         if thread is None:  # a line without a thread id in a format that has them: its connection's worker
@@ -508,6 +543,10 @@ class StreamingAnalysis:
         uids = pl.Series(list(worker.emitted), dtype=pl.String)
         candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
         flagged = self._finished(candidates, newest)
+        flagged, given_up = self._bounded(flagged)
+        if given_up:
+            with self._timings_lock:  # (steps of several workers run at once)
+                self._given_up += given_up
         unfinished = flagged.filter(~pl.col("done__"))
         finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"), out)
         for uid, last in finished.select("request_uid", "last_ts").iter_rows():
@@ -679,6 +718,18 @@ class StreamingAnalysis:
             flagged = flagged.with_columns(done__=pl.col("done__") & (pl.col("internal") | (pl.col("last__") < hold)))
         return flagged.drop("last__")
 
+    def _bounded(self, flagged: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+        """``flagged`` with at most ``max_open`` requests left unfinished: the others, those whose last line is
+        oldest, are done (emitted as they are, cut); and how many were given up so."""
+        open_rows = flagged.height - int(flagged["done__"].sum())
+        if open_rows <= self.max_open:
+            return flagged, 0
+        times = [c for c in _EARLIEST + ("last_ts",) if c in flagged.columns]
+        recency = pl.when(~pl.col("done__")).then(pl.max_horizontal(*times))
+        rank = recency.rank("ordinal", descending=True)
+        return flagged.with_columns(done__=pl.col("done__") | (rank > self.max_open).fill_null(False)), (
+            open_rows - self.max_open)
+
     def _cut(self, worker: _Worker, window: pl.DataFrame, unfinished: pl.DataFrame, newest: int) -> None:
         keep_from = newest - self.grace_us
         if unfinished.height:
@@ -694,7 +745,8 @@ class StreamingAnalysis:
             return
         dropped = window.head(at)
         worker.window = window.slice(at)
-        worker.carry = carried(pl.concat([worker.carry, dropped]) if worker.carry is not None else dropped)
+        worker.carry = carried(pl.concat([worker.carry, dropped]) if worker.carry is not None else dropped,
+                               max_connections=self.max_carried)
         first_kept = int(worker.window["ts_us"].min())  # type: ignore[arg-type]
         worker.emitted = {u: t for u, t in worker.emitted.items() if t is None or t >= first_kept}
 
@@ -708,6 +760,10 @@ class StreamingAnalysis:
         finally:
             self.close()
         notes: list[str] = []
+        if self._given_up:
+            notes.append(f"{self._given_up} request(s) were given up unfinished (emitted as cut by the capture) "
+                         f"because their worker held {self.max_open} requests whose response had not ended "
+                         "(docs/scale.md)")
         restarts = sum(max(s.boots - 1, 0) for name, s in self._origins.items() if "#" not in name)
         if restarts:
             notes.append(restart_note(restarts))

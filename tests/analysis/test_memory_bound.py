@@ -1,0 +1,123 @@
+"""Requests that never finish, connections by the million and many input files do not grow the streaming
+analysis without bound (issue 33; docs/scale.md): structural checks of what a worker holds, not timings.
+bench/memory_bound.py measures the peak RSS of the full-size cases."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import polars as pl
+import pytest
+from truth import FIXTURES
+
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.carry import carried
+from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis.streaming import MARGIN_ROWS, StreamingAnalysis
+from envoy_dissector.parser.pipeline import iter_parse
+from envoy_dissector.parser.schema import EVENT_SCHEMA
+
+N = 200_000
+MAX_OPEN = 2_000
+MAX_CARRIED = 3_000
+WINDOW = 20_000
+LINE = ('2026-11-22T01:{m:02d}:{s:02d}.{us:06d}Z\tdebug\tenvoy http source/common/http/conn_manager_impl.cc:506\t'
+        '[Tags: "ConnectionId":"{conn}"] new stream\tthread={thread}\n')
+
+
+def _one_line_requests(path: Path, n: int) -> Path:
+    """``n`` `new stream` records, each on a connection of its own, 2 µs apart on two workers: none ends, none
+    is idle for 5 s of log time."""
+    path.write_text("".join(LINE.format(m=9 + (i * 2) // 60_000_000, s=((i * 2) // 1_000_000) % 60,
+                                        us=(i * 2) % 1_000_000, conn=i + 1, thread=100 + (i & 1))
+                            for i in range(n)))
+    return path
+
+
+def test_open_requests_are_given_up_as_cut_beyond_the_bound(tmp_path: Path) -> None:
+    capture = _one_line_requests(tmp_path / "one-line.log", N)
+    streaming = StreamingAnalysis(window_events=WINDOW, max_open=MAX_OPEN, max_carried=MAX_CARRIED, background=False)
+    held_rows = held_connections = emitted_before_end = 0
+    merged_facts: list[int] = []
+
+    def count(requests: pl.DataFrame, phases: pl.DataFrame) -> None:
+        nonlocal emitted_before_end
+        emitted_before_end += requests.height
+
+    streaming.on_finished = count
+    run = iter_parse(str(capture), block_bytes=1 << 18)
+    for chunk in run:
+        streaming.add(chunk.events)
+        for worker in streaming._workers.values():
+            if worker.window is not None:
+                held_rows = max(held_rows, worker.window.height)
+            if worker.carry is not None:
+                held_connections = max(held_connections, worker.carry["conn_id"].n_unique())
+        if len(streaming._facts) == 1:  # just merged: the per-connection TLS facts
+            merged_facts.append(streaming._facts[0].height)
+    before_finish = emitted_before_end
+    result = streaming.finish()
+    # what a worker kept after each step: its open requests (one line each), the lines before them, the carry
+    assert 0 < held_rows <= MAX_OPEN + MARGIN_ROWS
+    assert 0 < held_connections <= MAX_CARRIED
+    assert merged_facts and max(merged_facts) <= MAX_CARRIED  # no TLS here: only the connections seen last
+    # the requests beyond the bound left while the capture was read, as cut requests; none was lost or doubled
+    assert before_finish >= N - 2 * (WINDOW + MAX_OPEN + MARGIN_ROWS)
+    assert result.requests.height == N == result.requests["request_uid"].n_unique()
+    assert not result.requests["complete"].any()
+    assert set(result.requests["outcome"].unique()) == {"cut by the capture"}
+    note = [n for n in result.notes if "given up unfinished" in n]
+    assert note and int(note[0].split()[0]) >= before_finish - 2 * WINDOW
+    assert run.diagnostics.lines_read == N
+
+
+def test_the_bound_leaves_ordinary_captures_alone() -> None:
+    """Far below the bound nothing is given up: the streamed capture equals the whole-file one."""
+    log = FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"
+    streamed = dissect_stream(str(log), window_events=500, block_bytes=4096)
+    assert not [n for n in streamed.notes if "given up" in n]
+    whole = dissect(str(log))
+    assert streamed.requests.sort("request_uid").equals(whole.requests.sort("request_uid"))
+
+
+def test_carry_keeps_the_connections_seen_last() -> None:
+    rows = 50
+    columns = ("origin", "conn_id", "thread", "kind", "events", "event", "logger")
+    dropped = pl.DataFrame({"origin": ["p"] * rows, "conn_id": list(range(rows)), "thread": [1] * rows,
+                            "kind": ["new_stream"] * rows, "events": [None] * rows, "event": [None] * rows,
+                            "logger": ["http"] * rows}, schema={c: EVENT_SCHEMA[c] for c in columns})
+    kept = carried(dropped, max_connections=10)
+    assert kept["conn_id"].to_list() == list(range(40, 50))
+    assert carried(dropped, max_connections=100).height == rows
+
+
+@pytest.fixture
+def small_files(tmp_path: Path) -> list[Path]:
+    lines = gzip.decompress((FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz").read_bytes()).splitlines(
+        keepends=True)
+    files = []
+    for i in range(12):
+        path = tmp_path / f"proxy-{i:02d}.log"
+        path.write_bytes(b"".join(lines[i * 150:(i + 2) * 150]))
+        files.append(path)
+    return files
+
+
+def test_many_inputs_are_analysed_one_after_another(small_files: list[Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source's workers are finished when the next source begins: at no time do the workers of two files
+    wait side by side; and the result is the whole-file path's."""
+    live: list[int] = []
+    add = StreamingAnalysis.add
+
+    def watched(self: StreamingAnalysis, events: pl.DataFrame) -> None:
+        add(self, events)
+        live.append(len({origin for origin, _ in self._workers}))
+
+    monkeypatch.setattr(StreamingAnalysis, "add", watched)
+    streamed = dissect_stream([str(p) for p in small_files], block_bytes=4096)
+    assert len(live) > len(small_files) and max(live) == 1
+    whole = dissect([str(p) for p in small_files])
+    columns = sorted(whole.requests.columns)
+    assert streamed.requests.select(columns).sort("request_uid").equals(
+        whole.requests.select(columns).sort("request_uid"))
