@@ -5,12 +5,13 @@ requests (complete client requests), with the percentiles every other output use
 """
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from envoy_dissector.analysis.stats import QUANTILES, SUMMARY_COLUMNS, counted, percentiles
-from envoy_dissector.analysis.units import column_unit, in_unit
+from envoy_dissector.analysis.units import in_unit, table_unit
 
 if TYPE_CHECKING:
     from envoy_dissector.analysis.capture import Capture
@@ -39,16 +40,17 @@ def compare(a: Capture, b: Capture) -> pl.DataFrame:
                             b_requests=pl.lit(counted(b.requests).height))
 
 
-def _cell(v: object, unit: str, signed: bool = False) -> str:
+def _cell(v: object, unit: str, decimals: int = 2, signed: bool = False) -> str:
     """A number of a column whose unit is in the header (the project's one formatter, ``units.in_unit``)."""
     if v is None:
         return "–"
-    text = in_unit(v, unit)  # type: ignore[arg-type]
-    return ("+" + text) if signed and float(v) > 0 else text  # type: ignore[arg-type]
+    text = in_unit(v, unit, decimals)  # type: ignore[arg-type]
+    return ("+" + text) if signed and float(v) > 0 and text.strip("0.,") else text  # type: ignore[arg-type]
 
 
-def render_comparison(table: pl.DataFrame, a_name: str, b_name: str) -> str:
-    """The comparison as text (≤ 100 columns): per phase, p50/p90/p99 of A and B and B − A.
+def render_comparison(table: pl.DataFrame, a_name: str, b_name: str, width: int = 100, tick_us: int = 1) -> str:
+    """The comparison as text (at most ``width`` columns, 80 reads well): per phase, p50/p90/p99 of A and B and
+    B − A, in one unit for the whole table chosen by its largest value.
 
     Phases that are zero in both captures are left out, with a note.
     """
@@ -57,15 +59,37 @@ def render_comparison(table: pl.DataFrame, a_name: str, b_name: str) -> str:
     shown = [row for row in table.iter_rows(named=True)
              if not all(row[f"{side}_{s}"] in (None, 0) for side in ("a", "b") for s in STATS)]
     hidden = [row["phase"] for row in table.iter_rows(named=True) if row not in shown]
-    # One unit per quantile's three columns: ms once any of them reaches 10 ms.
-    units = {q: column_unit(row[f"{side}_{q}"] for row in shown for side in ("a", "b", "delta")) for q in QUANTILES}
-    lines = [f"A: {a_name} ({n_a} requests)", f"B: {b_name} ({n_b} requests)", "",
-             f"{'':<17}" + "".join(f"{q + ' (' + units[q] + ')':^27}" for q in QUANTILES),
-             f"{'phase':<17}" + "".join(f"{'A':>9}{'B':>9}{'B−A':>9}" for _ in QUANTILES)]
+    values = [row[f"{side}_{q}"] for row in shown for side in ("a", "b", "delta") for q in QUANTILES]
+    label_w, cell = 17, (9 if width >= 17 + 9 * 3 * len(QUANTILES) else 7)
+    unit, decimals = table_unit(values, tick_us) if cell == 9 else _narrow_unit(values, tick_us)
+    group = 3 * cell
+    lines = [_fit(f"A: {a_name} ({n_a} requests)", width), _fit(f"B: {b_name} ({n_b} requests)", width), "",
+             f"{'(' + unit + ')':<{label_w}}" + "".join(f"{q:^{group}}" for q in QUANTILES),
+             f"{'phase':<{label_w}}" + "".join(f"{'A':>{cell}}{'B':>{cell}}{'B−A':>{cell}}" for _ in QUANTILES)]
     for row in shown:
-        cells = "".join(f"{_cell(row[f'a_{q}'], units[q]):>9}{_cell(row[f'b_{q}'], units[q]):>9}"
-                        f"{_cell(row[f'delta_{q}'], units[q], True):>9}" for q in QUANTILES)
-        lines.append(f"{row['phase']:<17}{cells}")
+        cells = "".join(f"{_cell(row[f'a_{q}'], unit, decimals):>{cell}}{_cell(row[f'b_{q}'], unit, decimals):>{cell}}"
+                        f"{_cell(row[f'delta_{q}'], unit, decimals, True):>{cell}}" for q in QUANTILES)
+        lines.append(f"{row['phase']:<{label_w}}{cells}")
     if hidden:
-        lines.append(f"(zero in both captures: {', '.join(hidden)})")
-    return "\n".join(lines)
+        lines += textwrap.wrap(f"(zero in both captures: {', '.join(hidden)})", width=width, subsequent_indent=" ",
+                               break_long_words=False, break_on_hyphens=False)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _narrow_unit(values: list[int | None], tick_us: int) -> tuple[str, int]:
+    """The one unit of a table whose cells hold 6 characters (80 columns): µs below 10 ms, else ms with as many
+    decimals as fit the largest value (``-10.62``, ``-123.4``)."""
+    if tick_us >= 1000:
+        return "ms", 0
+    top = max((abs(v) for v in values if v is not None), default=0)
+    if top < 10_000:
+        return "µs", 0
+    return "ms", 2 if top < 100_000 else 1 if top < 1_000_000 else 0
+
+
+def _fit(line: str, width: int) -> str:
+    """A capture's line: a long file name keeps its end (the file), its start elided."""
+    if len(line) <= width:
+        return line
+    head, rest = line[:3], line[3:]
+    return head + "…" + rest[len(rest) - (width - 4):]

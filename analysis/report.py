@@ -1,7 +1,9 @@
-"""The one-screen terminal report: at most ``width`` (100) columns, one unit per column, evidence wrapped at
-word boundaries (never cut)."""
+"""The one-screen terminal report: at most ``width`` columns (``terminal.report_width``: 60..100), one unit per
+table, text wrapped at word boundaries (never cut, never inside a short parenthesis); layout rules in
+docs/output.md."""
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import Any
@@ -14,9 +16,15 @@ from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
 from envoy_dissector.analysis.stitch import render_stitching
-from envoy_dissector.analysis.units import in_unit, table_units
+from envoy_dissector.analysis.terminal import MAX_WIDTH
+from envoy_dissector.analysis.units import in_unit, table_unit
 
-WIDTH = 100
+WIDTH = MAX_WIDTH
+#: A parenthesis this short is kept on one line: "(40 complete)" is never split by a wrap.
+_SHORT_PAREN = re.compile(r"\([^()]{1,30}\)")
+_KEEP = "\u00a0"  # joins a short parenthesis' words while wrapping; a plain space again in the output
+#: The phase table: label, four number columns; a row's description follows when it fits the width.
+LABEL_W, CELL_W = 20, 9
 SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "  "}
 MAX_ORIGIN_LINES = 8
 MAX_WORKERS_LISTED = 4
@@ -40,7 +48,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
         _phase_table(capture, width),
         _slowest(capture, top, width),
         _workers(capture, width),
-        _stitching(capture),
+        _stitching(capture, width),
         _findings(capture.findings(), width),
     ]
     if filters and counted(capture.requests).height == 0:
@@ -49,9 +57,11 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
 
 
 def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
-    """Wrap at spaces only: a word (an id, a URL) is never cut."""
-    return textwrap.wrap(text, width=width, initial_indent=indent if first is None else first,
-                         subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [first or ""]
+    """Wrap at spaces only: a word (an id, a URL) is never cut, a short parenthesis never split."""
+    kept = _SHORT_PAREN.sub(lambda m: m.group(0).replace(" ", _KEEP), text)
+    lines = textwrap.wrap(kept, width=width, initial_indent=indent if first is None else first,
+                          subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return [line.replace(_KEEP, " ") for line in lines] or [first or ""]
 
 
 def _fit(lines: list[str], width: int) -> list[str]:
@@ -76,13 +86,14 @@ def _header(capture: Capture, width: int) -> list[str]:
     title = "envoy-dissector · "
     lines = [title + _tail(capture.name, width - len(title))]
     lines += _wrap(
-        f"{d['lines_read']} lines, {d['lines_malformed']} malformed, {d['records']} records, "
-        f"{d['records_unknown']} unknown" + (f" · wrappers {', '.join(d['wrappers'])}" if d["wrappers"] else ""),
+        f"{d['lines_read']:,} lines, {d['lines_malformed']:,} malformed, {d['records']:,} records, "
+        f"{d['records_unknown']:,} unknown" + (f" · wrappers {', '.join(d['wrappers'])}" if d["wrappers"] else ""),
         width, "  ", "")
     origins = capture.origins() or [{"origin": capture.name, "format": d["format"], **capture.span()}]
     if len(origins) == 1:
         o = origins[0]
-        lines += _wrap(f"format {o['format']} ({d['format_label']}) · {_span_text(o)}", width, "  ", "")
+        lines += _wrap(f"format {o['format']} ({d['format_label']})", width, "  ", "")
+        lines += _wrap(_span_text(o), width, "  ", "")
     else:
         lines.append(f"{len(origins)} origins (each its own format and span):")
         for o in origins[:MAX_ORIGIN_LINES]:
@@ -98,8 +109,12 @@ def _header(capture: Capture, width: int) -> list[str]:
 
 
 def _span_text(o: dict[str, Any]) -> str:
-    rate = f" · {o['rps']:.0f} rps" if o.get("rps") is not None else ""  # no rate from a handful of requests
-    return f"span {o['duration_s']:.3f} s · {o['requests']} requests ({o['requests_complete']} complete){rate}"
+    """Requests and their rate over the traffic window (first to last client request); the log's span apart."""
+    rate = f" at {o['rps']:,.0f} rps" if o.get("rps") is not None else ""  # no rate from a handful of requests
+    traffic = o.get("traffic_s")
+    window = f" over {traffic:.3f} s of traffic" if traffic else ""
+    return (f"{o['requests']} requests ({o['requests_complete']} complete){window}{rate} · log span "
+            f"{o['duration_s']:,.3f} s")
 
 
 def _phase_table(capture: Capture, width: int) -> list[str]:
@@ -113,14 +128,18 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
     hidden += [key for key, _ in SHARE_ROWS if not pct[key]["max"]]
     rows = [(p, p, "") for p in shown] + [(k, label, "") for k, label in shares] + list(TOTAL_ROWS)
     stats = ("p50", "p90", "p99", "max")
-    units, decimals = table_units({st: [pct[key][st] for key, _, _ in rows] for st in stats},
-                                  capture.quality().timestamp_tick_us)
-    lines = [f"{'phase':<22}" + "".join(f"{st + ' ' + units[st]:>10}" for st in stats)]
+    unit, decimals = table_unit([pct[key][st] for key, _, _ in rows for st in stats],
+                                capture.quality().timestamp_tick_us)
+    table_w = LABEL_W + CELL_W * len(stats)
+    described = all(table_w + 2 + len(what) <= width for _, _, what in rows)
+    lines = [f"{'phase (' + unit + ')':<{LABEL_W}}" + "".join(f"{st:>{CELL_W}}" for st in stats)]
     for key, label, what in rows:
         if key == "total":
-            lines.append("-" * 62)
-        cells = "".join(f"{in_unit(pct[key][st], units[st], decimals):>10}" for st in stats)
-        lines.append(f"{label:<22}{cells}" + (f"  {what}" if what else ""))
+            lines.append("-" * table_w)
+        cells = "".join(f"{in_unit(pct[key][st], unit, decimals):>{CELL_W}}" for st in stats)
+        lines.append(f"{label:<{LABEL_W}}{cells}" + (f"  {what}" if what and described else ""))
+    if not described:  # too narrow for the descriptions beside their rows: a legend below the table
+        lines += _wrap("(" + "; ".join(f"{key}: {what}" for key, _, what in rows if what) + ")", width, "   ", "  ")
     if hidden:
         lines += _wrap(f"(zero in every request, not shown: {', '.join(hidden)})", width, " ")
     lines.append("")
@@ -128,25 +147,44 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
 
 
 def _slowest(capture: Capture, top: int, width: int) -> list[str]:
-    slow = counted(capture.requests).sort("total_us", descending=True).head(top)
+    """The slowest requests, two lines each: their times in one unit and the largest part, then what and which.
+
+    "largest" names queueing for the worker when it is most of the request's time in the proxy (it is a share
+    inside the phases, so the largest phase alone would hide it)."""
+    slow = counted(capture.requests).sort(["total_us", "request_uid"], descending=[True, False]).head(top)
     if slow.height == 0 or top <= 0:
         return []
     slow = slow.with_columns(dominant=dominant_phase(slow))
-    units, decimals = table_units({"all": [v for c in SLOW_COLUMNS for v in slow[c].to_list()]},
-                                  capture.quality().timestamp_tick_us)  # one unit for the whole table
-    unit = units["all"]
+    unit, decimals = table_unit([v for c in SLOW_COLUMNS for v in slow[c].to_list()],
+                                capture.quality().timestamp_tick_us)  # one unit for the whole table
     lines = [f"slowest {slow.height} requests ({unit})",
-             f"  {'total':>8} {'envoy':>8} {'queue':>8} {'before':>8}  {'largest phase':<16} {'status':>6}  id"]
+             f"  {'total':>8} {'envoy':>8} {'queue':>8} {'before':>8}  {'largest':<18} {'status':>6}"]
     for row in slow.iter_rows(named=True):
         cells = " ".join(f"{in_unit(row[c], unit, decimals):>8}" for c in SLOW_COLUMNS)
-        lines.append(f"  {cells}  {row['dominant']:<16} {row['status']!s:>6}  "
-                     f"{row['x_request_id'] or row['request_uid']}")
+        lines.append(f"  {cells}  {_largest(row):<18} {row['status']!s:>6}")
         what = f"{row['method'] or ''} {row['authority'] or ''}{row['path'] or ''}".strip()
-        room = width - 6
-        lines.append("      " + (what if len(what) <= room else what[: room - 1] + "…"))
-    lines.append("  (queue: waiting for the worker inside total; before: waiting before the first read)")
+        ident = str(row["x_request_id"] or row["request_uid"])
+        room = width - 6 - len(ident) - 3
+        if room >= 12:
+            lines.append(f"      {what if len(what) <= room else what[: room - 1] + '…'} · {ident}")
+        else:
+            lines.append("      " + (what if len(what) <= width - 6 else what[: width - 7] + "…"))
+            lines.append("      " + ident)
+        if row.get("failure_reason"):  # Envoy's flags and details, whole: a long details word continues below
+            lines += textwrap.wrap(f"failed: {row['failure_reason']}", width=width, initial_indent="      ",
+                                   subsequent_indent="        ", break_on_hyphens=False)
+    lines += _wrap("(queue: waiting for the worker inside total; before: waiting before the first read; "
+                   "largest: the largest phase, or queueing when it is most of the time)", width, "   ", "  ")
     lines.append("")
     return lines
+
+
+def _largest(row: dict[str, Any]) -> str:
+    """The largest phase of a request, or ``queueing (worker)`` when waiting for the worker (before the first
+    read and inside) is at least half of its time in the proxy."""
+    queued = (row["loop_queue_us"] or 0) + (row["queue_before_read_us"] or 0)
+    in_proxy = (row["total_us"] or 0) + (row["queue_before_read_us"] or 0)
+    return "queueing (worker)" if in_proxy and queued * 2 >= in_proxy else str(row["dominant"])
 
 
 def _workers(capture: Capture, width: int) -> list[str]:
@@ -170,10 +208,10 @@ def _workers(capture: Capture, width: int) -> list[str]:
     return lines + [""]
 
 
-def _stitching(capture: Capture) -> list[str]:
+def _stitching(capture: Capture, width: int) -> list[str]:
     """Requests stitched across proxies (mesh captures), when there are any."""
     stitched = render_stitching(capture.stitching, capture.requests)
-    return [*stitched, ""] if stitched else []
+    return [*_fit(stitched, width), ""] if stitched else []
 
 
 def _findings(findings: Sequence[Finding], width: int) -> list[str]:

@@ -12,6 +12,7 @@ import sys
 
 from envoy_dissector.analysis.capture import dissect
 from envoy_dissector.analysis.comparison import compare, render_comparison
+from envoy_dissector.analysis.terminal import report_width
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 
@@ -48,5 +49,6 @@ def run(args: argparse.Namespace) -> int:
         json.dump(table.to_dicts(), sys.stdout, indent=2)
         print()
     else:
-        print(render_comparison(table, args.a, args.b))
+        tick = max(c.quality().timestamp_tick_us for c in captures)
+        print(render_comparison(table, args.a, args.b, width=report_width(sys.stdout), tick_us=tick))
     return 0

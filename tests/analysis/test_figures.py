@@ -1,6 +1,8 @@
 """figures: the shared plotly figures stay small whatever the capture (lanes, slices, points)."""
 from __future__ import annotations
 
+import itertools
+
 import plotly.io as pio
 import polars as pl
 import pytest
@@ -107,7 +109,7 @@ def test_utilisation_breaks_its_line_at_gaps(cap):
     fig = figures.utilisation(cap.loop)
     for trace in fig.data:
         x = list(trace.x)
-        for a, b in zip(x, x[1:]):
+        for a, b in itertools.pairwise(x):
             if a is not None and b is not None:
                 assert b > a
         assert trace.connectgaps is False
