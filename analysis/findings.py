@@ -31,7 +31,8 @@ SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 #: Saturation: a worker whose requests waited for it (docs/findings.md, "saturated-worker").
 SATURATION_WAITED_SHARE = 0.25  # share of the worker's requests that waited ≥ WAITED_US: warning
 SATURATION_MIN_WAITED = 3
-SATURATION_CRITICAL_SHARE = 0.5  # ... and this share, and waiting was at least half the median request's time
+SATURATION_CRITICAL_SHARE = 0.5  # ... and more than this share (most), and waiting was at least half the median
+#: request's time in the proxy: critical means most requests lost a large part of their time (docs/findings.md)
 SATURATION_CRITICAL_WAIT_SHARE = 0.5
 IMBALANCE_RATIO = 1.5
 IMBALANCE_MIN_REQUESTS = 10
@@ -89,7 +90,7 @@ def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame) -> list[Fin
             continue
         in_proxy = mine["total_us"].fill_null(0) + mine["queue_before_read_us"].fill_null(0)
         wait_share = median(wait / in_proxy.clip(lower_bound=1)) or 0.0
-        critical = share >= SATURATION_CRITICAL_SHARE and wait_share >= SATURATION_CRITICAL_WAIT_SHARE
+        critical = share > SATURATION_CRITICAL_SHARE and wait_share >= SATURATION_CRITICAL_WAIT_SHARE
         util = w["utilisation"] or 0.0
         out.append(Finding(
             f"saturated-worker-{w['thread']}", "critical" if critical else "warning",

@@ -156,6 +156,8 @@ _ACCESS_LOG = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH|CONNECT) [
 _ENVOY_MESSAGE = re.compile(r'\[C\d+\]|\[Tags: \\?"ConnectionId|\]\[(?:trace|debug|info|warning|error)\]\['
                             r'|\benvoy (?:http|router|connection|pool|client|upstream|main)\b')
 _NO_TIMESTAMP = re.compile(r"^\[\d+\]\[(?:trace|debug|info|warning|error|critical)\]\[")
+#: Istio's columns with the time (and the level) cut off, e.g. by `awk` or a viewer: `debug envoy http<tab>[C1] ...`
+_ISTIO_WITHOUT_TIME = re.compile(r"^(?:(?:trace|debug|info|warning|warn|error|critical)[ \t]+)?envoy [a-z_0-9.]+\t")
 
 
 def hints(lines: list[str]) -> list[str]:
@@ -170,6 +172,9 @@ def hints(lines: list[str]) -> list[str]:
     if share(_NO_TIMESTAMP) > 0.3:
         found.append("the lines carry no timestamp ([thread][level][logger] only): nothing can be timed; "
                      "capture with Envoy's default --log-format or Istio's")
+    if share(_ISTIO_WITHOUT_TIME) > 0.3:
+        found.append("the lines carry no timestamp (Istio's columns without the time): nothing can be timed; "
+                     "capture whole lines (`kubectl logs POD -c istio-proxy`, no `cut`/`awk`)")
     if share(_TABS_AS_SPACES) > 0.3:
         found.append("tabs converted to spaces? (an Istio log pasted through a web page or chat)")
     if share(_PIPE_PREFIX) > 0.3:

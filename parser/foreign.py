@@ -43,6 +43,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("app-output", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9:.,]+[ :]+(?:DEBUG|INFO|WARN|WARNING|ERROR)\b"),
     # the command that produced the paste: `$ kubectl logs ...`, `user@host:~$ ...`, `❯ stern ...`
     ("shell-prompt", r"^(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?\s?|[A-Za-z0-9_.-]+ )?[$#❯➜] +[a-z]"),
+    ("shell-prompt", r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s]*)?[ \t]*[$#%]?[ \t]*$"),  # a prompt, the command cut
     ("shell-prompt", r"^(?:kubectl|stern|docker|docker-compose|podman|istioctl|oc|kail|k|curl|grpcurl|journalctl)"
                      r" +(?:-|logs|compose|service|pc|proxy-config|exec|https?:)"),
     # a paste's elision: `...`, `……`, `[...]`, `... omitted ...`, `<snip>`
