@@ -48,8 +48,17 @@ def _lane(origin: pl.Expr) -> pl.Expr:
             .str.replace_all("<", "&lt;", literal=True).str.replace_all(">", "&gt;", literal=True))
 
 
+#: Height of plotly's mode bar band at the top right; titles start below it so it never covers them.
+MODEBAR_PX = 34
+TITLE_LINE_PX = 22
+
+
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
-    fig.update_layout(title=title, template="plotly_white", margin=dict(l=10, r=10, t=50, b=40), **kw)
+    lines = title.count("<br>") + 1
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left", xref="container", y=1, yanchor="top",
+                                 yref="container", pad=dict(t=MODEBAR_PX)),
+                      template="plotly_white", margin=dict(l=10, r=10, t=MODEBAR_PX + TITLE_LINE_PX * lines + 16, b=40),
+                      **kw)
     return fig
 
 
@@ -115,10 +124,10 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
             text=[m.upper() for m, _ in marks], hovertemplate="%{text} at +%{x} µs<extra></extra>",
             name="Envoy milestones", showlegend=False))
     target = f"{request.get('method') or ''} {request.get('authority') or ''}{request.get('path') or ''}"
-    title = (f"{plain(target)} → {request.get('status')} · total {format_us(request.get('total_us'))} (Envoy's "
+    title = (f"{plain(target)} → {request.get('status')}<br><sup>total {format_us(request.get('total_us'))} (Envoy's "
              f"duration {format_us(request.get('envoy_duration_us'))}) · loop queue "
              f"{format_us(request.get('loop_queue_us'))} inside, {format_us(request.get('queue_before_read_us'))} "
-             "before the first read")
+             "before the first read</sup>")
     fig.update_traces(cliponaxis=False, selector=dict(type="bar"))
     fig.update_yaxes(autorange="reversed", automargin=True)
     left = min(min(bases, default=0), 0)
@@ -424,7 +433,7 @@ def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner:
                            hovertemplate="%{y}<br>start +%{base} µs<br>%{x} µs<extra></extra>"))
     fig.update_traces(cliponaxis=False)
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_xaxes(title="µs since the outbound request's first read (inbound moved onto the outbound clock)")
-    title = (f"{plain(outer.get('method') or '')} {plain(outer.get('path') or '')} across two proxies · "
-             f"clock offset {offset_us:+d} µs")
+    fig.update_xaxes(title="µs since the outbound request's first read")
+    title = (f"{plain(outer.get('method') or '')} {plain(outer.get('path') or '')} across two proxies<br><sup>clock "
+             f"offset {offset_us:+d} µs (inbound times moved onto the outbound clock)</sup>")
     return _layout(fig, title, height=max(300, 24 * len(labels) + 120), showlegend=False, bargap=0.25)
