@@ -23,9 +23,13 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
     row = pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row")
     # Select before filtering: a filter copies every column it keeps.
     keyed = left.select(row, left_on, *by).filter(pl.col(left_on).is_not_null()).sort(left_on)
-    right = (right.select(right_on, *by, *[pl.col(k).alias(v) for k, v in take.items()])
-             .filter(pl.col(right_on).is_not_null() & pl.all_horizontal(pl.col(b).is_not_null() for b in by))
-             .sort(right_on))
+    # Rows of one time: the earlier line is nearer going forward, the later one going back. Ties are broken by
+    # line number where the frame has one, else by the frame's own order (a stable sort): never by chance.
+    line = next((c for c in ("line_no", "first_line_no") if c in right.columns and c != right_on), None)
+    right = (right.select(right_on, *by, *[pl.col(k).alias(v) for k, v in take.items()],
+                          *([pl.col(line).alias("__line")] if line else []))
+             .filter(pl.col(right_on).is_not_null() & pl.all_horizontal(pl.col(b).is_not_null() for b in by)))
+    right = right.sort(right_on, "__line").drop("__line") if line else right.sort(right_on, maintain_order=True)
     if right_on == left_on:
         right = right.rename({right_on: "__right_on"})
         right_on = "__right_on"

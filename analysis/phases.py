@@ -48,17 +48,20 @@ def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
 def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     """``<phase>_us`` columns, ``total_us`` and ``envoy_duration_us``; connect time is carved out of the router
     span."""
-    cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", "us_cx_beg_us"))
-    cx_end = pl.max_horizontal(cx_beg, pl.min_horizontal("b4", pl.coalesce("us_cx_end_us", "b4")))
-    hs_end = pl.max_horizontal(cx_end, pl.min_horizontal("b4", pl.coalesce("us_hs_end_us", cx_end)))
-    connect = pl.when(pl.col("us_cx_beg_us").is_not_null()).then(cx_end - cx_beg).otherwise(0)
-    handshake = pl.when(pl.col("us_cx_beg_us").is_not_null() & pl.col("us_hs_end_us").is_not_null()).then(
-        hs_end - cx_end)
+    # A new connection's milestones, else the one the last attempt failed to open (analysis/failures.py).
+    cx_from = pl.coalesce("us_cx_beg_us", "failed_cx_beg_ts")
+    hs_to = pl.coalesce("us_hs_end_us", "failed_hs_end_ts")
+    cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", cx_from))
+    cx_end = pl.max_horizontal(cx_beg, pl.min_horizontal("b4", pl.coalesce("us_cx_end_us", "failed_cx_end_ts", "b4")))
+    hs_end = pl.max_horizontal(cx_end, pl.min_horizontal("b4", pl.coalesce(hs_to, cx_end)))
+    connect = pl.when(cx_from.is_not_null()).then(cx_end - cx_beg).otherwise(0)
+    handshake = pl.when(cx_from.is_not_null() & hs_to.is_not_null()).then(hs_end - cx_end)
     exprs = {f"{phase.value}_us": pl.col(b) - pl.col(a) for phase, a, b in _SPANS}
     exprs["upstream_connect_us"] = connect
     exprs["tls_handshake_us"] = handshake  # null where the request waited for no handshake
     exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect - handshake.fill_null(0)
-    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end).with_columns(
+    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end, connected__=cx_from.is_not_null(),
+                          shook__=cx_from.is_not_null() & hs_to.is_not_null()).with_columns(
         **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64),
         # What Envoy's access log reports (%DURATION%, DS_RX_BEG:DS_TX_END), beside our socket-to-socket total.
         envoy_duration_us=(pl.col("ds_tx_end_us") - pl.col("ds_rx_beg_us")).cast(pl.Int64))
@@ -70,12 +73,9 @@ def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
     for phase, a, b in _SPANS:
         if phase == Phase.ROUTER:
             parts.append(_rows(r, phase, "b3", "cx_beg_ts", None))
-            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.UPSTREAM_CONNECT,
-                               "cx_beg_ts", "cx_end_ts", None))
-            shook = r.filter(pl.col("us_cx_beg_us").is_not_null() & pl.col("us_hs_end_us").is_not_null())
-            parts.append(_rows(shook, Phase.TLS_HANDSHAKE, "cx_end_ts", "hs_end_ts", "upstream"))
-            parts.append(_rows(r.filter(pl.col("us_cx_beg_us").is_not_null()), Phase.ROUTER, "hs_end_ts", "b4",
-                               "after connect"))
+            parts.append(_rows(r.filter("connected__"), Phase.UPSTREAM_CONNECT, "cx_beg_ts", "cx_end_ts", None))
+            parts.append(_rows(r.filter("shook__"), Phase.TLS_HANDSHAKE, "cx_end_ts", "hs_end_ts", "upstream"))
+            parts.append(_rows(r.filter("connected__"), Phase.ROUTER, "hs_end_ts", "b4", "after connect"))
             continue
         parts.append(_rows(r, phase, a, b, None))
     rows = pl.concat(parts)
@@ -84,8 +84,7 @@ def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
 
 def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> pl.DataFrame:
     start = pl.col(a)
-    end = pl.col(b) if b != "cx_beg_ts" else pl.when(pl.col("us_cx_beg_us").is_not_null()).then(
-        pl.col("cx_beg_ts")).otherwise(pl.col("b4"))
+    end = pl.col(b) if b != "cx_beg_ts" else pl.when("connected__").then(pl.col("cx_beg_ts")).otherwise(pl.col("b4"))
     return r.select(
         "request_uid", phase=pl.lit(phase.value), detail=pl.lit(detail, dtype=pl.String),
         start_us=start, end_us=end, dur_us=(end - start),
@@ -214,5 +213,7 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
              internal_us=pl.col("internal_us").fill_null(0).cast(pl.Int64))
          .drop("vm_us", "flush_us"))
     phases = pl.concat([spans, details, vm, internal], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    # Every column is a key: rows that tie on time (a zero-length span, filters in one tick) keep one order.
+    order = ("request_uid", "start_us", "part_of_total", "end_us", "phase", "detail", "dur_us")
     return (conform(r, PHASED_REQUEST_SCHEMA),
-            phases.sort("request_uid", "start_us", "part_of_total", descending=[False, False, True]))
+            phases.sort(order, descending=[c == "part_of_total" for c in order], nulls_last=True))

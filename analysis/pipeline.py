@@ -117,7 +117,8 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)
     phases = pl.concat([phases, render_queueing(queueing)])
-    requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", nulls_last=True)
+    # (line number and uid break ties: millisecond captures start many requests in one tick)
+    requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", "first_line_no", "request_uid", nulls_last=True)
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
     if incomplete:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.failures import failed_connects, failure_reason
 from envoy_dissector.analysis.origins import group_per_origin
 from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
 from envoy_dissector.parser.kinds import EventKind
@@ -77,7 +78,8 @@ _STREAM_COLUMNS = (
     "hdr_end_stream", "route_ts", "router_any_ts", "cluster", "route_url", "pool_ready_ts", "pool_ready_count",
     "proxy_hdr_ts", "us_tx_end_ts", "us_resp_ts", "us_hdr_complete_ts", "us_hdr_end_stream", "enc_hdr_ts",
     "enc_end_ts", "codec_done_ts", "hcm_filter_ts", "retries", "upstream_resets", "local_reply", "stream_reset",
-    "x_request_id_router", "x_request_id_client", "trace_id", "method", "authority", "path", "status", "log_lines")
+    "x_request_id_router", "x_request_id_client", "trace_id", "method", "authority", "path", "status", "log_lines",
+    "reply_details")
 
 
 def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
@@ -169,10 +171,12 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
                              pl.col("trace_id_client").first(ignore_nulls=True)),
         **first,
     ))
-    # Local-reply texts come from the few local_reply lines (the message column is not carried above).
-    replies = _pick(events, (*_STREAM, "message"),
+    # Local-reply texts come from the few local_reply lines (the message column is not carried above); their
+    # details are kept whole (the grammar's ``details``: a paste may have put spaces in them).
+    replies = _pick(events, (*_STREAM, "message", "details"),
                     on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null()
-                    ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first())
+                    ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first(),
+                                                                  reply_details=pl.col("details").first())
     return (out.join(values, on=_STREAM, how="left", maintain_order="left")
             .join(replies, on=_STREAM, how="left", maintain_order="left").select(_STREAM_COLUMNS))
 
@@ -197,8 +201,23 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
                     (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & (pl.col("thread") >= 0))
     if startup.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
-    return (startup.group_by("origin", "thread").len().sort("len", descending=True)
+    return (startup.group_by("origin", "thread").len().sort(["len", "thread"], descending=[True, False])
             .group_by("origin", maintain_order=True).first().select("origin", main_thread="thread"))
+
+
+def _real_threads(streams: pl.DataFrame) -> bool:
+    """Every stream has a thread id the log gave (inferred lanes are negative)."""
+    return streams.height > 0 and streams.filter(pl.col("thread").is_null() | (pl.col("thread") < 0)).height == 0
+
+
+#: Lines ``failures.failed_connects`` reads: the router's reset, the pool's close, the connection's error.
+_FAILURE_KINDS = (EventKind.UPSTREAM_RESET, EventKind.POOL_CLIENT_DISCONNECTED, EventKind.POOL_CONNECT_TIMEOUT,
+                  EventKind.TLS_FAILURE, EventKind.CONNECT_ERROR)
+
+
+def _failure_rows(events: pl.DataFrame) -> pl.DataFrame:
+    return _pick(events, tuple(c for c in ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind",
+                                           "reason") if c in events.columns), pl.col("kind").is_in(_FAILURE_KINDS))
 
 
 def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -225,8 +244,7 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     upstream_conns = pool_lines.select("origin", "conn_id").unique()
     writes = _pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
                    & pl.col("conn_id").is_not_null()).join(upstream_conns, on=["origin", "conn_id"], how="semi")
-    real_threads = streams.height > 0 and streams.filter(pl.col("thread").is_null() | (pl.col("thread") < 0)
-                                                         ).height == 0
+    real_threads = _real_threads(streams)
     by = ["origin", "thread"] if real_threads else ["origin"]
     streams = asof(streams, pool_lines.with_columns(pool_ts=pl.col("ts_us")), left_on="pool_ready_ts",
                    right_on="ts_us", by=by, strategy="backward", take={"conn_id": "up_pool", "pool_ts": "up_pool_ts"},
@@ -268,6 +286,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     timestamps of the lines later stages cut at (``REQUEST_LINES_SCHEMA``; the rest is scratch)."""
     streams = stream_aggregates(events)
     conn_lines = events.select("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null())
+    failure_lines = _failure_rows(events)
     events = _lookup_rows(events)
     new_stream = _events_of(events, EventKind.NEW_STREAM)
     streams = asof(streams, new_stream, left_on="hdr_ts", right_on="ts_us", by=CONN, strategy="backward",
@@ -339,6 +358,13 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # The downstream connection's first line (loop model: a request cannot be read before it) ...
     streams = streams.join(up_first.select(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
                            maintain_order="left")
+    # A last attempt that failed to connect: linked to the connection that failed (analysis/failures.py). It is
+    # not ``upstream_conn_id``, which is Envoy's %UPSTREAM_CONNECTION_ID% (none: no connection was established).
+    streams = failed_connects(streams, failure_lines, up_first, _real_threads(streams))
+    streams = streams.with_columns(
+        failed_upstream_conn_id="failed_conn_id", failed_upstream_error="failed_error",
+        link=pl.when(pl.col("failed_conn_id").is_not_null() & pl.col("link").is_null()).then(
+            pl.lit("failed-connect")).otherwise(pl.col("link")))
     # ... and the upstream connection's setup.
     streams = streams.join(up_first.rename({"conn_id": "upstream_conn_id"}), on=UPSTREAM_CONN, how="left",
                            maintain_order="left")
@@ -457,12 +483,19 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         complete=(pl.col("new_stream_ts").is_not_null() & response_end.is_not_null()
                   & (~pl.col("origin_socket_lines")
                      | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
+        failure_reason=failure_reason(_reply_details(), pl.col("status"), pl.col("retries").fill_null(0) > 0,
+                                      pl.col("failed_reason")),
     ).with_columns(outcome=_outcome())
+
+
+def _reply_details() -> pl.Expr:
+    """A local reply's details, whole (the grammar's field; the message's first word where it has none)."""
+    return pl.coalesce("reply_details", pl.col("local_reply").str.extract(r"with details (\S+)", 1))
 
 
 def _outcome() -> pl.Expr:
     """How the stream ended, in words: a local reply (with Envoy's details), a reset, retries, or ok."""
-    details = pl.col("local_reply").str.extract(r"with details (\S+)", 1)
+    details = _reply_details()
     resets = pl.col("upstream_resets").fill_null(0)
     return (pl.when(pl.col("local_reply").is_not_null()).then(pl.lit("local reply: ") + details.fill_null("?"))
             .when(pl.col("stream_reset").fill_null(False)).then(pl.lit("stream reset"))
