@@ -232,6 +232,63 @@ def retries(requests: pl.DataFrame) -> list[Finding]:
     return out
 
 
+#: Causes of a failed upstream connect, tested in order on ``failure_reason`` and the connection's error line:
+#: (id, pattern, cause, fix).
+CONNECT_CAUSES: tuple[tuple[str, str, str, str], ...] = (
+    ("upstream-tls-verify", r"(?i)CERTIFICATE_VERIFY_FAILED|\bSAN\b|verify|TLS_error|TLS error|handshake|SSL",
+     "the upstream's certificate failed verification (TLS; a SAN matcher or an untrusted CA)",
+     "Make the certificate and the cluster's validation agree: its subject alt names must match the cluster's "
+     "match_subject_alt_names / match_typed_subject_alt_names and its CA must be in trusted_ca (Istio: the "
+     "destination's service account, a DestinationRule tls mode of ISTIO_MUTUAL vs SIMPLE, the mesh's root CA)."),
+    ("upstream-connect-refused", r"(?im)refused|^111$",  # (errno 111 is ECONNREFUSED: Envoy <= 1.19 logs the number)
+     "the upstream refused the connection (nothing listens on that address and port)",
+     "Check the endpoint's port (Service targetPort, the cluster's endpoints) and that the upstream listens "
+     "and is ready."),
+    ("upstream-connect-timeout", r"(?i)timeout|timed out",
+     "the connect timed out (the upstream is unreachable or does not accept in time)",
+     "Check the path to the upstream (NetworkPolicy, firewall, security groups, the pod's readiness) and the "
+     "cluster's connect_timeout."),
+    ("no-healthy-upstream", r"^UH\b|no_healthy_upstream",
+     "no healthy upstream host (every endpoint absent, unhealthy or ejected)",
+     "Check the cluster's endpoints (kubectl get endpoints), active health checks and outlier-detection "
+     "ejections."),
+    ("upstream-connect-failed", r"^UF\b|^[A-Z,]*\bUF\b",
+     "the upstream connection failed before the request was sent",
+     "Look at the failed connection's lines (its id is in failed_upstream_conn_id) and at the upstream's logs."),
+)
+
+
+def failed_connects(requests: pl.DataFrame) -> list[Finding]:
+    """Requests whose upstream connect failed, grouped by cause (the first of ``CONNECT_CAUSES`` that matches
+    their ``failure_reason`` or the failed connection's own error line), each with its fix."""
+    failed = requests.filter(~pl.col("internal") & pl.col("failure_reason").is_not_null()
+                             & (pl.col("failed_upstream_conn_id").is_not_null()
+                                | pl.col("failure_reason").str.contains(r"^[A-Z,]*\b(UF|UH)\b")))
+    said = pl.concat_str("failure_reason", pl.col("failed_upstream_error").fill_null(""), separator="\n")
+    out = []
+    for cause_id, pattern, cause, fix in CONNECT_CAUSES:
+        if failed.height == 0:
+            break
+        hit = said.str.contains(pattern)
+        mine = failed.filter(hit)
+        failed = failed.filter(~hit)
+        if mine.height == 0:
+            continue
+        conns = mine.sort("first_line_no")["failed_upstream_conn_id"].drop_nulls()
+        shown = ", ".join(f"C{c}" for c in conns.head(5).to_list())
+        connect = median(mine["upstream_connect_us"].drop_nulls())
+        handshake = median(mine["tls_handshake_us"].drop_nulls())
+        evidence = (f"{mine.height} request(s): {cause}. "
+                    + (f"Connections that failed: {shown}{' …' if conns.len() > 5 else ''}; " if shown else "")
+                    + (f"median connect {format_us(connect)}" if connect is not None else "")
+                    + (f", TLS handshake until the failure {format_us(handshake)}" if handshake is not None else "")
+                    # (spaces around Envoy's `|` separators let the report wrap the details there)
+                    + f". Envoy's reason: {mine.sort('first_line_no')['failure_reason'][0].replace('|', ' | ')}")
+        out.append(Finding(cause_id, "critical", f"{mine.height} request(s) failed to connect upstream: "
+                           + cause.split(" (")[0], evidence, fix))
+    return out
+
+
 def slow_side(requests: pl.DataFrame) -> list[Finding]:
     r = counted(requests).filter(pl.col("upstream_conn_id").is_not_null())
     if r.height == 0:
@@ -481,7 +538,7 @@ def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataF
         internal = work_bursts(requests.with_columns(conn_id=pl.col("downstream_conn_id")), events)
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
-             + retries(requests) + slow_side(requests) + observer_cost_of(gaps, requests)
+             + retries(requests) + failed_connects(requests) + slow_side(requests) + observer_cost_of(gaps, requests)
              + worker_stalls(gaps, requests)
              + tracing_flushes(requests, phases) + internal_work(requests, phases, internal, checks)
              + format_notes(notes))

@@ -67,6 +67,8 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "upstream_send_us": pl.Int64(), "upstream_wait_us": pl.Int64(), "response_parse_us": pl.Int64(),
     "encode_us": pl.Int64(), "downstream_write_us": pl.Int64(), "total_us": pl.Int64(), "loop_queue_us": pl.Int64(),
     "envoy_duration_us": pl.Int64(), "queue_before_read_us": pl.Int64(),
+    # Envoy's response flags and details (``UF,URX upstream_reset_before_response_started{…}``), null if none
+    "failure_reason": pl.String(),
 }
 CONTRACT_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA)
 
@@ -87,6 +89,8 @@ REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
     "outcome": pl.String(),  # ok, local reply: <details>, stream reset, cut by the capture, ...
     "link": pl.String(),  # how the upstream connection was linked: attached, pool-line-...
     "new_upstream_conn": pl.Boolean(),  # the request waited for a new upstream connection
+    # the connection its last attempt failed to open, and that connection's own error (analysis/failures.py)
+    "failed_upstream_conn_id": pl.Int64(), "failed_upstream_error": pl.String(),
     **{f"b{i}": pl.Int64() for i in range(10)},  # phase boundaries (analysis/phases.py)
     "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
     # on an internal request: what it was (internal.WorkKind), its own worker time, the same for tracer flushes
@@ -104,11 +108,14 @@ REQUEST_LINES_SCHEMA: dict[str, pl.DataType] = {
     "conn_id": pl.Int64(),  # = downstream_conn_id, under the events' name (join key with events)
     **{c: REQUEST_DETAIL_SCHEMA[c] for c in ("cluster", "retries", "log_lines", "first_ts", "last_ts",
                                              "first_line_no", "life_start_us", "life_end_us", "outcome", "link",
-                                             "new_upstream_conn")},
+                                             "new_upstream_conn", "failed_upstream_conn_id",
+                                             "failed_upstream_error")},
     "conn_first_ts": pl.Int64(),
     **{c: pl.Int64() for c in ("new_stream_ts", "read_start_ts", "parse_start_ts", "hdr_ts", "route_ts",
                                "router_any_ts", "pool_ready_ts", "us_tx_start_ts", "us_written_ts",
-                               "us_read_start_ts", "us_resp_router_ts", "response_end_ts", "life_end_ts")},
+                               "us_read_start_ts", "us_resp_router_ts", "response_end_ts", "life_end_ts",
+                               # a last attempt that failed to connect: that connection's connect and TLS ends
+                               "failed_cx_beg_ts", "failed_cx_end_ts", "failed_hs_end_ts")},
 }
 #: Downstream TLS waits (tls.downstream_waits) append this column to the phases stage's requests.
 DOWNSTREAM_TLS_SCHEMA: dict[str, pl.DataType] = {"downstream_tls_handshake_us": pl.Int64()}
@@ -170,5 +177,5 @@ def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame
 ANALYSED_COLUMNS: tuple[str, ...] = (
     "line_no", "ts_us", "thread", "level", "logger", "conn_id", "stream_id", "message", "origin", "kind", "events",
     "bytes", "count", "event", "status", "upstream_conn_id", "filter_status", "end_stream", "filter", "cluster",
-    "url", "wasm_call", "wasm_context", "method", "authority", "path", "x_request_id", "trace_id",
+    "url", "wasm_call", "wasm_context", "method", "authority", "path", "x_request_id", "trace_id", "reason", "details",
 )

@@ -24,7 +24,8 @@ EXPECTED: dict[str, tuple[dict[str, frozenset[str]], tuple[str, ...]]] = {
     "lua-cpu-baseline": ({"slow-filter-": frozenset({"warning"})}, ()),
     "lua-cpu": ({"saturated-worker-": frozenset({"critical"}), "slow-filter-": frozenset({"warning"})}, ()),
     "fault-delay": ({"paused-filter-envoy.filters.http.fault": frozenset({"warning"})}, ()),
-    "retries-503": ({"retries": frozenset({"warning"}), "server-errors": frozenset({"critical"})}, ()),
+    "retries-503": ({"retries": frozenset({"warning"}), "server-errors": frozenset({"critical"}),
+                     "upstream-connect-refused": frozenset({"critical"})}, ()),
     "new-upstream-conn": ({"upstream-connection-churn": frozenset({"warning"})}, ()),
     # Closed-loop load with no think time: requests really queue on the workers (most wait ≥ 1 ms).
     "http2": ({"saturated-worker-": WARNING_OR_WORSE}, ()),
