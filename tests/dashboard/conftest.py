@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from envoy_dissector.dashboard.app import create_app
 from tests.builders import DashboardProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,3 +87,25 @@ def dashboard_process(tmp_path):
         s.stop()
 
 
+@pytest.fixture
+def make_app():
+    """create_app, and its analysis threads stopped before dash's runner kills every thread it did not
+    start (it raises SystemExit in them, which a pool worker reports as 'Exception in worker')."""
+    apps = []
+
+    def make(**kw):
+        apps.append(create_app(**kw))
+        return apps[-1]
+    yield make
+    for a in apps:
+        a.server.config["DISSECTOR_REGISTRY"].shutdown(wait=True)
+
+
+@pytest.fixture
+def named(tmp_path):
+    """Fixtures copied under telling names (all fixtures are called envoy.log.gz)."""
+    def copy(src: Path, name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copyfile(src, dst)
+        return dst
+    return copy

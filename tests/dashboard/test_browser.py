@@ -10,8 +10,8 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.stream_capture import dissect_stream
-from envoy_dissector.dashboard.app import create_app
 from envoy_dissector.dashboard.datasets import Registry
+from tests.dashboard.browser_steps import TIMEOUT, open_tab, shot, until, upload
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -20,42 +20,10 @@ pytestmark = pytest.mark.needs_browser  # skipped without Chromium, failed witho
 LUA = FIXTURES / "istio-thread" / "lua-cpu" / "envoy.log.gz"
 WORKERS = FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"
 DELAY = FIXTURES / "istio-thread" / "upstream-delay" / "envoy.log.gz"
-TIMEOUT = 30
 
 
 def client_requests(path: Path) -> int:
     return int(dissect(str(path)).summary()["capture"]["requests"])
-
-
-def upload(br, path: Path, name: str | None = None) -> None:
-    """Send a file through the real <input type=file> and wait until its dataset is chosen."""
-    field = br.wait_for_element("#upload-file", timeout=TIMEOUT)
-    field.send_keys(str(path.resolve()))
-    br.wait_for_contains_text("#job-message", f"{name or path.name}: analysed", timeout=TIMEOUT)
-    br.wait_for_contains_text("#dataset", f"uploaded: {name or path.name}", timeout=TIMEOUT)
-
-
-def open_tab(br, value: str) -> None:
-    br.find_element(f"#tab-{value}").click()
-
-
-def shot(br, artifacts: Path, name: str) -> None:
-    time.sleep(0.6)  # let plotly finish drawing
-    br.driver.save_screenshot(str(artifacts / f"{name}.png"))
-
-
-def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as exc:
-            last = exc
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def first_cell(br, col: str) -> str | None:
@@ -73,32 +41,8 @@ def grid_row_with_path(br, path: str):
 
 
 @pytest.fixture
-def make_app():
-    """create_app, and its analysis threads stopped before dash's runner kills every thread it did not
-    start (it raises SystemExit in them, which a pool worker reports as 'Exception in worker')."""
-    apps = []
-
-    def make(**kw):
-        apps.append(create_app(**kw))
-        return apps[-1]
-    yield make
-    for a in apps:
-        a.server.config["DISSECTOR_REGISTRY"].shutdown(wait=True)
-
-
-@pytest.fixture
 def app(make_app):
     return make_app()
-
-
-@pytest.fixture
-def named(tmp_path):
-    """Fixtures copied under telling names (all fixtures are called envoy.log.gz)."""
-    def copy(src: Path, name: str) -> Path:
-        dst = tmp_path / name
-        shutil.copyfile(src, dst)
-        return dst
-    return copy
 
 
 def test_upload_and_every_view(dash_duo, app, artifacts, named):

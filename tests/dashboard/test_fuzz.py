@@ -197,3 +197,52 @@ def test_fuzz_callbacks_and_uploads(server, capsys):
 
 def _entry(deps: list[dict], output: str) -> dict:
     return next(d for d in deps if d["output"] == output)
+
+
+def test_thousands_of_or_conditions_are_refused_not_computed(server, capsys):
+    """The probe's case: a grid callback with 2,500 OR-ed conditions (~170 KB), eight at once; and eight at the
+    bounds (10 conditions of 500 characters each on two columns). Answered within the timeout with little
+    memory (a refusal, or the bounded query), never by N² work."""
+    http = requests.Session()
+    deps = http.get(f"{server.base}/_dash-dependencies", timeout=30).json()
+    key = next(d["output"] for d in deps if "requests-grid.getRowsResponse" in d["output"])
+    session = {"token": new_id()}
+    poll_key = next(d["output"] for d in deps if "dataset.options" in d["output"])
+    dataset = http.post(f"{server.base}{DISPATCH}", timeout=30, json=body(
+        poll_key, _entry(deps, poll_key), {0: 1, 2: session}, {})).json()["response"]["dataset"]["options"][0]["value"]
+    valid = {("session", "data"): session, ("dataset", "value"): dataset}
+
+    def grid_call(model: dict) -> dict:
+        request = {"startRow": 0, "endRow": 100, "filterModel": model, "sortModel": []}
+        return body(key, _entry(deps, key), {0: request}, valid)
+
+    many = {"path": {"filterType": "text", "operator": "OR", "conditions": [
+        {"filterType": "text", "type": "contains", "filter": f"/p{i:05d}-{'x' * 48}"} for i in range(2500)]}}
+    at_bounds = {col: {"filterType": "text", "operator": "OR", "conditions": [
+        {"filterType": "text", "type": "contains", "filter": f"{i}" + "y" * 499} for i in range(10)]}
+        for col in ("path", "authority")}
+    results: list[tuple[str, int, float]] = []
+    answers: list[dict] = []
+
+    def call(model: dict, label: str) -> None:
+        t0 = time.perf_counter()
+        r = requests.post(f"{server.base}{DISPATCH}", json=grid_call(model), timeout=60)
+        results.append((label, r.status_code, time.perf_counter() - t0))
+        if r.status_code == 200:
+            answers.append(r.json()["response"])
+
+    with RssSampler(server.pid) as rss:
+        threads = [threading.Thread(target=call, args=(m, n)) for m, n in [(many, "2500 OR")] * 8
+                   + [(at_bounds, "at the bounds")] * 8]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    with capsys.disabled():
+        print(f"\n8 x 2,500 OR conditions and 8 at the bounds at once: slowest {max(r[2] for r in results):.2f} s, "
+              f"server RSS baseline {rss.baseline / 2**20:.0f} MiB, peak {rss.peak / 2**20:.0f} MiB")
+    assert [r[1] for r in results] == [200] * 16, results
+    refused = [a for a in answers if "Not filtered" in str(a)]
+    assert len(refused) == 8 and all("2,500 conditions" in str(a) for a in refused)
+    assert all(a["requests-grid"]["getRowsResponse"]["rowCount"] == 0 for a in answers)
+    assert rss.peak - rss.baseline < 256 * 2**20

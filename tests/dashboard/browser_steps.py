@@ -1,0 +1,39 @@
+"""Steps of the browser tests (a ``dash_duo``-like browser in, nothing out): upload through the real file
+input, open a tab, wait for a condition, take a screenshot."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+TIMEOUT = 30
+
+
+def upload(br, path: Path, name: str | None = None) -> None:
+    """Send a file through the real <input type=file> and wait until its dataset is chosen."""
+    field = br.wait_for_element("#upload-file", timeout=TIMEOUT)
+    field.send_keys(str(path.resolve()))
+    br.wait_for_contains_text("#job-message", f"{name or path.name}: analysed", timeout=TIMEOUT)
+    br.wait_for_contains_text("#dataset", f"uploaded: {name or path.name}", timeout=TIMEOUT)
+
+
+def open_tab(br, value: str) -> None:
+    br.find_element(f"#tab-{value}").click()
+
+
+def shot(br, artifacts: Path, name: str) -> None:
+    time.sleep(0.6)  # let plotly finish drawing
+    br.driver.save_screenshot(str(artifacts / f"{name}.png"))
+
+
+def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as exc:
+            last = exc
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
