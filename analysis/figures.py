@@ -333,6 +333,7 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
     for (origin, thread), part in agg.group_by("origin", "thread", maintain_order=True):
         x, y = _broken_at_gaps(part["b"].to_list(), part["busy"].to_list(), bucket)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", marker=dict(size=4), connectgaps=False,
+                                 line=dict(simplify=False),  # every bucket a vertex: the drawing is the data
                                  name=f"{plain(str(origin).split('/')[-1])} · {thread}",
                                  hovertemplate="+%{x:.3f} s: %{y:.0%} busy<extra>%{fullData.name}</extra>"))
     if note:
@@ -341,7 +342,7 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
                                         .clip(0, 1)).sort("b")
         x, y = _broken_at_gaps(mean["b"].to_list(), mean["busy"].to_list(), bucket)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines", connectgaps=False,
-                                 name=f"mean of all {n}", line=dict(color="black", width=3)))
+                                 name=f"mean of all {n}", line=dict(color="black", width=3, simplify=False)))
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05], title="busy")
     fig.update_xaxes(title=f"seconds since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; buckets of "
                            f"{format_us(bucket)}; a break: no work logged)")
