@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 
+#: Diagnostics that count the run's work, not the input: grammar calls depend on what the shape cache already
+#: held, grammar re-checks on how the input was cut into blocks. ``Capture.diagnostics_dict`` has them; the
+#: ``.json`` summary, the same for the same input every run, does not.
+RUN_COUNTERS = ("grammar_calls", "fallback_lines")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Capture:
     """Everything known about one capture (one or several logs analysed together)."""
@@ -141,7 +147,8 @@ class Capture:
         return out
 
     def summary(self) -> dict[str, Any]:
-        """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups."""
+        """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups. The same
+        capture gives the same summary: the run's work counters (``RUN_COUNTERS``) are left out."""
         workers = self.workers()
         quality = self.quality()
         summary = {
@@ -149,7 +156,7 @@ class Capture:
             "wrappers": self.wrappers,
             "capture_quality": quality.as_dict(),
             "capture": {**self.span(), "origins": self.origins()},
-            "diagnostics": self.diagnostics_dict(),
+            "diagnostics": {k: v for k, v in self.diagnostics_dict().items() if k not in RUN_COUNTERS},
             "phases": percentiles(self.requests),
             "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],

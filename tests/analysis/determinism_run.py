@@ -1,0 +1,47 @@
+"""Run ``envoy-dissect analyze`` on many captures in one interpreter, every output written (for the determinism
+test, which starts this in subprocesses with different settings).
+
+    python determinism_run.py JOBS.json OUT_DIR
+
+``JOBS.json`` is a list of argument lists (a capture and its options); job *i* writes ``OUT_DIR/<i>/`` with
+every ``-o`` suffix and ``report.txt`` (the terminal report and the exit code). ``DETERMINISM_BLOCK_BYTES``
+sets the size of the blocks sources are read in (the analysis's own parameter, default 16 MiB).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+from envoy_dissector.analysis import stream_capture
+from envoy_dissector.cli import analyze
+from envoy_dissector.cli.main import main
+
+SUFFIXES = (".csv", ".jsonl", ".parquet", ".json", ".trace.json")
+
+
+def run(jobs: list[list[str]], out: Path) -> None:
+    block = int(os.environ.get("DETERMINISM_BLOCK_BYTES") or 0)
+    if block:
+        analyze.dissect_stream = functools.partial(stream_capture.dissect_stream, block_bytes=block)
+    for i, job in enumerate(jobs):
+        d = out / f"{i:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        args = ["analyze", "-q", *job]
+        for suffix in SUFFIXES:
+            args += ["-o", str(d / f"out{suffix}")]
+        report, errors = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(report), contextlib.redirect_stderr(errors):
+            try:
+                code = main(args)
+            except SystemExit as exc:  # (argparse and the error boundary exit)
+                code = exc.code if isinstance(exc.code, int) else 1
+        (d / "report.txt").write_text(f"{report.getvalue()}\n--- stderr\n{errors.getvalue()}\n--- exit {code}\n")
+
+
+if __name__ == "__main__":
+    run(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
