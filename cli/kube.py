@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import shlex
 import sys
@@ -49,6 +50,8 @@ def parse_duration(text: str, *, option: str) -> float:
             pos = match.end()
         if pos != len(value) or not value:
             raise UsageError(f"{option} {text!r}: use a duration like 30s, 5m, 1h30m or 500ms") from None
+    if not math.isfinite(seconds):
+        raise UsageError(f"{option} {text!r}: out of range")
     if seconds < 0:
         raise UsageError(f"{option} {text!r}: must not be negative")
     return seconds
@@ -64,7 +67,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                                                         "then the in-cluster service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
     p.add_argument("--request-timeout", default="60s", metavar="DURATION",
-                   help="read timeout of each API request (default 60s; connect timeout 10s)")
+                   help="longest wait for each API response, or each chunk of a log stream, however slowly the "
+                        "server sends (default 60s; connect timeout 10s)")
+    p.add_argument("--exec-timeout", default="60s", metavar="DURATION",
+                   help="longest run of a kubeconfig exec credential plugin before it is stopped (default 60s)")
     p.add_argument("--max-log-requests", type=int, default=5, metavar="N",
                    help="log streams fetched at once (default 5, like kubectl)")
     p.add_argument("--allow-no-trace", action="store_true",
@@ -125,8 +131,11 @@ def _connect(args: argparse.Namespace) -> tuple[Kube, list[PodTarget]]:
     read_timeout = parse_duration(args.request_timeout, option="--request-timeout")
     if read_timeout <= 0:
         raise UsageError("--request-timeout must be positive")
+    exec_timeout = parse_duration(args.exec_timeout, option="--exec-timeout")
+    if exec_timeout <= 0:
+        raise UsageError("--exec-timeout must be positive")
     kube = load(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace,
-                read_timeout_s=read_timeout)
+                read_timeout_s=read_timeout, exec_timeout_s=exec_timeout)
     try:
         targets = resolve_pods(kube, list(args.pods), args.selector, args.container, warn=_warn)
     except BaseException:

@@ -25,6 +25,7 @@ from typing import Any, Final, Protocol
 from urllib.parse import urlencode
 
 from envoy_dissector.kube.client import Kube, PodTarget
+from envoy_dissector.kube.deadline import ApiTooSlow, within
 from envoy_dissector.kube.errors import (
     KubeError,
     KubeForbidden,
@@ -84,9 +85,15 @@ class PodProxy:
             path_params={"namespace": self.target.namespace, "name": f"{self.target.name}:{self.port}",
                          "path": path},
             query_params=list(query), header_params={"Accept": "*/*"}, auth_settings=["BearerToken"])
-        try:
+        def send() -> Any:
             resp = ac.call_api(*params, _request_timeout=self.kube.timeout)
-            body = resp.read() or b""
+            return resp, resp.read() or b""
+
+        try:
+            resp, body = within(self.kube.connect_timeout_s + self.kube.read_timeout_s,
+                                f"Envoy's admin of {self.target.origin}", send)
+        except ApiTooSlow:
+            raise
         except Exception as exc:
             raise unreachable(exc, self.kube.server) from None
         status = int(resp.status)

@@ -36,6 +36,7 @@ from envoy_dissector.kube.admin import (
     summarize_levels,
 )
 from envoy_dissector.kube.client import Kube, PodTarget
+from envoy_dissector.kube.deadline import ApiTooSlow
 from envoy_dissector.kube.errors import KubeError, LevelRestoreError
 from envoy_dissector.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 
@@ -118,10 +119,10 @@ def preflight(kube: Kube, targets: list[PodTarget], via: str,
         if set(levels.values()) == {"trace"}:
             note(f"{target.origin}: already at trace level (it will be left there)")
         try:
-            resp = kube.core.read_namespaced_pod_log(target.name, target.namespace, container=target.container,
-                                                     tail_lines=1, limit_bytes=1024,
-                                                     _request_timeout=kube.timeout)
-            del resp
+            kube.call(kube.core.read_namespaced_pod_log, target.name, target.namespace, container=target.container,
+                      tail_lines=1, limit_bytes=1024, what=f"the log of {target.origin}")
+        except ApiTooSlow:
+            raise
         except Exception as exc:
             raise kube.api_error(exc, verb="get", resource="pods/log", purpose="to read the sidecar's log",
                                  name=target.name) from None

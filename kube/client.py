@@ -9,10 +9,13 @@ account's, else ``default``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from envoy_dissector.kube.config_check import check_credential_file, checked_kubeconfig
+from envoy_dissector.kube.deadline import ApiTooSlow, within
 from envoy_dissector.kube.errors import KubeConfigError, KubeError, KubeNotFound, from_api_exception, scrub
 from envoy_dissector.parser.errors import UsageError
 
@@ -20,6 +23,8 @@ from envoy_dissector.parser.errors import UsageError
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Default container: Istio's sidecar.
 DEFAULT_CONTAINER = "istio-proxy"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,12 @@ class Kube:
         """``_request_timeout`` for every call: (connect, read) seconds."""
         return (self.connect_timeout_s, self.read_timeout_s)
 
+    def call(self, api_method: Callable[..., T], *args: Any, what: str, **kwargs: Any) -> T:
+        """``api_method(*args, **kwargs)`` with this client's timeouts, given up after the connect and read
+        timeouts together however slowly the server sends (:func:`~envoy_dissector.kube.deadline.within`)."""
+        return within(self.connect_timeout_s + self.read_timeout_s, what,
+                      lambda: api_method(*args, _request_timeout=self.timeout, **kwargs))
+
     def api_error(self, exc: Exception, *, verb: str, resource: str, purpose: str,
                   name: str | None = None) -> KubeError:
         return from_api_exception(exc, verb=verb, resource=resource, namespace=self.namespace,
@@ -93,8 +104,12 @@ def _kubeconfig_paths(explicit: str | None) -> tuple[str | None, list[Path]]:
 
 def load(*, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
          connect_timeout_s: float = 10.0, read_timeout_s: float = 60.0,
-         service_account_dir: Path | None = None) -> Kube:
+         service_account_dir: Path | None = None, exec_timeout_s: float = 60.0) -> Kube:
     """Build a :class:`Kube` from kubeconfig / context / in-cluster configuration.
+
+    Each kubeconfig is checked with bounded reads first (:mod:`~envoy_dissector.kube.config_check`), and exec
+    credential plugins run with ``exec_timeout_s`` and errors free of their output
+    (:mod:`~envoy_dissector.kube.exec_plugin`).
 
     Raises:
         KubeConfigError: nothing usable found, or the kubeconfig/context is invalid.
@@ -103,9 +118,14 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    from envoy_dissector.kube.exec_plugin import install as install_exec_plugin_bounds
+
     service_account_dir = service_account_dir or SERVICE_ACCOUNT_DIR
+    install_exec_plugin_bounds(exec_timeout_s)
     configuration = client.Configuration()
     config_file, existing = _kubeconfig_paths(kubeconfig)
+    for path in existing:
+        checked_kubeconfig(path)
     ns_from_config: str | None = None
     if config_file is not None:
         try:
@@ -125,6 +145,7 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
         if context:
             raise KubeConfigError(f"--context {context}: no kubeconfig found, and the in-cluster "
                                   "configuration has no contexts")
+        check_credential_file(service_account_dir / "token", "service account token")
         try:
             loader = config.incluster_config.InClusterConfigLoader(
                 token_filename=str(service_account_dir / "token"),
@@ -191,8 +212,10 @@ def resolve_pods(kube: Kube, names: list[str], selector: str | None, container: 
     pods: list[Any] = []
     if selector:
         try:
-            listed = core.list_namespaced_pod(kube.namespace, label_selector=selector,
-                                              _request_timeout=kube.timeout)
+            listed = kube.call(core.list_namespaced_pod, kube.namespace, label_selector=selector,
+                               what="listing pods")
+        except ApiTooSlow:
+            raise
         except Exception as exc:
             raise kube.api_error(exc, verb="list", resource="pods", purpose="to find the pods matching -l") from None
         pods = sorted(listed.items or [], key=lambda p: p.metadata.name)
@@ -205,7 +228,9 @@ def resolve_pods(kube: Kube, names: list[str], selector: str | None, container: 
                 continue
             seen.add(name)
             try:
-                pods.append(core.read_namespaced_pod(name, kube.namespace, _request_timeout=kube.timeout))
+                pods.append(kube.call(core.read_namespaced_pod, name, kube.namespace, what=f"reading pod {name}"))
+            except ApiTooSlow:
+                raise
             except Exception as exc:
                 from kubernetes.client.exceptions import ApiException
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from envoy_dissector.kube.client import Kube, PodTarget
+from envoy_dissector.kube.deadline import ApiTooSlow, within
 from envoy_dissector.kube.errors import KubeError
 
 CHUNK_BYTES: Final = 64 * 1024
@@ -203,10 +204,11 @@ def stream_log(kube: Kube, target: PodTarget, out_path: Path, *, since_seconds: 
     part = out_path.with_name(out_path.name + ".part")
     purpose = "to read the sidecar's log" + (" (previous instance)" if previous else "")
     try:
-        resp = kube.core.read_namespaced_pod_log(
-            target.name, target.namespace, container=target.container, timestamps=True,
-            since_seconds=since_seconds, previous=previous or None,
-            _preload_content=False, _request_timeout=kube.timeout)
+        resp = kube.call(kube.core.read_namespaced_pod_log, target.name, target.namespace,
+                         container=target.container, timestamps=True, since_seconds=since_seconds,
+                         previous=previous or None, _preload_content=False, what=f"the log of {target.origin}")
+    except ApiTooSlow:
+        raise
     except Exception as exc:
         raise kube.api_error(exc, verb="get", resource="pods/log", purpose=purpose,
                              name=target.name) from None
@@ -216,7 +218,10 @@ def stream_log(kube: Kube, target: PodTarget, out_path: Path, *, since_seconds: 
         with part.open("wb") as fh:
             writer = _Writer(fh, stats, prefix, window)
             carry = b""
-            for chunk in resp.stream(chunk_bytes, decode_content=True):
+            chunks = resp.stream(chunk_bytes, decode_content=True)
+            # each chunk within the read timeout: a server trickling bytes cannot hold the stream open
+            while (chunk := within(kube.read_timeout_s, f"the log of {target.origin}",
+                                   lambda: next(chunks, None))) is not None:
                 if cancel is not None and cancel.is_set():
                     raise Cancelled(target.origin)
                 if not chunk:

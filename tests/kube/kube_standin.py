@@ -270,6 +270,9 @@ class ApiServerStandIn:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.tls_context: Any = None
+        self.trickle_s: float | None = None
+        """Set: responses to paths holding ``trickle_path`` are sent one byte per ``trickle_s`` seconds."""
+        self.trickle_path = ""
 
     # -- setup ------------------------------------------------------------------------------------------
     @property
@@ -371,6 +374,35 @@ class ApiServerStandIn:
         return None
 
 
+class _Trickle:
+    """A response stream that sends one byte per ``pause_s`` seconds (and stops when the client goes away)."""
+
+    def __init__(self, handler: _Handler, inner: Any, pause_s: float) -> None:
+        self.handler, self.inner, self.pause_s = handler, inner, pause_s
+
+    def write(self, data: bytes) -> int:
+        if self.handler.api.trickle_path not in getattr(self.handler, "path", ""):
+            return int(self.inner.write(data))
+        try:
+            for i in range(len(data)):
+                self.inner.write(data[i:i + 1])
+                self.inner.flush()
+                time.sleep(self.pause_s)
+        except OSError:  # the client gave up (what the tests want): drop the rest quietly
+            self.handler.close_connection = True
+        return len(data)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.inner.closed)
+
+
 def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                             "message": message, "reason": reason, "code": code}
@@ -389,6 +421,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
+
+    def setup(self) -> None:
+        super().setup()
+        if self.api.trickle_s:
+            self.wfile = _Trickle(self, self.wfile, self.api.trickle_s)  # type: ignore[assignment]
 
     # -- plumbing ---------------------------------------------------------------------------------------
     def _send_json(self, code: int, body: dict[str, Any]) -> None:

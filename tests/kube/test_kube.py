@@ -309,8 +309,8 @@ def test_fetch_context_option_picks_the_cluster(cluster: Cluster, tmp_path: Path
     ("admin", ["-l", "kind=batch"], 7, 'none of the 1 pod(s) matching -l kind=batch in namespace shop has a '
                                        'container "istio-proxy" (batch-0)'),
     ("admin", ["trace-1", "--previous"], 7, 'previous terminated container "istio-proxy" in pod "trace-1" not found'),
-    ("admin", ["web-1", "-c", "app"], 8, "no trace-level line in the fetched logs: web-1/app (1 lines)"),
-    ("admin", ["quiet-0"], 8, "no trace-level line in the fetched logs: quiet-0/istio-proxy ("),
+    ("admin", ["web-1", "-c", "app"], 10, "no trace-level line in the fetched logs: web-1/app (1 lines)"),
+    ("admin", ["quiet-0"], 10, "no trace-level line in the fetched logs: quiet-0/istio-proxy ("),
     ("viewer", ["trace-0"], 6, "forbidden: your account (viewer) lacks 'get' on 'pods/log' in namespace shop "
                                "(needed to read the sidecar's log)"),
     ("logreader", ["-l", "app=traced", "x"], 64, "give pod names or -l SELECTOR, not both"),
