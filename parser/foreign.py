@@ -42,7 +42,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("app-output", r"^" + _ISO + r"\t(?:DEBUG|INFO|WARN|WARNING|ERROR)\t"),
     ("app-output", r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9:.,]+[ :]+(?:DEBUG|INFO|WARN|WARNING|ERROR)\b"),
     # the command that produced the paste: `$ kubectl logs ...`, `user@host:~$ ...`, `❯ stern ...`
-    ("shell-prompt", r"^(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?\s?|[A-Za-z0-9_.-]+ )?[$#❯➜] +[a-z]"),
+    ("shell-prompt", r"^(?:[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s$#]*)?\s?|[A-Za-z0-9_.@:~/-]+ )?[$#❯➜] +[a-z]"),
     ("shell-prompt", r"^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+(?::[^\s]*)?[ \t]*[$#%]?[ \t]*$"),  # a prompt, the command cut
     ("shell-prompt", r"^(?:kubectl|stern|docker|docker-compose|podman|istioctl|oc|kail|k|curl|grpcurl|journalctl)"
                      r" +(?:-|logs|compose|service|pc|proxy-config|exec|https?:)"),
@@ -50,6 +50,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("elision", r"^\s*(?:\.{2,}|…+|\[\.\.\.\]|<snip(?:ped)?>|-+ ?snip ?-+|\.\.\.? ?\(?[A-Za-z ]*\)?)\s*$"),
     ("elision", r"^\s*(?:\.\.\.|…) ?(?:[A-Za-z0-9 ,()]*(?:omitted|truncated|removed|skipped|more|lines|snip)"
                 r"[A-Za-z0-9 ,()]*)(?:\.\.\.|…)?\s*$"),
+    ("elision", r"^\s*(?:\.\.\.|…)[^\s.…]{1,12}(?:\.\.\.|…)\s*$"),  # a word between ellipses: `...중략...`
     # markdown around a paste: fences, bold lines, headings, quotes
     ("markdown", r"^\s*(?:```|~~~)"),
     ("markdown", r"^\s*\*\*[^*].*\*\*:?\s*$"),
