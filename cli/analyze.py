@@ -3,7 +3,11 @@
 Examples:
   envoy-dissect analyze proxy.log
   kubectl logs POD -c istio-proxy | envoy-dissect analyze -
-  envoy-dissect analyze 'logs/*.log.gz' -o requests.parquet -o summary.json -o trace.trace.json
+  envoy-dissect analyze 'logs/*.log.gz' -o requests.parquet -o summary.json \\
+      -o run.trace.json
+
+Outputs are named by their suffix: .parquet/.csv/.jsonl one row per request,
+.json the summary (trace.json too), .trace.json a Chrome trace for Perfetto.
 """
 from __future__ import annotations
 
@@ -52,8 +56,9 @@ def parse_args(argv: Sequence[str], *, prog: str = "analyze") -> argparse.Namesp
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("-o", "--output", action="append", default=[], metavar="OUT",
-                   help="write OUT; suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics), "
-                        ".trace.json (Chrome trace for Perfetto); repeatable")
+                   help="write OUT; its suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics: "
+                        "-o trace.json is a summary), .trace.json (a Chrome trace for Perfetto: -o run.trace.json); "
+                        "repeatable")
     p.add_argument("--since", help="only requests starting at/after this time (ISO, epoch s, or +2s)")
     p.add_argument("--until", help="only requests starting at/before this time")
     p.add_argument("--authority", metavar="REGEX", help="only requests whose :authority matches")

@@ -1,4 +1,4 @@
-"""`envoy-dissect compare A B`: per-phase percentile differences between two captures.
+"""`envoy-dissect compare A B`: per-phase percentile differences of two captures.
 
 Examples:
   envoy-dissect compare tracing-on.log tracing-off.log

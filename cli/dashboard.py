@@ -43,9 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--session-idle-minutes", type=positive_number(at_most=MAX_IDLE_MINUTES), default=60, metavar="M",
                    help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
-    p.add_argument("--format", default="auto",
-                   choices=["auto", *FORMAT_IDS],
-                   help="envelope format of CAPTURE (default: detected)")
+    p.add_argument("--format", default="auto", choices=["auto", *FORMAT_IDS], metavar="FORMAT",
+                   help=f"envelope format of CAPTURE: {', '.join(['auto', *FORMAT_IDS])} (default: auto, detected)")
     p.add_argument("--log-format", metavar="STRING", help="the Envoy --log-format CAPTURE was written with")
     p.add_argument("--no-redact", action="store_true",
                    help="keep secret header values of CAPTURE (uploads are always redacted; loopback only)")

