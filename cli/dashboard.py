@@ -117,7 +117,7 @@ def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None)
     from envoy_dissector.dashboard.server import serve
     from envoy_dissector.parser.sources import expand
 
-    captures = [str(s.path or s.name) for s in expand(args.captures)] if args.captures else []
+    captures = [s.argument for s in expand(args.captures)] if args.captures else []
     fmt = "custom" if args.log_format else args.format
     policy = AccessPolicy.for_bind(args.host, token=token, extra_hosts=args.allowed_host)
     app = create_app(captures, demo=True if args.demo else None, max_upload_mb=args.max_upload_mb,

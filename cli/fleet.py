@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.tls_ca_file or args.tls_cert or args.tls_key or args.allow_unauthenticated_scheduler:
         raise UsageError("--tls-* and --allow-unauthenticated-scheduler go with --scheduler (the local cluster "
                          "makes its own credentials)")
-    sources = [str(s.path or s.name) for s in expand(args.captures)]  # the path: a worker opens it again
+    sources = [s.argument for s in expand(args.captures)]  # each worker expands its own again
     done = 0
 
     def progress(result: TaskResult) -> None:

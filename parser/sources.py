@@ -47,6 +47,12 @@ class Source:
     path: Path | None = None
     text: str | None = None
 
+    @property
+    def argument(self) -> str:
+        """What to give :func:`expand` to get this source again: the name, or the path when the name shows
+        bytes of it escaped (``shown_name``)."""
+        return self.name if self.path is None or Path(self.name) == self.path else os.fspath(self.path)
+
     def size(self) -> int | None:
         if self.path is not None:
             try:
