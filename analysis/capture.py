@@ -106,7 +106,10 @@ class Capture:
         if "workers" not in self._cache:
             threads = (self.facts.worker_threads(self.requests) if self.facts is not None
                        else worker_threads(self.events, self.requests))
-            self._cache["workers"] = worker_stats(self.loop, self.requests, threads)
+            workers = worker_stats(self.loop, self.requests, threads)
+            if not self.quality().socket_lines:  # busy time comes from socket events: unmeasured, not 0
+                workers = workers.with_columns(pl.lit(None, dtype=workers.schema["utilisation"]).alias("utilisation"))
+            self._cache["workers"] = workers
         return self._cache["workers"]
 
     def findings(self) -> list[Finding]:
@@ -158,7 +161,8 @@ class Capture:
             "capture": {**self.span(), "origins": self.origins()},
             "diagnostics": {k: v for k, v in self.diagnostics_dict().items() if k not in RUN_COUNTERS},
             "phases": percentiles(self.requests),
-            "workers": [{**w, "utilisation": round(w["utilisation"] or 0.0, 4)} for w in workers.iter_rows(named=True)],
+            "workers": [{**w, "utilisation": None if w["utilisation"] is None else round(w["utilisation"], 4)}
+                        for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
             "tls_handshakes": (tls_counts_of(self.facts.handshakes) if self.facts is not None
                                and self.facts.handshakes is not None else tls_counts(self.events)),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.fallbacks import boundary_sources, raw_boundaries
+from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES, UNMEASURED_WITHOUT, boundary_sources, raw_boundaries
 from envoy_dissector.analysis.internal import charged_rows, charged_shares, internal_streams, own_work, work_bursts
 from envoy_dissector.analysis.schema import PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
 from envoy_dissector.analysis.wasm import wasm_rows
@@ -60,6 +60,9 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     exprs["upstream_connect_us"] = connect
     exprs["tls_handshake_us"] = handshake  # null where the request waited for no handshake
     exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect - handshake.fill_null(0)
+    # Unmeasured is not zero: a phase whose boundary line is not in the capture (no socket lines) is null.
+    for b, phase in UNMEASURED_WITHOUT.items():
+        exprs[f"{phase}_us"] = pl.when(pl.col(BOUNDARY_SOURCES[b][0][0]).is_not_null()).then(exprs[f"{phase}_us"])
     return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end, connected__=cx_from.is_not_null(),
                           shook__=cx_from.is_not_null() & hs_to.is_not_null()).with_columns(
         **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64),

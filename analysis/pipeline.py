@@ -114,6 +114,10 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     requests, queueing = loop_queue(requests, loop)
+    # Without its read event (no socket lines) a request's queueing cannot be placed: unmeasured, not 0.
+    unplaced = pl.col("unmeasured_phases").fill_null("").str.contains("downstream_read")
+    requests = requests.with_columns(pl.when(~unplaced).then(pl.col(c)).alias(c)
+                                     for c in ("loop_queue_us", "queue_before_read_us"))
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)
     phases = pl.concat([phases, render_queueing(queueing)])

@@ -216,7 +216,7 @@ def assess_facts(facts: RecordFacts, requests: pl.DataFrame) -> CaptureQuality:
                    "trace level but no socket lines in the capture (connection logger below trace, or left out of "
                    "the excerpt)")
             said.append(f"{why}, so downstream_read, response_parse, downstream_write and "
-                        "event-loop queueing cannot be measured (shown as 0), nor worker utilisation; a request's "
+                        "event-loop queueing cannot be measured (left empty), nor worker utilisation; a request's "
                         "life runs from "
                         "`new stream` to the response's end; header_parse starts at `new stream`, upstream_send "
                         "ends at the upstream `encode complete`/`writing`, upstream_wait includes response parsing"
@@ -332,7 +332,8 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
         missing = _missing(row.get("missing_boundaries"))
         unmeasured = set((row.get("unmeasured_phases") or "").split(", "))
         known = {phase: row[f"{phase}_us"] for phase, a, b in _SPANS
-                 if a not in missing and b not in missing and phase not in unmeasured and row.get(f"{phase}_us")}
+                 if a not in missing and b not in missing and phase not in unmeasured
+                 and row.get(f"{phase}_us") is not None}  # (a measured 0 is known)
         out.append({"request_uid": row["request_uid"], "method": row.get("method"), "path": row.get("path"),
                     "status": row.get("status"), "outcome": row.get("outcome"), "known_phases_us": known,
                     "missing_boundaries": [f"{b} {BOUNDARY_NAMES[b]}" for b in sorted(missing)]})

@@ -140,8 +140,13 @@ def _phase_table(capture: Capture, width: int) -> list[str]:
         lines.append(f"{label:<{LABEL_W}}{cells}" + (f"  {what}" if what and described else ""))
     if not described:  # too narrow for the descriptions beside their rows: a legend below the table
         lines += _wrap("(" + "; ".join(f"{key}: {what}" for key, _, what in rows if what) + ")", width, "   ", "  ")
-    if hidden:
-        lines += _wrap(f"(zero in every request, not shown: {', '.join(hidden)})", width, " ")
+    # (a phase no request measured has no max: it is unmeasured, not zero)
+    zero = [p for p in hidden if pct[p]["max"] is not None]
+    unmeasured = [p for p in hidden if pct[p]["max"] is None]
+    if zero:
+        lines += _wrap(f"(zero in every request, not shown: {', '.join(zero)})", width, " ")
+    if unmeasured:
+        lines += _wrap(f"(not measured in this capture, not shown: {', '.join(unmeasured)})", width, " ")
     lines.append("")
     return lines
 
@@ -194,7 +199,8 @@ def _workers(capture: Capture, width: int) -> list[str]:
     served = w.filter(pl.col("requests") > 0)
     if w.height <= MAX_WORKERS_LISTED:
         text = "workers: " + " · ".join(
-            f"{r['thread']}: {(r['utilisation'] or 0):.0%} busy, {r['requests']} req, {r['connections']} conn, "
+            f"{r['thread']}: " + (f"{r['utilisation']:.0%} busy, " if r["utilisation"] is not None else "")
+            + f"{r['requests']} req, {r['connections']} conn, "
             f"{r['waited']} waited" for r in w.iter_rows(named=True))
     else:
         util = w["utilisation"].fill_null(0.0)
