@@ -289,9 +289,19 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     fig.update_layout(barmode="overlay")
     lo_x = (first if start_us is None else max(first, start_us)) - t0
     hi_x = (int(lo["end_us"].max()) if end_us is None else int(end_us)) - t0  # type: ignore[arg-type]
+    shown: list[float] | None = None
+    served = lo.filter(pl.col("conn_id").is_not_null() & pl.col("kind").is_in(list(colors)))
+    if start_us is None and end_us is None and served.height:
+        # Opens on the traffic (the bulk of the slices serving connections), not on the seconds of start-up and
+        # shutdown around it; zooming out (double click) shows the whole capture.
+        a = int(served["start_us"].quantile(0.02, "lower")) - t0  # type: ignore[arg-type]
+        b = int(served["end_us"].quantile(0.98, "higher")) - t0  # type: ignore[arg-type]
+        pad = max((b - a) * 0.03, 1)
+        if (b - a) < (hi_x - lo_x) * 0.5:
+            shown, lo_x, hi_x = [a - pad, b + pad], int(a - pad), int(b + pad)
     tickvals, ticktext = ms_ticks(lo_x, hi_x)
     fig.update_xaxes(title=f"ms since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; hover: wall clock)",
-                     tickvals=tickvals, ticktext=ticktext)
+                     tickvals=tickvals, ticktext=ticktext, range=shown)
     return _layout(fig, f"Event loop: busy slices per worker{note}", height=200 + 40 * lanes["lane"].n_unique())
 
 
