@@ -158,7 +158,7 @@ def phase_distribution(requests: pl.DataFrame) -> go.Figure:
                  f"<br>p75 {format_us(q[3])}<br>p99 {format_us(q[4])}<extra></extra>")
         fig.add_trace(go.Box(name=name, x=[name], q1=[shown[1]], median=[shown[2]], q3=[shown[3]],
                              lowerfence=[shown[0]], upperfence=[shown[4]], hovertemplate=hover,
-                             marker_color=PHASE_COLORS.get(name, "#999"), line=dict(color="#444", width=1.5)))
+                             fillcolor=PHASE_COLORS.get(name, "#999"), line=dict(color="#444", width=1.5)))
     fig.update_yaxes(title="µs (whiskers: min .. p99)", type="log")
     fig.update_xaxes(type="category", tickangle=-30)
     title = f"Phase durations over {r.height} complete requests"
