@@ -102,8 +102,9 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         proxy_hdr_ts=_when(EventKind.PROXYING_HEADERS),
         us_tx_end_ts=_when(_PROXYING),
         us_resp_ts=_when(EventKind.UPSTREAM_RESPONSE_HEADERS),
-        enc_end_ts=pl.when(pl.col("kind").is_in(_ENCODING) & pl.col("end_stream").fill_null(False)).then(
-            pl.col("ts_us")),
+        # (trailers always end the stream: `encoding trailers via codec` logs no end_stream flag)
+        enc_end_ts=pl.when(pl.col("kind").is_in(_ENCODING) & pl.col("end_stream").fill_null(False)
+                           | (pl.col("kind") == EventKind.ENCODING_TRAILERS)).then(pl.col("ts_us")),
         codec_done_ts=_when(EventKind.CODEC_COMPLETED_ENCODING),
         # A downstream filter's `decode headers called` (not the upstream filter chain's codec filter, which
         # Envoy's own async streams log too): only the connection manager's filter chain logs it.

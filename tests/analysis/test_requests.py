@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
+from truth import CHECKED_MILESTONES, FIXTURES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
 from envoy_dissector.analysis.asof import asof
 
@@ -236,3 +236,20 @@ def test_outcome_agrees_with_envoys_response_code_details(rel: str) -> None:
             assert outcome == "ok"
         else:  # a local reply: Envoy's details, word for word
             assert outcome == f"local reply: {details}"
+
+
+def test_a_response_ended_by_trailers_is_ended_there() -> None:
+    """`encoding trailers via codec` (gRPC over HTTP/2) ends the response: DS_TX_END is that line when no
+    `Codec completed encoding stream.` follows. The real excerpt 020 (docker compose, gRPC with ext_authz) with
+    its `Codec completed` line left out, as a capture whose Envoy does not log it."""
+    from envoy_dissector.analysis import dissect
+    from envoy_dissector.parser.sources import text_source
+
+    path = FIXTURES / "real" / "020-compose-grpc-extauthz-debug-cut-start.log"
+    lines = path.read_text().splitlines(keepends=True)
+    trailers = next(i for i, line in enumerate(lines) if "encoding trailers via codec" in line)
+    kept = "".join(line for line in lines if "Codec completed encoding stream" not in line)
+    cap = dissect(text_source(kept, name="020-without-codec-completed"))
+    r = cap.requests.filter(pl.col("stream_id") == 10104674368241947611)
+    want = cap.events.filter(pl.col("line_no") == trailers + 1)["ts_us"].item()
+    assert r["ds_tx_end_us"].to_list() == [want]
