@@ -65,6 +65,8 @@ ALL_KINDS: tuple[str, ...] = (*dict.fromkeys(kind for kind, _ in KINDS), "json-o
 
 #: kinds a paste puts between a record and its continuation lines (they continue nothing themselves)
 _BETWEEN = ("shell-prompt", "elision", "markdown")
+#: the kinds that make a chunk be read again with its foreign lines set aside
+FOREIGN_KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in KINDS))
 _COMPILED = tuple((kind, re.compile(regex)) for kind, regex in KINDS)
 #: An Envoy line of any known layout (for the detection sample: the format is not known yet)
 _ENVOY_MARK = (r"\[C[0-9]+\]|\]\[(?:trace|debug|info|warning|warn|error|critical)\]\["
@@ -125,11 +127,16 @@ def set_aside(lines: pl.DataFrame, is_start: pl.Expr) -> tuple[pl.DataFrame, pl.
         open__=raw.str.contains(r"^\{\s*$"), close__=raw.str.contains(r"^\}\s*,?\s*$"),
         continues__=raw.str.contains(f"{CONTINUATION}|{MESSAGE_CONTINUES}") & ~pl.col("start__"),
         access__=raw.str.contains(_ACCESS_KEYS))
-    # inside a pretty-printed object: from an opening line through its closing line
+    # inside a pretty-printed object: from an opening line through its closing line, counted afresh after each
+    # record start (an object left open cannot reach past the next record, however the lines were cut in chunks)
+    marked = marked.with_columns(segment__=pl.col("start__").cum_sum().over("origin"))
     depth = pl.col("open__").cast(pl.Int32).cum_sum() - pl.col("close__").cast(pl.Int32).cum_sum()
-    marked = marked.with_columns(depth__=depth.over("origin"), object__=pl.col("open__").cum_sum().over("origin"))
-    inside = (pl.col("open__") | (pl.col("depth__").shift(1, fill_value=0).over("origin") > 0)) & ~pl.col("start__")
-    marked = marked.with_columns(json__=inside, access__=pl.col("access__").any().over("origin", "object__"))
+    marked = marked.with_columns(depth__=depth.over("origin", "segment__"),
+                                 object__=pl.col("open__").cum_sum().over("origin", "segment__"))
+    before = pl.col("depth__").shift(1, fill_value=0).over("origin", "segment__")
+    inside = (pl.col("open__") | (before > 0)) & ~pl.col("start__")
+    marked = marked.with_columns(json__=inside, access__=pl.col("access__").any().over("origin", "segment__",
+                                                                                         "object__"))
     json_kind = pl.when(pl.col("json__")).then(
         pl.when(pl.col("access__")).then(pl.lit("access-log")).otherwise(pl.lit("json-object")))
     marked = marked.with_columns(kind__=pl.coalesce(pl.col("kind__"), json_kind))
@@ -147,9 +154,32 @@ def set_aside(lines: pl.DataFrame, is_start: pl.Expr) -> tuple[pl.DataFrame, pl.
     return kept, aside.select("line_no", "origin", "raw", kind="kind__")
 
 
-def has_foreign(sample: Iterable[str]) -> bool:
-    """Whether the detection sample holds foreign lines (the capture then goes the path that sets them aside)."""
-    return any(kind_of(line) is not None for line in sample if line.strip())
+def json_lines_foreign(raw: pl.Series) -> bool:
+    """Whether a JSON capture's lines hold another program's JSON line that a JSON format would take for a record
+    (pilot-agent's ``{"level":..,"time":..,"msg":..}`` has the keys Istio's layouts need); lines with an Envoy mark
+    are not looked at."""
+    rest = raw.filter(~raw.str.contains('"scope":"envoy ', literal=True)
+                      & ~raw.str.contains('"@module":"envoy.', literal=True))  # (most lines: no regex)
+    rest = rest.filter(~rest.str.contains(_ENVOY_MARK))
+    return bool(rest.len()) and bool(kinds_of(rest).is_in(FOREIGN_KINDS).any())
+
+
+#: a pretty-printed object's first line, or an elision, folded into a message as if it continued it
+_FOLDED_FOREIGN = r"\n(?:\{|[ \t]*(?:\.\.\.|…))[ \t]*(?:\n|$)"
+
+
+def holds_foreign(malformed: pl.Series, records: pl.DataFrame) -> bool:
+    """Whether a chunk read as it is holds other programs' lines: a malformed line of a foreign kind (or a lone
+    ``{``), or a pretty-printed object or an indented elision folded into a record's message (their lines read
+    like a continuation)."""
+    if malformed.len():
+        kinds = kinds_of(malformed)
+        if bool(kinds.is_in(FOREIGN_KINDS).any()) or bool(malformed.str.contains(r"^\{\s*$").any()):
+            return True
+    if records.height == 0 or "n_lines" not in records.columns:
+        return False
+    folded = records.filter(pl.col("n_lines") > 1)["message"]
+    return bool(folded.str.contains(_FOLDED_FOREIGN).any())
 
 
 def kinds_of(raw: pl.Series) -> pl.Series:

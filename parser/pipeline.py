@@ -22,7 +22,7 @@ from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
 from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import Envelope, single_origin, split_envelope, split_text_native
 from envoy_dissector.parser.errors import InputError
-from envoy_dissector.parser.foreign import UNRECOGNISED, has_foreign, kinds_of, set_aside
+from envoy_dissector.parser.foreign import UNRECOGNISED, holds_foreign, json_lines_foreign, kinds_of, set_aside
 from envoy_dissector.parser.formats import Detection, custom_detection, detect_format, detection_by_id
 from envoy_dissector.parser.grammar import preload as preload_grammar
 from envoy_dissector.parser.headers import header_columns
@@ -33,7 +33,7 @@ from envoy_dissector.parser.repair import read_damaged
 from envoy_dissector.parser.sanity import Sanity
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Block, Source, expand, read_blocks, text_source
-from envoy_dissector.parser.wrappers import AnyWrapper, strip_sample, unwrap
+from envoy_dissector.parser.wrappers import AnyWrapper, unwrap
 
 Progress = Callable[[int], None]  # called with bytes consumed since the last call
 StopReading = Callable[[int, int], bool]  # (first, latest record time seen, epoch µs) -> stop reading the source
@@ -161,6 +161,26 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
 DETECT_SAMPLE_LINES = 2000
 
 
+def _detect_in_blocks(block: Block, blocks: Iterator[Block], first_line_no: int, source: Source, format: str,
+                      log_format: str | None) -> tuple[Found | InputError, Block]:
+    """Wrappers and format from the first block's first lines (only the sample's lines are split: the scan, if the
+    format takes it, splits the block itself). A first block too small to hold the whole sample that no format
+    reads is joined with the next ones until it does (a sidecar's log may start with hundreds of pilot-agent lines
+    before Envoy's first). Returns the detection, or the error when no format reads the sample, and the block as
+    far as it was read."""
+    while True:
+        head = _head_block(block, DETECT_SAMPLE_LINES)
+        sample = _bound_lines(_lines_frame(head, first_line_no), len(head.data))[0]["raw"].to_list()
+        try:
+            return _detect(sample, source, format, log_format), block
+        except InputError as exc:
+            short = head is block and block.data.endswith(b"\n")
+            more = next(blocks, None) if short else None
+            if more is None:
+                return exc, block
+            block = Block(block.origin, block.data + more.data, more.bytes_read, block.oversize + more.oversize)
+
+
 def _head_block(block: Block, lines: int) -> Block:
     """The block's first ``lines`` lines (all of it when it holds no more)."""
     at = -1
@@ -206,8 +226,6 @@ class _SourceState:
     native: bool = False
     carry_bytes: bytes = b""
     carry_line_no: int = 0
-    #: the sample holds other programs' lines (``foreign.py``): they are set aside before the envelope
-    aside: bool = False
 
 
 def _choose_format(sample: list[str], source: Source, format: str, log_format: str | None) -> Detection:
@@ -365,7 +383,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
         def submit(lines: pl.DataFrame, state: _SourceState) -> Iterator[Chunk]:
             pending_sources.append(source.name)
             pending.append(pool.submit(_events_for, lines, state.detection.compiled, classifier, redact, fast,
-                                       columns, state.aside))
+                                       columns))
             yield from collect()
 
         def submit_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin: str,
@@ -410,20 +428,15 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     if state is None:
                         if b"\r\n" in block.data[:1 << 20]:
                             _note_wrapper(diag, "crlf")
-                        # (the sample's lines only: the scan, if the format takes it, splits the block itself)
-                        head = _head_block(block, DETECT_SAMPLE_LINES)
-                        sample = _bound_lines(_lines_frame(head, next_line_no), len(head.data))[0]["raw"].to_list()
-                        try:
-                            found = _detect(sample, source, format, log_format)
-                        except InputError:  # the block was read: its lines count (as malformed, below)
+                        found, block = _detect_in_blocks(block, blocks, next_line_no, source, format, log_format)
+                        if isinstance(found, InputError):  # the block was read: its lines count (as malformed, below)
                             lines, oversize = _bound_lines(_lines_frame(block, next_line_no), len(block.data))
                             next_line_no += lines.height
                             diag.lines_read += lines.height
                             diag.lines_oversize += block.oversize + oversize
-                            raise
+                            raise found
                         state = _SourceState(found.detection, found.wrappers)
-                        state.aside = has_foreign(strip_sample(sample, found.wrappers))
-                        state.native = not found.wrappers and not state.aside and native.enabled() and native.handles(
+                        state.native = not found.wrappers and native.enabled() and native.handles(
                             found.detection.compiled)
                         _note_detection(diag, found.detection, found.wrapper_ids)
                         formats_seen[found.detection.format_id] += 1
@@ -501,20 +514,24 @@ _ACCOUNTED = ("origin", "kind", "n_lines", "ts_us", "conn_id", "message")
 
 
 def _events_for(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, classifier: Classifier, redact: RedactOption,
-                fast: bool | None, columns: frozenset[str] | None = None, aside: bool = False) -> _Result:
-    """Events of ``lines``; with ``aside``, other programs' lines are set aside first (``foreign.py``)."""
-    foreign = None
-    if aside:
-        is_start = pl.col("raw").str.contains(fmt.start) if isinstance(fmt, TextFormat) else pl.lit(False)
-        lines, foreign = set_aside(lines, is_start)
-    env, repaired = _tolerant(split_envelope(lines, fmt, redact=redact), fmt, redact)
-    if foreign is not None and foreign.height:
-        malformed = env.malformed.with_columns(kind=kinds_of(env.malformed["raw"]))
-        env = Envelope(env.records, pl.concat([malformed, foreign]).sort("line_no", maintain_order=True))
+                fast: bool | None, columns: frozenset[str] | None = None) -> _Result:
+    env, repaired = _envelope(lines, fmt, redact)
     return _events_of(env, classifier, fast, columns), 0, repaired
 
 
-def _tolerant(env: Envelope, fmt: TextFormat | JsonFormat, redact: RedactOption) -> tuple[Envelope, int]:
+def _envelope(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, redact: RedactOption,
+              env: Envelope | None = None) -> tuple[Envelope, int]:
+    """The envelope of a chunk's lines (``env``: already made from them, by the compiled scan), its damaged lines
+    read tolerantly. A chunk holding other programs' lines is read again with them set aside (``foreign.py``):
+    decided per chunk, from what the chunk holds, so the answer is the same whatever the block size or path."""
+    env = env if env is not None else split_envelope(lines, fmt, redact=redact)
+    if holds_foreign(env.malformed["raw"], env.records) or (
+            isinstance(fmt, JsonFormat) and json_lines_foreign(lines["raw"])):
+        is_start = pl.col("raw").str.contains(fmt.start) if isinstance(fmt, TextFormat) else pl.lit(False)
+        kept, foreign = set_aside(lines, is_start)
+        env = split_envelope(kept, fmt, redact=redact)
+        malformed = env.malformed.with_columns(kind=kinds_of(env.malformed["raw"]))
+        env = Envelope(env.records, pl.concat([malformed, foreign]).sort("line_no", maintain_order=True))
     return read_damaged(env, fmt, redact) if isinstance(fmt, TextFormat) else (env, 0)
 
 
@@ -525,11 +542,13 @@ def _events_for_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin
     a block it does not take goes the polars way. Returns the lines it cut to the length limit too."""
     scan = native.scan_text(parts, first_line_no, fmt)
     if scan is not None:
-        env, repaired = read_damaged(split_text_native(scan, origin, fmt, redact=redact), fmt, redact)
-        return _events_of(env, classifier, fast, columns), 0, repaired
+        env = split_text_native(scan, origin, fmt, redact=redact)
+        if not holds_foreign(env.malformed["raw"], env.records):
+            env, repaired = read_damaged(env, fmt, redact)
+            return _events_of(env, classifier, fast, columns), 0, repaired
     data = b"".join(memoryview(part)[:stop] for part, stop in parts)
     lines, oversize = _bound_lines(_lines_frame(Block(origin, data, len(data)), first_line_no), len(data))
-    env, repaired = read_damaged(split_envelope(unwrap(lines, (), origin), fmt, redact=redact), fmt, redact)
+    env, repaired = _envelope(unwrap(lines, (), origin), fmt, redact)
     return _events_of(env, classifier, fast, columns), oversize, repaired
 
 

@@ -111,3 +111,18 @@ def test_the_milestone_on_a_damaged_line_is_kept(name: str, monkeypatch: pytest.
     assert new_streams() == 1
     monkeypatch.setattr(repair, "REPAIRS", ())  # without the tolerant reading the milestone is lost
     assert new_streams() == 0
+
+
+@pytest.mark.parametrize("name", ["068-istio-1.11-kubectl-logs-from-pod-start-pilot-agent-warning.log",
+                                  "082-lab-istio-kubectl-logs-pod-start-agent-and-pretty-json-access-log-v1.40-debug.log",
+                                  "083-lab-istio-thread-paste-markdown-elision-damaged-tab-v1.40-debug.log",
+                                  "095-wso2-choreo-connect-router-v1.21-trace-ext-authz-check-request-elided.log",
+                                  "102-lab-istio-json-pod-start-json-pilot-agent-and-access-log-v1.40-trace.log"])
+def test_lines_set_aside_the_same_whatever_the_block_size(name: str) -> None:
+    """Whether a chunk's foreign lines are set aside is decided per chunk, from the chunk: blocks of a few hundred
+    bytes (the detection sample then holds no foreign line) give what one block gives."""
+    whole = parse(str(REAL / name))
+    small = parse(str(REAL / name), block_bytes=300)
+    assert whole.diagnostics.lines_aside_by_kind == small.diagnostics.lines_aside_by_kind
+    assert whole.diagnostics.lines_in_records == small.diagnostics.lines_in_records
+    assert whole.events.drop("origin").equals(small.events.drop("origin"))
