@@ -3,9 +3,10 @@
 A streamed capture (``dissect_stream``) keeps no records. When its input is one regular file, ``LineIndex``
 remembers where every ``STEP_BYTES`` of (decompressed) text begins and at which line, built on first use by
 one pass over the file (a gzip input is decompressed once into a private temporary file, so later reads can
-seek). A request's lines are then parsed again from shortly before its first line until the log has moved
-``AFTER_US`` past the end of its life, reading at most ``MAX_BYTES`` of text (a request alive for minutes in
-a busy log shows the lines of its first ``MAX_BYTES``).
+seek; with redaction on, that copy is written through ``redact_lines``, line for line, and holds no secret).
+A request's lines are then parsed again from shortly before its first line until the log has moved
+``AFTER_US`` past the end of its life, reading at most ``MAX_BYTES`` of text (a request alive for minutes
+in a busy log shows the lines of its first ``MAX_BYTES``).
 
 >>> from envoy_dissector.analysis.stream_capture import dissect_stream
 >>> cap = dissect_stream("fixtures/istio-thread/keepalive/envoy.log.gz")
@@ -32,7 +33,8 @@ from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import iter_parse
-from envoy_dissector.parser.redact import RedactOption
+from envoy_dissector.parser.redact import RedactOption, policy
+from envoy_dissector.parser.redact_lines import RedactingWriter
 from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, open_binary, text_source
 
@@ -138,11 +140,30 @@ class LineIndex:
                 def inflated(size: int) -> None:
                     limits.check_inflation(self.name, size, gz.count, ratio)
             try:
-                self._starts, self._offsets = _entries(fh, copy, inflated)
+                if copy is not None and policy(self.redact) is not None:
+                    _redacted_copy(fh, copy, self.redact, inflated)
+                    copy.close()
+                    with text_path.open("rb") as text:  # (the copy's own offsets: redaction changes lengths)
+                        self._starts, self._offsets = _entries(text, None)
+                else:
+                    self._starts, self._offsets = _entries(fh, copy, inflated)
             except BaseException:
                 self.close()  # (the partial copy too)
                 raise
         self._text = text_path
+
+
+def _redacted_copy(src: BinaryIO, copy: BinaryIO, redact: RedactOption,
+                   inflated: Callable[[int], None] | None) -> None:
+    """``src`` written to ``copy`` line for line through the redaction rules (``inflated(bytes read so far)``
+    may refuse to go on)."""
+    writer, read = RedactingWriter(copy, redact), 0
+    while data := src.read(_PIECE):
+        read += len(data)
+        if inflated is not None:
+            inflated(read)
+        writer.write(data)
+    writer.close()
 
 
 def _entries(src: BinaryIO, copy: BinaryIO | None,

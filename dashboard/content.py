@@ -14,6 +14,7 @@ longer than :data:`MAX_LINE_BYTES`, more than ``max_bytes`` of log text, corrupt
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: decompressed bytes produced per step (and the most held at once)
@@ -54,8 +55,11 @@ def too_large_message(max_bytes: int) -> str:
 class ContentMeter:
     """Counts and checks an upload's log text as its raw bytes arrive (see the module doc)."""
 
-    def __init__(self, max_bytes: int, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, max_bytes: int, max_line_bytes: int = MAX_LINE_BYTES,
+                 sink: Callable[[bytes], object] | None = None) -> None:
         self.max_bytes = max_bytes
+        #: gets the log text (decompressed) once checked
+        self.sink = sink
         self.max_line_bytes = max_line_bytes
         self.kind: str | None = None  # "gzip" or "text" once the first bytes are seen
         self.raw_bytes = 0
@@ -148,6 +152,8 @@ class ContentMeter:
             self._line_run = len(chunk) - chunk.rfind(b"\n") - 1
         if self._line_run > self.max_line_bytes:
             self._long_line()
+        if self.sink is not None:
+            self.sink(chunk)
 
     def _long_line(self) -> None:
         raise ContentRefused(415, f"line {self.lines + 1:,} is longer than {self.max_line_bytes // 2**20} MiB: "

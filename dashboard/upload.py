@@ -1,5 +1,6 @@
 """Streaming upload route: the browser POSTs the raw file as the request body (no base64, no form
-encoding); the server writes it to a private temporary file in chunks and starts its analysis.
+encoding); the server writes its log text, redacted line by line, to a private temporary file in chunks
+and starts its analysis.
 
 ``dcc.Upload`` would read the whole file into the browser as a base64 data URL and push it through
 a callback: fine for kilobytes, wrong for the hundreds of megabytes trace logs reach. Here the body
@@ -39,6 +40,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from envoy_dissector.dashboard.content import ContentMeter, ContentRefused, too_large_message
 from envoy_dissector.dashboard.datasets import Registry, RegistryFull, valid_token
+from envoy_dissector.parser.redact_lines import RedactingWriter
 
 ROUTE = "/_dissector/upload"
 CHUNK_BYTES = 1024 * 1024
@@ -57,22 +59,24 @@ def safe_name(name: str | None) -> str:
 
 def save_stream(stream: IO[bytes], directory: Path, max_bytes: int,
                 chunk_bytes: int = CHUNK_BYTES) -> tuple[Path, ContentMeter]:
-    """Copy ``stream`` into a new private file in ``directory`` while a :class:`ContentMeter` checks it;
-    on :class:`ContentRefused` (or any error) the partial file is removed. Returns the path (suffix
-    ``.gz`` for gzip content, ``.log`` otherwise) and the meter (kind, raw and text byte counts)."""
+    """Copy the log text of ``stream`` (decompressed, when gzip), redacted line by line, into a new private
+    file in ``directory`` while a :class:`ContentMeter` checks it; the upload as sent is never written. On
+    :class:`ContentRefused` (or any error) the partial file is removed. Returns the path (``.log``) and the
+    meter (kind, raw and text byte counts)."""
     fd, name = tempfile.mkstemp(prefix="upload-", suffix=".part", dir=directory)
     path = Path(name)
-    meter = ContentMeter(max_bytes)
     try:
         with os.fdopen(fd, "wb") as out:
+            redacted = RedactingWriter(out)
+            meter = ContentMeter(max_bytes, sink=redacted.write)
             while True:
                 data = stream.read(chunk_bytes)
                 if not data:
                     break
                 meter.feed(data)
-                out.write(data)
-        meter.finish()
-        final = path.with_suffix(".gz" if meter.kind == "gzip" else ".log")
+            meter.finish()
+            redacted.close()
+        final = path.with_suffix(".log")
         path.rename(final)
     except BaseException:
         path.unlink(missing_ok=True)

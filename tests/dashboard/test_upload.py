@@ -95,7 +95,8 @@ def test_save_stream_chunks_and_cap(tmp_path):
         save_stream(io.BytesIO(b"a\n" * 5_001), tmp_path, 10_000, chunk_bytes=1000)
     assert err.value.status == 413
     gz, meter = save_stream(io.BytesIO(gzip.compress(b"b\n" * 4_000)), tmp_path, 10_000, chunk_bytes=100)
-    assert gz.suffix == ".gz" and meter.kind == "gzip" and meter.text_bytes == 8_000
+    assert meter.kind == "gzip" and meter.text_bytes == 8_000
+    assert gz.suffix == ".log" and gz.read_bytes() == b"b\n" * 4_000  # kept as its (redacted) text
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, gz.name])
 
 

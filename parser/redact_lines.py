@@ -1,0 +1,144 @@
+"""Raw log lines redacted one for one, for copies of a log kept on disk (a dashboard upload, a gzip input's
+decompressed copy): every line keeps its place and its format, so the copy parses as the original does.
+
+The rules are those of :mod:`~envoy_dissector.parser.redact` (``redact_strings``: header dumps, codec header
+lines, query and fragment parameters), applied where they apply in a raw line:
+
+* a line holding a JSON object (after any wrapper prefix: ``kubectl logs --prefix``, timestamps) has each of
+  its string values redacted, and the value of a key that names a secret (``"x_api_key":"..."``) replaced
+  whole; the line is written again as JSON only when something changed, so quotes and escapes stay valid;
+* any other line is redacted field by field (Istio's text format separates its fields with tabs, so a codec
+  line's value never swallows the ``thread=`` after it), a header-dump line after a wrapper prefix as if
+  the prefix were not there.
+
+A line is never split or joined: the copy has the original's line numbers.
+
+>>> redact_lines(["'x-api-key', 'abc123'", '{"msg":"GET /a?token=s3cret HTTP/1.1","level":"debug"}'])
+["'x-api-key', '[redacted]'", '{"msg":"GET /a?token=[redacted] HTTP/1.1","level":"debug"}']
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, BinaryIO
+
+from envoy_dissector.parser.redact import REDACTED, Redaction, RedactOption, is_sensitive, policy, redact_strings
+
+#: A header-dump pair (``'name', 'value'``) starting at a quote.
+_DUMP_PAIR = re.compile(r"'[^'\n]*'\s*,\s*'")
+#: What a string must hold for any rule of ``redact_strings`` to touch it (a superset of its own quick test):
+#: a text line without any is left as it is, unsplit.
+_MAYBE = re.compile(r"[?;#%]|completed header|' ?,")
+#: Whole lines buffered before they are redacted together (one pass of the frame rules per batch).
+BATCH_BYTES = 1 << 20
+
+
+def redact_lines(lines: list[str], option: RedactOption = True) -> list[str]:
+    """``lines`` (without their line breaks) redacted one for one (see the module doc)."""
+    rules = policy(option)
+    if rules is None or not lines:
+        return list(lines)
+    texts: list[str] = []
+    builders: list[Callable[[list[str]], str]] = []
+    for line in lines:
+        builders.append(_json_line(line, texts, option) or _text_line(line, texts))
+    done = redact_strings(texts, rules)
+    return [build(done) for build in builders]
+
+
+def _text_line(line: str, texts: list[str]) -> Callable[[list[str]], str]:
+    if not _MAYBE.search(line):
+        return lambda _done: line
+    spans: list[tuple[int, int]] = []  # per tab field: the slots of its pieces in ``texts``
+    for field in line.split("\t"):
+        quote = field.find("'")
+        pieces = [field[:quote], field[quote:]] if quote > 0 and _DUMP_PAIR.match(field, quote) else [field]
+        spans.append((len(texts), len(texts) + len(pieces)))
+        texts.extend(pieces)
+    return lambda done: "\t".join("".join(done[a:b]) for a, b in spans)
+
+
+def _json_line(line: str, texts: list[str], option: RedactOption) -> Callable[[list[str]], str] | None:
+    start = line.find("{")
+    if start < 0 or not line.rstrip().endswith("}"):
+        return None
+    try:
+        record = json.loads(line[start:])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    slots: list[tuple[Any, Any, int]] = []  # (container, key, slot in texts)
+    named = False
+    stack: list[Any] = [record]
+    while stack:  # (no recursion: a record nested deeply must not end in a RecursionError)
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            if isinstance(value, (dict, list)):
+                stack.append(value)
+            elif isinstance(key, str) and value not in (None, True, False, REDACTED, "") \
+                    and _secret_key(key, _rules(option)):
+                node[key], named = REDACTED, True
+            elif isinstance(value, str):
+                slots.append((node, key, len(texts)))
+                texts.append(value)
+
+    def build(done: list[str]) -> str:
+        changed = named
+        for container, key, slot in slots:
+            if done[slot] != container[key]:
+                container[key], changed = done[slot], True
+        if not changed:
+            return line
+        return line[:start] + json.dumps(record, ensure_ascii=False, separators=_separators(line[start:]))
+    return build
+
+
+@lru_cache(maxsize=4096)
+def _secret_key(key: str, rules: Redaction) -> bool:
+    """Whether a JSON key names a secret (as a header name would)."""
+    return is_sensitive(key, rules)
+
+
+def _rules(option: RedactOption) -> Redaction:
+    rules = policy(option)
+    assert rules is not None
+    return rules
+
+
+def _separators(text: str) -> tuple[str, str]:
+    """The separators the line was written with (compact or Python's default spacing)."""
+    return (", ", ": ") if re.match(r'\{\s*"(?:[^"\\]|\\.)*"\s*:\s', text) else (",", ":")
+
+
+class RedactingWriter:
+    """Text bytes in, redacted whole lines out to ``out`` (the last line, without its line break, at
+    :meth:`close`). Invalid UTF-8 in a line becomes U+FFFD, as the parser reads it."""
+
+    def __init__(self, out: BinaryIO, option: RedactOption = True, batch_bytes: int = BATCH_BYTES) -> None:
+        self.out, self.option, self.batch_bytes = out, option, batch_bytes
+        self._buffer = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) >= self.batch_bytes:
+            cut = self._buffer.rfind(b"\n") + 1
+            if cut:
+                self._flush(bytes(self._buffer[:cut]))
+                del self._buffer[:cut]
+
+    def close(self) -> None:
+        """Write what is left (a last line without a line break stays without one)."""
+        if self._buffer:
+            self._flush(bytes(self._buffer))
+            self._buffer.clear()
+
+    def _flush(self, data: bytes) -> None:
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        self.out.write("\n".join(redact_lines(lines, self.option)).encode("utf-8"))
+
+
+__all__ = ["BATCH_BYTES", "RedactingWriter", "redact_lines"]
