@@ -129,6 +129,8 @@ class _Worker:
     thread: int
     pending: list[pl.DataFrame] = field(default_factory=list)
     pending_rows: int = 0
+    #: `new stream` lines among the pending rows (a step's stages cost per request: see ``_add_worker_lines``)
+    pending_streams: int = 0
     #: pending rows at which the worker's next window runs
     window_due: int = 0
     window: pl.DataFrame | None = None
@@ -497,12 +499,16 @@ class StreamingAnalysis:
             worker.window_due = self.window_events - int(self.window_events * _stagger(len(self._workers) - 1))
         worker.pending.append(lines)
         worker.pending_rows += lines.height
-        if worker.pending_rows >= worker.window_due:
+        # (a window of one-line requests holds a request per row: stepping every max_open new streams keeps a
+        # step's stages, which cost per request, as small as a window of ordinary requests makes them)
+        worker.pending_streams += int(lines.select((pl.col("kind") == EventKind.NEW_STREAM).sum()).item())
+        if worker.pending_rows >= worker.window_due or worker.pending_streams >= self.max_open:
             self._advance(worker)
 
     def _take(self, worker: _Worker) -> list[pl.DataFrame]:
         """The worker's new lines, handed to its next step."""
         parts, worker.pending, worker.pending_rows, worker.window_due = worker.pending, [], 0, self.window_events
+        worker.pending_streams = 0
         return parts
 
     def _context_of(self, origin: str) -> _Context:
