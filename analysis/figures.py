@@ -338,8 +338,8 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
     bucket = max(span // buckets, 1)
     binned = loop.with_columns(b=((pl.col("start_us") - t0) // bucket) * bucket)
     shown, note = _busiest_lanes(binned, limit=MAX_LANES // 2)
-    agg = shown.group_by("origin", "thread", "b").agg(
-        busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("b")
+    agg = shown.group_by("origin", "thread", "b").agg(  # lanes in a fixed order: the same colours every run
+        busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("origin", "thread", "b")
     for (origin, thread), part in agg.group_by("origin", "thread", maintain_order=True):
         x, y = _broken_at_gaps(part["b"].to_list(), part["busy"].to_list(), bucket)
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", marker=dict(size=4), connectgaps=False,
