@@ -39,8 +39,41 @@ def _envoy_on_path() -> None:
 
 _envoy_on_path()
 
-#: Tests that take seconds of CPU without Envoy or a browser (measured with --durations; bench/ holds speed goals).
-SLOW: frozenset[str] = frozenset()
+#: Files, and tests (``file::name``, every parameter), that take seconds of CPU without Envoy or a browser:
+#: the ``slow`` tier, chosen from ``--durations`` of the whole fast tier (bench/ holds speed goals).
+SLOW: tuple[str, ...] = (
+    "tests/analysis/test_streaming.py",
+    "tests/analysis/test_spill.py",
+    "tests/analysis/test_reread.py",
+    "tests/analysis/test_memory_bound.py",
+    "tests/analysis/test_notebook.py",
+    "tests/real/test_real_excerpts.py",
+    "tests/security/test_fuzz.py",
+    "tests/security/test_endless_sources.py",
+    "tests/security/test_planted_secrets.py",
+    "tests/cli/test_hostile_arguments.py",
+    "tests/cli/test_compiled_parser.py",
+    "tests/dashboard/test_server.py",
+    "tests/dashboard/test_private_tmp.py",
+    "tests/dashboard/test_guard.py",
+    "tests/dashboard/test_fuzz.py",
+    "tests/parser/test_property.py",
+    "tests/parser/test_sources.py",
+    "tests/fleet/",
+    "tests/analysis/test_capture_quality.py::test_report_and_summary_start_with_quality",
+    "tests/analysis/test_capture_quality.py::test_trace_capture_filtered_to_info_exits_8",
+    "tests/analysis/test_numbers.py::test_one_p50_per_phase_everywhere",
+    "tests/analysis/test_report_layout.py::test_cli_report_follows_columns",
+    "tests/cli/test_cli_analyze.py::test_errors_are_one_line_with_exit_codes",
+    "tests/cli/test_cli_analyze.py::test_stdin_gives_the_same_requests_as_the_file",
+    "tests/cli/test_dashboard_cli.py::test_sigterm_removes_the_upload_directory",
+    "tests/cli/test_extras.py::test_analysis_needs_neither_extra",
+    "tests/dashboard/test_callback_input.py::test_every_callback_answers_junk_with_at_most_4xx",
+    "tests/parser/test_grammar_sync.py::test_generated_code_is_in_sync_with_the_grammar",
+    "tests/parser/test_native.py::test_generated_blocks_parse_the_same",
+    "tests/security/test_hostile_cli.py::test_full_or_closed_stdout",
+    "tests/security/test_hostile_cli.py::test_until_stops_reading_an_endless_stream",
+)
 
 
 def _skip_reasons(item: pytest.Item) -> str:
@@ -55,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.live)
         if item.get_closest_marker("needs_browser") or fixtures & {"dash_duo", "dash_br", "dash_thread_server"}:
             item.add_marker(pytest.mark.browser)
-        if item.nodeid in SLOW or rel in SLOW:
+        if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
 
 
