@@ -3,17 +3,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.csv_safe import neutralise_formulas
 from envoy_dissector.analysis.output_file import output_path
+from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PEER_SCHEMA
 from envoy_dissector.analysis.trace_export import trace_events
 from envoy_dissector.parser.errors import UsageError
 
 SUFFIXES = (".trace.json", ".parquet", ".csv", ".jsonl", ".json")
+#: ``--columns``: the contract columns (docs/output.md), or every column of the requests frame (the contract,
+#: then the declared detail columns and the peers).
+Columns = Literal["contract", "all"]
+COLUMN_CHOICES: tuple[Columns, ...] = ("contract", "all")
 
 
 def kind_of(path: str) -> str:
@@ -29,13 +34,23 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def write(capture: Capture, path: str, requests: pl.DataFrame | None = None) -> None:
+def export_columns(requests: pl.DataFrame, columns: Columns = "contract") -> list[str]:
+    """The requests columns a file export carries: the contract, with the stitched peer columns when the
+    capture has more than one origin (docs/output.md); ``"all"``: every column of the frame."""
+    if columns == "all":
+        return requests.columns
+    peers = list(PEER_SCHEMA) if requests["origin"].n_unique() > 1 else []
+    return [*CONTRACT_COLUMNS, *peers]
+
+
+def write(capture: Capture, path: str, requests: pl.DataFrame | None = None, columns: Columns = "contract") -> None:
     """Write ``capture`` to ``path``: requests (.parquet/.csv/.jsonl), summary (.json), trace (.trace.json).
 
     All or nothing (output_file.py); CSV text cells that look like formulas are neutralised (csv_safe.py).
     """
     suffix = kind_of(path)
-    frame = (requests if requests is not None else capture.requests).select(capture.contract_requests.columns)
+    chosen = requests if requests is not None else capture.requests
+    frame = chosen.select(export_columns(chosen, columns))
     with output_path(path) as out:
         if suffix == ".parquet":
             frame.write_parquet(out)

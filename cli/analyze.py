@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.export import kind_of, write
+from envoy_dissector.analysis.export import COLUMN_CHOICES, kind_of, write
 from envoy_dissector.analysis.quality import require_request_lines
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import checked_regex, read_until, select
@@ -59,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write OUT; its suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics: "
                         "-o trace.json is a summary), .trace.json (a Chrome trace for Perfetto: -o run.trace.json); "
                         "repeatable")
+    p.add_argument("--columns", choices=COLUMN_CHOICES, default="contract",
+                   help="request columns of .parquet/.csv/.jsonl: the contract (with the stitched peer columns when "
+                        "there is more than one origin) or all declared detail columns too (docs/output.md)")
     p.add_argument("--since", help="only requests starting at/after this time (ISO, epoch s, or +2s)")
     p.add_argument("--until", help="only requests starting at/before this time")
     p.add_argument("--authority", metavar="REGEX", help="only requests whose :authority matches")
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)
     for out in args.output:
-        write(capture, out)
+        write(capture, out, columns=getattr(args, "columns", "contract"))
         if not args.quiet:
             print(f"wrote {out}", file=sys.stderr)
     if args.json:

@@ -167,3 +167,25 @@ def test_waterfall_nests_the_inbound_proxy(both: Capture) -> None:
         assert any(label.strip().startswith("inbound · ") for label in labels)
         assert {"network out", "network back"} <= {label.strip() for label in labels}
         assert "across two proxies" in fig.layout.title.text
+
+
+@pytest.mark.parametrize("how", [[], ["--whole"]])
+def test_exports_carry_the_stitched_columns_equal_to_the_notebooks(mesh: Path, both: Capture, tmp_path: Path,
+                                                                   how: list[str]) -> None:
+    """`analyze A B -o r.csv` (two origins): every requests export has peer_origin, peer_request_uid,
+    network_out_us, network_back_us, with the notebook's values; `--columns all` adds the detail columns."""
+    from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PEER_SCHEMA, REQUEST_FRAME_SCHEMA
+    from envoy_dissector.cli.main import main
+
+    logs = [str(mesh / "a" / "envoy.log"), str(mesh / "b" / "envoy.log")]
+    assert main(["analyze", "-q", *logs, *how, "-o", str(tmp_path / "r.csv"), "-o", str(tmp_path / "r.parquet"),
+                 "-o", str(tmp_path / "r.jsonl")]) == 0
+    want = both.requests.select("request_uid", *PEER_SCHEMA).sort("request_uid")
+    assert want["peer_request_uid"].drop_nulls().len() > 0
+    for frame in (pl.read_csv(tmp_path / "r.csv", infer_schema_length=None), pl.read_parquet(tmp_path / "r.parquet"),
+                  pl.read_ndjson(tmp_path / "r.jsonl")):
+        assert sorted(frame.columns) == sorted([*CONTRACT_COLUMNS, *PEER_SCHEMA])  # (.jsonl is read back unordered)
+        got = frame.select("request_uid", *PEER_SCHEMA).cast(PEER_SCHEMA).sort("request_uid")  # type: ignore[arg-type]
+        assert got.equals(want)
+    assert main(["analyze", "-q", *logs, *how, "--columns", "all", "-o", str(tmp_path / "all.parquet")]) == 0
+    assert pl.read_parquet(tmp_path / "all.parquet").columns == list(REQUEST_FRAME_SCHEMA)
