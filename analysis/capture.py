@@ -1,6 +1,7 @@
 """The capture model shared by the CLI, the dashboard and notebooks, and ``dissect()`` that builds it."""
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -253,19 +254,33 @@ class Capture:
                                                          "work_uid", "owner_uid")
         return self._cache["internal_work"]
 
+    def __repr__(self) -> str:
+        """A few lines (a notebook's cell or a REPL), not the frames: ``summary()`` and the frames hold the rest."""
+        cap = self.summary()["capture"]
+        return (f"<Capture {self.name!r}: format {self.format}, {cap['requests']:,} requests "
+                f"({cap['requests_complete']:,} complete){_traffic_text(cap)}, {self.phases.height:,} phase rows, "
+                f"{self.loop.height:,} loop slices>")
+
     def _repr_html_(self) -> str:
         s = self.summary()
         cap = s["capture"]
         rows = "".join("<tr><td>" + "</td><td>".join([p, *(format_us(v[k]) for k in ("p50", "p90", "p99", "max"))])
                        + "</td></tr>" for p, v in s["phases"].items())
         finds = "".join(f"<li><b>{f['severity']}</b>: {f['title']} — {f['evidence']}</li>" for f in s["findings"])
-        rate = f", {cap['rps']:.0f} rps" if cap["rps"] is not None else ""
         quality = "".join(f"<li>{line}</li>" for line in s["capture_quality"]["statements"])
-        return (f"<div><b>envoy-dissector capture</b> {self.name}: format {self.format}, "
-                f"{cap['requests']} requests ({cap['requests_complete']} complete) over "
-                f"{cap['duration_s']:.3f} s{rate}<ul>{quality}</ul>"
+        return (f"<div><b>envoy-dissector capture</b> {html.escape(self.name)}: format {self.format}, "
+                f"{cap['requests']:,} requests ({cap['requests_complete']:,} complete){_traffic_text(cap)}"
+                f"<ul>{quality}</ul>"
                 f"<table><tr><th>phase</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
                 f"<ul>{finds}</ul></div>")
+
+
+def _traffic_text(cap: dict[str, Any]) -> str:
+    """The rate over the traffic window (first to last client request), the log's span apart."""
+    traffic = cap.get("traffic_s")
+    window = f" over {traffic:,.3f} s of traffic" if traffic else ""
+    rate = f" at {cap['rps']:,.0f} rps" if cap.get("rps") is not None else ""
+    return f"{window}{rate} · log span {cap['duration_s']:,.3f} s"
 
 
 def _as_source(source: Any) -> Any:

@@ -23,24 +23,6 @@ def format_us(value: float | int | None, tick_us: int = 1) -> str:
     return f"{round(value):,} µs"
 
 
-def column_unit(values: Iterable[float | int | None]) -> str:
-    """The unit of a table column (``"µs"`` or ``"ms"``): ms once any value reaches 10 ms, so every cell of
-    the column has the same unit."""
-    return "ms" if any(v is not None and abs(v) >= MS_FROM_US for v in values) else "µs"
-
-
-def table_units(columns: dict[str, Iterable[float | int | None]], tick_us: int = 1) -> tuple[dict[str, str], int]:
-    """Units of a table's columns and the decimals of its ms cells: per column as ``column_unit`` says, and
-    whole ms everywhere when the capture's timestamps tick in ms (every figure is ±1 ms: no false precision).
-
-    >>> table_units({"p50": [950], "max": [12_345]}), table_units({"p50": [950]}, tick_us=1000)
-    (({'p50': 'µs', 'max': 'ms'}, 2), ({'p50': 'ms'}, 0))
-    """
-    if tick_us >= 1000:
-        return dict.fromkeys(columns, "ms"), 0
-    return {name: column_unit(values) for name, values in columns.items()}, 2
-
-
 #: A table stays in µs (whole numbers, up to ``99,999``) while its largest value is below this.
 TABLE_MS_FROM_US = 100_000
 

@@ -15,7 +15,7 @@ from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
 from envoy_dissector.analysis.quality import RAISE_LEVEL_HINT
 from envoy_dissector.analysis.stats import percentiles
-from envoy_dissector.analysis.units import format_us, in_unit, table_units
+from envoy_dissector.analysis.units import format_us, in_unit, table_unit
 from envoy_dissector.dashboard.datasets import Dataset, Job
 from envoy_dissector.parser.errors import DissectorError
 
@@ -49,13 +49,14 @@ def _table(header: list[str], rows: list[list[Any]], *, id: str | None = None,
 
 
 def percentile_table(summary: dict[str, Any]) -> html.Table:
-    """Per-phase p50/p90/p99/max, one unit per column (in its header), as the terminal report writes them."""
+    """Per-phase p50/p90/p99/max in one unit for the whole table (in its headers), as the terminal report writes
+    them."""
     stats = ("p50", "p90", "p99", "max")
     phases = summary["phases"]
-    units, decimals = table_units({st: [v[st] for v in phases.values()] for st in stats},
-                                  summary["capture_quality"]["timestamp_tick_us"])
-    rows = [[p, *(in_unit(v[st], units[st], decimals) for st in stats)] for p, v in phases.items()]
-    return _table(["phase", *(f"{st} ({units[st]})" for st in stats)], rows, id="percentile-table")
+    unit, decimals = table_unit([v[st] for v in phases.values() for st in stats],
+                                summary["capture_quality"]["timestamp_tick_us"])
+    rows = [[p, *(in_unit(v[st], unit, decimals) for st in stats)] for p, v in phases.items()]
+    return _table(["phase", *(f"{st} ({unit})" for st in stats)], rows, id="percentile-table")
 
 
 def card(label: str, value: str, id: str | None = None) -> html.Div:
@@ -65,14 +66,17 @@ def card(label: str, value: str, id: str | None = None) -> html.Div:
 
 
 def facts(ds: Dataset) -> html.Div:
-    """One line of big numbers: span, requests, rps, format."""
+    """One line of big numbers: requests, the traffic window and its rate, the log's span apart, format."""
     s = ds.summary()
     cap, diag = s["capture"], s["diagnostics"]
+    traffic = cap.get("traffic_s")
     return html.Div([
         card("requests", f"{cap['requests']:,}", "overview-requests"),
         card("complete", f"{cap['requests_complete']:,}", "overview-complete"),
-        card("span", f"{cap['duration_s']:.3f} s", "overview-span"),
-        card("rate", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "- (< 20 requests)", "overview-rps"),
+        card("traffic", f"{traffic:,.3f} s" if traffic else "-", "overview-traffic"),
+        card("rate over the traffic", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "- (< 20 requests)",
+             "overview-rps"),
+        card("log span", f"{cap['duration_s']:,.3f} s", "overview-span"),
         card("format", str(s["format"]), "overview-format"),
         card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
     ], className="facts")
