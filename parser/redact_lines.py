@@ -31,6 +31,10 @@ _DUMP_PAIR = re.compile(r"'[^'\n]*'\s*,\s*'")
 #: What a string must hold for any rule of ``redact_strings`` to touch it (a superset of its own quick test):
 #: a text line without any is left as it is, unsplit.
 _MAYBE = re.compile(r"[?;#%]|completed header|' ?,")
+#: What marks a line of a block that may need redaction: the above, or a JSON object (its keys may name secrets).
+_CANDIDATE = re.compile(rb"[?;#%{]|completed header|' ?,")
+#: The same as literals, each found by a fast substring search (a block holding none is kept as it is).
+_MARKS = (b"?", b";", b"#", b"%", b"{", b"completed header", b"'")
 #: Whole lines buffered before they are redacted together (one pass of the frame rules per batch).
 BATCH_BYTES = 1 << 20
 
@@ -114,9 +118,31 @@ def _separators(text: str) -> tuple[str, str]:
     return (", ", ": ") if re.match(r'\{\s*"(?:[^"\\]|\\.)*"\s*:\s', text) else (",", ":")
 
 
+def redact_block(data: bytes, option: RedactOption = True) -> bytes:
+    """Lines separated by ``\\n`` redacted one for one; lines no rule can touch are found by one scan of the
+    bytes and kept byte for byte (a log of plain lines costs little more than reading it). A line that is
+    redacted is read as UTF-8, an invalid byte in it becoming U+FFFD as the parser reads it."""
+    if policy(option) is None or not any(mark in data for mark in _MARKS):
+        return data
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _CANDIDATE.search(data, pos)) is not None:
+        end = data.find(b"\n", m.start())
+        end = len(data) if end < 0 else end
+        spans.append((data.rfind(b"\n", 0, m.start()) + 1, end))
+        pos = end + 1
+    lines = [data[a:b].decode("utf-8", errors="replace") for a, b in spans]
+    out, pos = [], 0
+    for (a, b), line, done in zip(spans, lines, redact_lines(lines, option), strict=True):
+        out += [data[pos:a], data[a:b] if done == line else done.encode("utf-8")]
+        pos = b
+    out.append(data[pos:])
+    return b"".join(out)
+
+
 class RedactingWriter:
     """Text bytes in, redacted whole lines out to ``out`` (the last line, without its line break, at
-    :meth:`close`). Invalid UTF-8 in a line becomes U+FFFD, as the parser reads it."""
+    :meth:`close`); see :func:`redact_block`."""
 
     def __init__(self, out: BinaryIO, option: RedactOption = True, batch_bytes: int = BATCH_BYTES) -> None:
         self.out, self.option, self.batch_bytes = out, option, batch_bytes
@@ -137,8 +163,7 @@ class RedactingWriter:
             self._buffer.clear()
 
     def _flush(self, data: bytes) -> None:
-        lines = data.decode("utf-8", errors="replace").split("\n")
-        self.out.write("\n".join(redact_lines(lines, self.option)).encode("utf-8"))
+        self.out.write(redact_block(data, self.option))
 
 
-__all__ = ["BATCH_BYTES", "RedactingWriter", "redact_lines"]
+__all__ = ["BATCH_BYTES", "RedactingWriter", "redact_block", "redact_lines"]

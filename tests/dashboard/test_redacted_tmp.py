@@ -121,13 +121,14 @@ def test_redacted_lines_keep_their_place_and_format():
     assert redact_lines(lines, False) == lines
 
 
-def test_the_writer_keeps_a_last_line_without_a_break_and_replaces_invalid_utf8():
+def test_the_writer_keeps_a_last_line_without_a_break_and_untouched_lines_byte_for_byte():
     out = io.BytesIO()
     writer = RedactingWriter(out, batch_bytes=8)
-    for piece in (b"a ?token=PL", b"ANT9 b\n\xff\xfe c\n", b"last ?token=PLANT10"):
+    for piece in (b"a ?token=PL", b"ANT9 \xff\n\xff\xfe c\n", b"last ?token=PLANT10"):
         writer.write(piece)
     writer.close()
-    assert out.getvalue() == f"a ?token={REDACTED} b\n\ufffd\ufffd c\nlast ?token={REDACTED}".encode()
+    assert out.getvalue() == f"a ?token={REDACTED} \ufffd\n".encode() + b"\xff\xfe c\n" \
+        + f"last ?token={REDACTED}".encode()
 
 
 def _read_lines(http: requests.Session, base: str, session: str, dataset: str) -> dict:
