@@ -53,9 +53,7 @@ def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _summary(summary: dict[str, Any]) -> str:
-    # How many records the parser's fast path handed to the grammar one by one depends on its block size (a
-    # parser fact, not line accounting): the tiny blocks here change it, nothing else.
-    summary["diagnostics"].pop("fallback_lines")
+    # (the summary leaves out the run's work counters, which depend on the block size: analysis/capture.py RUN_COUNTERS)
     return json.dumps(summary, indent=1, sort_keys=True, default=str)
 
 
