@@ -38,7 +38,9 @@ ROWS_SCHEMA = {"request_uid": pl.String(), "detail": pl.String(), "start_us": pl
 
 def _with_lanes(events: pl.DataFrame, wasm: pl.Expr) -> pl.DataFrame:
     """Events with ``lane``: the thread, or :data:`WHOLE_ORIGIN` for origins whose wasm lines have no thread."""
-    threadless = events.filter(wasm).group_by("origin").agg(pl.col("thread").is_null().all().alias("threadless"))
+    # (inferred lanes, negative, are the analysis's guess: the origin's line order is the better one for VM lines)
+    threadless = events.filter(wasm).group_by("origin").agg(
+        (pl.col("thread").is_null() | (pl.col("thread") < 0)).all().alias("threadless"))
     return events.join(threadless, on="origin", how="left").with_columns(
         lane=pl.when(pl.col("threadless").fill_null(False)).then(pl.lit(WHOLE_ORIGIN)).otherwise(pl.col("thread"))
     ).drop("threadless").filter(pl.col("lane").is_not_null())
@@ -90,7 +92,10 @@ def _place(calls: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) ->
                         pl.lit(False)).with_columns(
         lane=pl.when(pl.col("origin").is_in(calls.filter(pl.col("lane") == WHOLE_ORIGIN)["origin"].unique().implode()))
         .then(pl.lit(WHOLE_ORIGIN)).otherwise(pl.col("lane")))
-    life = requests.select("request_uid", "origin", "conn_id", "stream_id", "life_start_us", "life_end_us")
+    # (a request cut by the excerpt has no life bounds: its own first and last lines stand in)
+    life = requests.select("request_uid", "origin", "conn_id", "stream_id",
+                           life_start_us=pl.coalesce("life_start_us", "first_ts"),
+                           life_end_us=pl.coalesce("life_end_us", "last_ts"))
     inside = pl.col("start_us").is_between("life_start_us", "life_end_us")
     by_stream = asof(calls, lanes.filter(pl.col("stream_id").is_not_null()), left_on="start_line",
                      right_on="line_no", by=_LANE, strategy="backward",
@@ -110,7 +115,8 @@ def _place(calls: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) ->
 def wasm_rows(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per-request Wasm detail rows: ``request_uid, detail, start_us, end_us, dur_us``.
 
-    ``requests`` needs ``request_uid, origin, conn_id, stream_id, life_start_us, life_end_us``. Origins with
+    ``requests`` needs ``request_uid, origin, conn_id, stream_id, life_start_us, life_end_us, first_ts,
+    last_ts``. Origins with
     VM call lines use them; the others fall back to module-log episodes.
     """
     if not events.select(pl.col("kind").is_in([ENTER, EXIT, *MODULE_LINES]).any()).item():
