@@ -295,7 +295,8 @@ def slow_side(requests: pl.DataFrame) -> list[Finding]:
         return []
     total = median(r["total_us"]) or 0.0
     wait = median(r["upstream_wait_us"]) or 0.0
-    queue = median(r["loop_queue_us"]) or 0.0
+    measured_queue = median(r["loop_queue_us"])  # None: not measured (no socket lines), not 0
+    queue = measured_queue or 0.0
     proxy = total - wait
     if total > 0 and wait / total >= SLOW_UPSTREAM_SHARE and queue < wait / 2:
         return [Finding(
@@ -307,7 +308,9 @@ def slow_side(requests: pl.DataFrame) -> list[Finding]:
     return [Finding(
         "proxy-time", "info", "Most of the time is spent in the proxy",
         f"median total {format_us(total)}: upstream_wait {format_us(wait)}, the rest "
-        f"{format_us(proxy)}, of which event-loop queueing {format_us(queue)} (medians of each column).",
+        f"{format_us(proxy)}, "
+        + (f"of which event-loop queueing {format_us(queue)}" if measured_queue is not None
+           else "event-loop queueing not measured (no socket lines)") + " (medians of each column).",
         "See the phase percentiles and the event-loop view.",
     )]
 
