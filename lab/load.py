@@ -189,7 +189,8 @@ def _run_http2(port: int, settings: LoadSettings, index: int, count: int, deadli
         import h2.events
     except ImportError as exc:  # pragma: no cover - depends on the environment
         start.abort()
-        raise LabError("HTTP/2 load needs the PyPI package h2: pip install -e \".[lab]\" in the project's clone") from exc
+        raise LabError("HTTP/2 load needs the PyPI package h2: "
+                       "pip install -e \".[lab]\" in the project's clone") from exc
     body = b"b" * settings.request_body_bytes
     try:
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
