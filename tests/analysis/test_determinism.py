@@ -88,5 +88,6 @@ def test_a_sample_gives_the_same_bytes_every_way(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # six fresh runs over ~160 captures: ~5 min alone, more on a shared machine
 def test_every_capture_gives_the_same_bytes_every_way(tmp_path: Path) -> None:
     _check(all_jobs(), tmp_path)
