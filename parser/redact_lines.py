@@ -47,7 +47,7 @@ def redact_lines(lines: list[str], option: RedactOption = True) -> list[str]:
     texts: list[str] = []
     builders: list[Callable[[list[str]], str]] = []
     for line in lines:
-        builders.append(_json_line(line, texts, option) or _text_line(line, texts))
+        builders.append(_json_line(line, texts, rules) or _text_line(line, texts))
     done = redact_strings(texts, rules)
     return [build(done) for build in builders]
 
@@ -64,7 +64,7 @@ def _text_line(line: str, texts: list[str]) -> Callable[[list[str]], str]:
     return lambda done: "\t".join("".join(done[a:b]) for a, b in spans)
 
 
-def _json_line(line: str, texts: list[str], option: RedactOption) -> Callable[[list[str]], str] | None:
+def _json_line(line: str, texts: list[str], rules: Redaction) -> Callable[[list[str]], str] | None:
     start = line.find("{")
     if start < 0 or not line.rstrip().endswith("}"):
         return None
@@ -84,7 +84,7 @@ def _json_line(line: str, texts: list[str], option: RedactOption) -> Callable[[l
             if isinstance(value, (dict, list)):
                 stack.append(value)
             elif isinstance(key, str) and value not in (None, True, False, REDACTED, "") \
-                    and _secret_key(key, _rules(option)):
+                    and _secret_key(key, rules):
                 node[key], named = REDACTED, True
             elif isinstance(value, str):
                 slots.append((node, key, len(texts)))
@@ -105,12 +105,6 @@ def _json_line(line: str, texts: list[str], option: RedactOption) -> Callable[[l
 def _secret_key(key: str, rules: Redaction) -> bool:
     """Whether a JSON key names a secret (as a header name would)."""
     return is_sensitive(key, rules)
-
-
-def _rules(option: RedactOption) -> Redaction:
-    rules = policy(option)
-    assert rules is not None
-    return rules
 
 
 def _separators(text: str) -> tuple[str, str]:
