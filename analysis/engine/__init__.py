@@ -1,0 +1,1 @@
+"""The engine that runs the stages over a capture: windows, carry, spill, conclusion."""

@@ -1,0 +1,1 @@
+"""What a capture becomes for people and other tools: reports, files, figures, traces."""
