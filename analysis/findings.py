@@ -20,6 +20,7 @@ from envoy_dissector.analysis.internal import (
     work_bursts,
 )
 from envoy_dissector.analysis.loop import WAITED_US
+from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.kinds import EventKind
@@ -381,7 +382,7 @@ def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int
     r = counted(requests)
     uids = r.select("request_uid")
     # (the text tests run on the filter rows only: a filter evaluates every condition on every row it is given)
-    spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in(["filter_chain", "encode"])).filter(
+    spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in([Phase.FILTER_CHAIN, Phase.ENCODE])).filter(
         ~pl.col("detail").str.contains("route lookup") & ~is_work_row()).join(uids, on="request_uid", how="semi")
     if spans.height == 0:
         return []

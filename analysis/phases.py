@@ -18,16 +18,11 @@ import polars as pl
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES, UNMEASURED_WITHOUT, boundary_sources, raw_boundaries
 from envoy_dissector.analysis.internal import charged_rows, charged_shares, internal_streams, own_work, work_bursts
-from envoy_dissector.analysis.schema import PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
+from envoy_dissector.analysis.schema import PHASE_SPANS, PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
 from envoy_dissector.analysis.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
-_SPANS = (  # phase, from, to
-    (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
-    (Phase.ROUTER, "b3", "b4"), (Phase.UPSTREAM_SEND, "b4", "b5"), (Phase.UPSTREAM_WAIT, "b5", "b6"),
-    (Phase.RESPONSE_PARSE, "b6", "b7"), (Phase.ENCODE, "b7", "b8"), (Phase.DOWNSTREAM_WRITE, "b8", "b9"),
-)
 WASM_FILTER = r"(?i)wasm|^istio\.(stats|metadata_exchange)|stats_(in|out)bound"
 TRACING_FILTER = r"(?i)tracing|tracer|zipkin|opentelemetry|datadog|skywalking"
 
@@ -56,7 +51,7 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     hs_end = pl.max_horizontal(cx_end, pl.min_horizontal("b4", pl.coalesce(hs_to, cx_end)))
     connect = pl.when(cx_from.is_not_null()).then(cx_end - cx_beg).otherwise(0)
     handshake = pl.when(cx_from.is_not_null() & hs_to.is_not_null()).then(hs_end - cx_end)
-    exprs = {f"{phase.value}_us": pl.col(b) - pl.col(a) for phase, a, b in _SPANS}
+    exprs = {f"{phase.value}_us": pl.col(b) - pl.col(a) for phase, a, b in PHASE_SPANS}
     exprs["upstream_connect_us"] = connect
     exprs["tls_handshake_us"] = handshake  # null where the request waited for no handshake
     exprs["router_us"] = pl.col("b4") - pl.col("b3") - connect - handshake.fill_null(0)
@@ -73,7 +68,7 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
 def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
     """Long form: one row per phase span of every request (``part_of_total`` rows sum to total_us)."""
     parts = []
-    for phase, a, b in _SPANS:
+    for phase, a, b in PHASE_SPANS:
         if phase == Phase.ROUTER:
             parts.append(_rows(r, phase, "b3", "cx_beg_ts", None))
             parts.append(_rows(r.filter("connected__"), Phase.UPSTREAM_CONNECT, "cx_beg_ts", "cx_end_ts", None))

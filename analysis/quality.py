@@ -15,6 +15,7 @@ import polars as pl
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.requests import SOCKET_KINDS
+from envoy_dissector.analysis.schema import PHASE_SPANS
 from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import DissectorError, ExitCode
@@ -47,9 +48,6 @@ RAISE_LEVEL_HINT = ("raise Envoy's level while reproducing: `istioctl proxy-conf
                     "(Istio), Envoy's admin `curl -X POST 'localhost:15000/logging?level=trace'` (or start Envoy "
                     "with `-l trace`), or let `envoy-dissect capture POD` do it and put the levels back "
                     "(docs/kubernetes.md)")
-_SPANS = (("downstream_read", "b0", "b1"), ("header_parse", "b1", "b2"), ("filter_chain", "b2", "b3"),
-          ("router", "b3", "b4"), ("upstream_send", "b4", "b5"), ("upstream_wait", "b5", "b6"),
-          ("response_parse", "b6", "b7"), ("encode", "b7", "b8"), ("downstream_write", "b8", "b9"))
 
 
 class NoRequestLines(DissectorError):
@@ -331,7 +329,7 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     for row in client.sort("first_ts", nulls_last=True).head(limit).iter_rows(named=True):
         missing = _missing(row.get("missing_boundaries"))
         unmeasured = set((row.get("unmeasured_phases") or "").split(", "))
-        known = {phase: row[f"{phase}_us"] for phase, a, b in _SPANS
+        known = {phase.value: row[f"{phase.value}_us"] for phase, a, b in PHASE_SPANS
                  if a not in missing and b not in missing and phase not in unmeasured
                  and row.get(f"{phase}_us") is not None}  # (a measured 0 is known)
         out.append({"request_uid": row["request_uid"], "method": row.get("method"), "path": row.get("path"),

@@ -51,6 +51,13 @@ class Phase(StrEnum):
 
 #: the phases that partition a request's life (they sum to ``total_us``)
 PARTITION_PHASES: tuple[Phase, ...] = tuple(p for p in Phase if p is not Phase.LOOP_QUEUE)
+#: each phase measured between two boundaries (b0..b9, analysis/phases.py); ``upstream_connect`` and
+#: ``tls_handshake`` are carved out of ``router``'s span, so they have no span of their own here
+PHASE_SPANS: tuple[tuple[Phase, str, str], ...] = (
+    (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
+    (Phase.ROUTER, "b3", "b4"), (Phase.UPSTREAM_SEND, "b4", "b5"), (Phase.UPSTREAM_WAIT, "b5", "b6"),
+    (Phase.RESPONSE_PARSE, "b6", "b7"), (Phase.ENCODE, "b7", "b8"), (Phase.DOWNSTREAM_WRITE, "b8", "b9"),
+)
 MILESTONE_COLUMNS: tuple[str, ...] = tuple(f"{m.value}_us" for m in Milestone)
 PHASE_COLUMNS: tuple[str, ...] = tuple(f"{p.value}_us" for p in PARTITION_PHASES)
 

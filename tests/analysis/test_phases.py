@@ -6,12 +6,14 @@ engineer's hand reconstruction of seed 000 (fixtures/old-format/seed000/expected
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
-from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.analysis.phases import BOUNDARIES
+from envoy_dissector.analysis.schema import PARTITION_PHASES, PHASE_COLUMNS, PHASE_SPANS, Phase
 
 ALL = discover()
 SEED_DIR = FIXTURES / "old-format" / "seed000"
@@ -169,3 +171,11 @@ def test_seed_breakdown(seed: tuple[dict, pl.DataFrame]) -> None:
     assert abs(forward - hand["receive_to_forward"]["value"]) <= 25
     assert row["total_us"] == hand["total"]["value"]  # 4702 µs
     assert row["upstream_wait_us"] == hand["upstream_wait_in_log"]["value"]  # 856829 − 855278
+
+
+def test_phase_spans_chain_the_boundaries_and_cover_the_partition() -> None:
+    """The one phase->boundary table: b0..b9 in a chain, every partition phase once (connect and the
+    upstream TLS handshake are carved out of router's span)."""
+    assert [(a, b) for _, a, b in PHASE_SPANS] == list(pairwise(BOUNDARIES))
+    spanned = [p for p, _, _ in PHASE_SPANS]
+    assert sorted(spanned + [Phase.UPSTREAM_CONNECT, Phase.TLS_HANDSHAKE]) == sorted(PARTITION_PHASES)
