@@ -135,11 +135,6 @@ class EventSink:
         self._stack.__exit__(kind, exc, tb)
 
 
-def write_frame(frame: pl.DataFrame, path: str) -> None:
-    with EventSink(path) as sink:
-        sink.add(frame)
-
-
 def print_diagnostics(diag: Diagnostics) -> None:
     print(f"format: {diag.format} ({diag.format_label})" + (f", wrappers: {', '.join(diag.wrappers)}"
                                                              if diag.wrappers else ""))

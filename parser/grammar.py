@@ -9,7 +9,6 @@ import re
 import threading
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from antlr4 import CommonTokenStream, InputStream, ParserRuleContext, Token
@@ -67,11 +66,6 @@ class _Silent(ErrorListener):
 
 
 _SILENT = _Silent()
-
-
-def grammar_text() -> str:
-    """The .g4 source shipped with the package."""
-    return resources.files("envoy_dissector.parser").joinpath("EnvoyLog.g4").read_text()
 
 
 @cache

@@ -193,11 +193,6 @@ def redact_expr(text: pl.Expr, rules: Redaction) -> pl.Expr:
             .str.replace_all(query, "${1}" + REDACTED))
 
 
-def redact_message(message: pl.Expr, rules: Redaction = DEFAULT) -> pl.Expr:
-    """Redacted ``message`` (see the module's rules)."""
-    return redact_expr(message, rules)
-
-
 def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
     return re.fullmatch(rules.header_name, name.lower()) is not None
 

@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,8 @@ def test_generated_code_is_in_sync_with_the_grammar():
 
 
 def test_grammar_file_is_the_packaged_one():
-    assert grammar.grammar_text() == G4.read_text()
+    packaged = resources.files("envoy_dissector.parser").joinpath("EnvoyLog.g4")
+    assert packaged.read_text() == G4.read_text()
     generated = Path(sys.modules[EnvoyLogParser.__module__].__file__).read_text()
     assert "EnvoyLog.g4" in generated.splitlines()[0]
     assert "/" not in generated.splitlines()[0].split("EnvoyLog.g4")[0].split()[-1]  # no machine path

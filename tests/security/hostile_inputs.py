@@ -131,7 +131,7 @@ def check_capture(text: str, out_dir: Path, log_format: str | None = None, outpu
     from envoy_dissector.analysis.report import render
     from envoy_dissector.analysis.select import select
     from envoy_dissector.analysis.trace_export import trace_events
-    from envoy_dissector.cli.parse import write_frame
+    from envoy_dissector.cli.parse import EventSink
     from envoy_dissector.parser.errors import DissectorError
     from envoy_dissector.parser.pipeline import parse_text
 
@@ -158,7 +158,8 @@ def check_capture(text: str, out_dir: Path, log_format: str | None = None, outpu
         for suffix in (".parquet", ".csv", ".jsonl", ".json", ".trace.json"):
             write(capture, str(out_dir / f"requests{suffix}"))
         for suffix in (".parquet", ".csv", ".jsonl"):
-            write_frame(parsed.events, str(out_dir / f"events{suffix}"))
+            with EventSink(str(out_dir / f"events{suffix}")) as sink:  # what `parse -o` writes with
+                sink.add(parsed.events)
         csv = pl.read_csv(out_dir / "requests.csv", infer_schema=False)
         for column in (c for c, t in capture.contract_requests.schema.items() if t == pl.String):
             assert not csv[column].str.contains(r"^[=+\-@\t\r]").any(), f"formula cell in {column}"
