@@ -7,7 +7,8 @@ client log joins Envoy's access log and the upstream's log. Results go to
 ``client.jsonl``, one object per request::
 
     {"x_request_id": "...", "start_ts_us": 1700000000123456, "latency_us": 812, "status": 200,
-     "connection": 0, "stream": 1, "local_port": 40112, "body_bytes": 64, "error": null}
+     "connection": 0, "stream": 1, "local_port": 40112, "body_bytes": 64, "error": null,
+     "trace_id": null, "parent_span_id": null}
 
 ``start_ts_us`` is the epoch µs just before the request was written;
 ``latency_us`` runs from then until the last response byte was read.
@@ -16,6 +17,7 @@ Hard caps: at most :data:`MAX_TOTAL_REQUESTS` requests and ``max_wall_s`` second
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import threading
 import time
@@ -54,6 +56,10 @@ class LoadSettings:
     """Pause between two requests on one connection."""
     max_wall_s: float = 60.0
     """Stop issuing requests after this many seconds."""
+    trace_headers: str = ""
+    """A trace context on each request, as an instrumented app sends one: ``w3c`` (``traceparent``), ``b3``
+    (``x-b3-traceid``/``x-b3-spanid``/``x-b3-sampled``), ``mixed`` (w3c, b3 and none in turn on a connection),
+    or ``""`` (none). Each request's trace id and span id go to ``client.jsonl``."""
 
     @property
     def total_requests(self) -> int:
@@ -73,6 +79,9 @@ class ClientRecord:
     local_port: int | None = None
     body_bytes: int = 0
     error: str | None = None
+    #: the trace context the request carried (``LoadSettings.trace_headers``): its trace id and the sender's span id
+    trace_id: str | None = None
+    parent_span_id: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -100,6 +109,29 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
+TRACE_HEADER_MODES: Final = ("", "w3c", "b3", "mixed")
+
+
+def trace_context(mode: str, n: int) -> tuple[list[tuple[str, str]], str | None, str | None]:
+    """The trace headers of a connection's ``n``-th request under ``mode``, its trace id and span id (random).
+
+    >>> headers, trace_id, span_id = trace_context("mixed", 1)
+    >>> [k for k, _ in headers], len(trace_id), len(span_id)
+    (['x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled'], 32, 16)
+    >>> trace_context("mixed", 2)
+    ([], None, None)
+    """
+    if mode not in TRACE_HEADER_MODES:
+        raise LabError(f"trace headers {mode!r}: use one of {', '.join(repr(m) for m in TRACE_HEADER_MODES)}")
+    kind = ("w3c", "b3", "")[n % 3] if mode == "mixed" else mode
+    if not kind:
+        return [], None, None
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    if kind == "w3c":
+        return [("traceparent", f"00-{trace_id}-{span_id}-01")], trace_id, span_id
+    return [("x-b3-traceid", trace_id), ("x-b3-spanid", span_id), ("x-b3-sampled", "1")], trace_id, span_id
+
+
 class _Http1Client:
     def __init__(self, port: int, settings: LoadSettings, index: int, deadline: float) -> None:
         self.port, self.settings, self.index, self.deadline = port, settings, index, deadline
@@ -107,6 +139,7 @@ class _Http1Client:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.local_port = int(self.sock.getsockname()[1])
         self.buf = b""
+        self.sent = 0
 
     def _recv(self) -> bytes:
         remaining = self.deadline - time.monotonic()
@@ -124,13 +157,17 @@ class _Http1Client:
         lines = [f"{s.method} {s.path} HTTP/1.1", f"host: 127.0.0.1:{self.port}", f"x-request-id: {xid}",
                  "user-agent: envoy-dissector-lab"]
         lines += [f"{k}: {v}" for k, v in s.extra_headers]
+        traced, trace_id, span_id = trace_context(s.trace_headers, self.sent)
+        self.sent += 1
+        lines += [f"{k}: {v}" for k, v in traced]
         if body or s.method in ("POST", "PUT"):
             lines.append(f"content-length: {len(body)}")
         wire = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
         start_ts_us = _now_us()
         t0 = time.perf_counter_ns()
         record = ClientRecord(x_request_id=xid, start_ts_us=start_ts_us, latency_us=None, status=None,
-                              connection=self.index, local_port=self.local_port)
+                              connection=self.index, local_port=self.local_port, trace_id=trace_id,
+                              parent_span_id=span_id)
         try:
             self.sock.sendall(wire)
             while (end := self.buf.find(b"\r\n\r\n")) < 0:
@@ -213,16 +250,18 @@ def _run_http2(port: int, settings: LoadSettings, index: int, count: int, deadli
             while issued < count and len(pending) + len(new) < max(1, settings.streams):
                 sid = conn.get_next_available_stream_id()
                 xid = str(uuid.uuid4())
+                traced, trace_id, span_id = trace_context(settings.trace_headers, issued)
                 headers = [(":method", settings.method), (":scheme", "http"), (":path", settings.path),
                            (":authority", f"127.0.0.1:{port}"), ("x-request-id", xid),
-                           ("user-agent", "envoy-dissector-lab"), *settings.extra_headers]
+                           ("user-agent", "envoy-dissector-lab"), *settings.extra_headers, *traced]
                 if body:
                     headers.append(("content-length", str(len(body))))
                 conn.send_headers(sid, headers, end_stream=not body)
                 if body:
                     conn.send_data(sid, body, end_stream=True)
                 rec = ClientRecord(x_request_id=xid, start_ts_us=0, latency_us=None, status=None,
-                                   connection=index, stream=sid, local_port=local_port)
+                                   connection=index, stream=sid, local_port=local_port, trace_id=trace_id,
+                                   parent_span_id=span_id)
                 new.append((sid, rec))
                 issued += 1
             if new:

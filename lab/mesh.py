@@ -18,6 +18,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -53,8 +54,11 @@ SERVER_SIDECAR: Final = Scenario(
 
 
 def run_mesh(out_dir: Path | str, log_format: str = DEFAULT_LOG_FORMAT, requests: int | None = None, *,
-             startup_timeout_s: float = 20.0) -> Path:
+             startup_timeout_s: float = 20.0, trace_headers: str = "") -> Path:
     """Run client → A → (mTLS) → B → app and write ``OUT/a``, ``OUT/b`` and ``OUT/meta.json``.
+
+    ``trace_headers``: the trace context the client sends (``LoadSettings.trace_headers``: ``w3c``, ``b3``,
+    ``mixed``; none by default).
 
     Raises:
         LabError: Envoy, openssl, the app or the load could not run.
@@ -83,7 +87,8 @@ def run_mesh(out_dir: Path | str, log_format: str = DEFAULT_LOG_FORMAT, requests
                                          tls=client_tls), startup_timeout_s=startup_timeout_s)
             a.start()
             ready = time.time()
-            load = run_load(a.listener_port, CLIENT_SIDECAR.load, side_a / "client.jsonl", total_requests=requests)
+            load = run_load(a.listener_port, replace(CLIENT_SIDECAR.load, trace_headers=trace_headers),
+                            side_a / "client.jsonl", total_requests=requests)
             time.sleep(_SETTLE_S)
             counters = {"a": a.counters(*_COUNTER_PREFIXES), "b": b.counters(*_COUNTER_PREFIXES)}
         finally:
@@ -114,6 +119,6 @@ def run_mesh(out_dir: Path | str, log_format: str = DEFAULT_LOG_FORMAT, requests
             "sides": {"a": "client sidecar (outbound)", "b": "server sidecar (inbound)"},
             "sni": SNI, "clusters": {"a": OUTBOUND_CLUSTER, "b": INBOUND_CLUSTER},
             "log_format": {"name": format_name, "pattern": pattern},
-            "requests": load.requests, "ssl_handshakes": handshakes}
+            "requests": load.requests, "ssl_handshakes": handshakes, "trace_headers": trace_headers or None}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
