@@ -497,11 +497,13 @@ def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataF
         share = delay / total if total else 0.0
         client_threads = clients.select("origin", "thread").unique()
         on_workers = mine.join(client_threads, on=["origin", "thread"], how="semi").height
+        main = (" (Envoy runs active health checks on its main thread: they compete with the workers for CPU but "
+                "hold no worker's event loop)" if kind == WorkKind.HEALTH_CHECK.value else "")
         where = ("on the workers that serve client requests" if on_workers == mine.height else
-                 "on threads that serve no client request (Envoy runs active health checks on its main thread: "
-                 "they compete with the workers for CPU but hold no worker's event loop)"
+                 f"on threads that serve no client request{main}"
                  if on_workers == 0 else f"({on_workers} of {mine.height} bursts on client requests' workers)")
-        evidence = (f"{units} {kind}s took {format_us(float(work.sum()))} of thread time in {mine.height} bursts "
+        what = f"{units} {kind}{'' if units == 1 else 's'}"
+        evidence = (f"{what} took {format_us(float(work.sum()))} of thread time in {mine.height} bursts "
                     f"{where} (median burst {format_us(median(work))}); they delayed "
                     f"{delayed['request_uid'].n_unique()} client requests in flight on the same thread by "
                     f"{format_us(delay)} in all ({share:.1%} of the client requests' time; internal_us).")
@@ -510,7 +512,7 @@ def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataF
                          f"{format_us(median(own['dur_us']))}, p99 {format_us(percentile(own['dur_us'], 0.99))} "
                          f"(median total {format_us(median(clients['total_us']))}).")
         severity: Severity = "warning" if share >= SHARE_WARNING else "info"
-        out.append(Finding(fid, severity, f"{units} {kind}s took {format_us(float(work.sum()))} of Envoy's thread time",
+        out.append(Finding(fid, severity, f"{what} took {format_us(float(work.sum()))} of Envoy's thread time",
                            evidence, fix))
     return out
 

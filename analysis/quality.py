@@ -135,6 +135,10 @@ class RecordFacts:
     thread_ids: bool = False
     #: origin -> (first, last) record time
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: While no request line is seen: connections (origin, id) whose HTTP codec logged a request, and those whose
+    #: codec read a response (upstream connections), to name what was seen instead of "no HTTP request".
+    codec_conns: set[tuple[str, int]] = field(default_factory=set)
+    response_conns: set[tuple[str, int]] = field(default_factory=set)
 
     def add(self, events: pl.DataFrame) -> None:
         if events.height == 0:
@@ -151,10 +155,26 @@ class RecordFacts:
             self.levels[level] = self.levels.get(level, 0) + int(item["n__"])
         self.kinds |= set(kinds)
         self.request_lines += int(lines)
+        if self.request_lines:
+            self.codec_conns.clear()
+            self.response_conns.clear()
+        elif len(self.codec_conns) < MAX_CODEC_CONNS and set(kinds) & _CODEC_KIND_NAMES:
+            self._add_codec_conns(events)
         if timed:  # _tick, one part at a time: the finest tick of any part is the capture's
             tick = 1 if not_ms else 1000 if not_s else 1_000_000
             self.tick = tick if self.tick is None else min(self.tick, tick)
         self.thread_ids = self.thread_ids or bool(threads)
+
+    def _add_codec_conns(self, events: pl.DataFrame) -> None:
+        on_conn = events.filter(pl.col("conn_id").is_not_null() & pl.col("kind").is_in(
+            [*_CODEC_KINDS, EventKind.CLIENT_ON_HEADERS_COMPLETE]))
+        for origin, conn, response in on_conn.group_by("origin", "conn_id").agg(
+                (pl.col("kind") == EventKind.CLIENT_ON_HEADERS_COMPLETE).any()).iter_rows():
+            (self.response_conns if response else self.codec_conns).add((str(origin), int(conn)))
+
+    def unattributed_conns(self) -> list[int]:
+        """Connection ids whose codec logged an HTTP request while no line of its stream is in the capture."""
+        return sorted({conn for _, conn in self.codec_conns - self.response_conns})
 
     def add_span(self, origin: str, events: pl.DataFrame) -> None:
         low, high = events.select(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
@@ -171,6 +191,13 @@ class RecordFacts:
         return (min(s for s, _ in spans), max(e for _, e in spans)) if spans else (None, None)
 
 
+#: An HTTP codec's lines on a connection (no stream id: they come before the connection manager's stream).
+_CODEC_KINDS = (EventKind.COMPLETED_HEADER, EventKind.ON_HEADERS_COMPLETE, EventKind.SERVER_ON_HEADERS_COMPLETE,
+                EventKind.MESSAGE_BEGIN, EventKind.MESSAGE_COMPLETE, EventKind.PARSED_BYTES,
+                EventKind.H2_DISPATCHED_BYTES, EventKind.H2_VISITOR_FRAME_HEADER, EventKind.H2_VISITOR_END_HEADERS)
+_CODEC_KIND_NAMES = {k.value for k in _CODEC_KINDS}
+#: At most this many such connections are remembered (they are named, not counted).
+MAX_CODEC_CONNS = 1000
 _ON_REQUEST = pl.col("stream_id").is_not_null() | pl.col("kind").is_in(
     [*DEBUG_REQUEST_KINDS, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
 
@@ -202,6 +229,10 @@ def assess_facts(facts: RecordFacts, requests: pl.DataFrame) -> CaptureQuality:
     said: list[str] = []
     if request_lines == 0 and level == "info":
         said.append(f"info level: no request lines, nothing can be attributed; {RAISE_LEVEL_HINT}")
+    elif request_lines == 0 and (unattributed := facts.unattributed_conns()):
+        said.append(f"{level} level: HTTP request on {_conn_names(unattributed)}, not attributable (no stream "
+                    "lines): its codec's lines are in the capture but no line of its stream (`new stream`, "
+                    "router, filters), so there are no phases to attribute")
     elif request_lines == 0:
         said.append(f"{level} level but no HTTP request in the capture (TCP traffic only, or no traffic while it "
                     "was captured): no phases to attribute")
@@ -236,6 +267,12 @@ def assess_facts(facts: RecordFacts, requests: pl.DataFrame) -> CaptureQuality:
     return CaptureQuality(level=level, levels=levels, request_lines=request_lines, socket_lines=socket_lines,
                           filter_lines=filter_lines, timestamp_tick_us=tick, thread_ids=thread_ids,
                           unmeasured_phases=unmeasured, approximate_phases=approximate, statements=said)
+
+
+def _conn_names(conns: list[int], shown: int = 5) -> str:
+    """``C2``, ``C2, C5``, ``C2, C5, … (12 connections)``."""
+    names = ", ".join(f"C{c}" for c in conns[:shown])
+    return names + (f", … ({len(conns)} connections)" if len(conns) > shown else "")
 
 
 def require_request_lines(quality: CaptureQuality, name: str) -> None:

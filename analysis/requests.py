@@ -79,7 +79,13 @@ _STREAM_COLUMNS = (
     "proxy_hdr_ts", "us_tx_end_ts", "us_resp_ts", "us_hdr_complete_ts", "us_hdr_end_stream", "enc_hdr_ts",
     "enc_end_ts", "codec_done_ts", "hcm_filter_ts", "retries", "upstream_resets", "local_reply", "stream_reset",
     "x_request_id_router", "x_request_id_client", "trace_id", "method", "authority", "path", "status", "log_lines",
-    "reply_details")
+    "reply_details", "client_dump")
+#: A router header dump only a connection manager's stream carries: the ``x-forwarded-proto`` it adds to every
+#: request, without the ``x-envoy-internal: true`` Envoy's async client sets on its own calls (ext_authz, xDS, a
+#: tracer's flush). Header lines a paste marked up (``> ``, ``**…**``) count too.
+_DUMP_LINE = r"(?m)^[>*_`\s]*'"
+_CLIENT_DUMP = (pl.col("message").str.contains(_DUMP_LINE + r"x-forwarded-proto'")
+                & ~pl.col("message").str.contains(_DUMP_LINE + r"x-envoy-internal', 'true'"))
 
 
 def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
@@ -139,7 +145,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     ))
     rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
     valued = _pick(events, ("origin", *keys, "ts_us", "kind", "end_stream", "cluster", "url", "x_request_id",
-                            "trace_id", "method", "authority", "path", "status"),
+                            "trace_id", "method", "authority", "path", "status", "message"),
                    on_stream & pl.col("kind").is_in(_VALUE_KINDS)).select(
         "origin", *keys,
         hdr_ts=_when(rhc),
@@ -159,6 +165,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         # (the admin interface's filter logs the path it served: an admin request whose dump lies outside the excerpt)
         path=pl.coalesce(_when(rhc, "path"), _when(EventKind.ADMIN_REQUEST_COMPLETE, "url")),
         status=_when(EventKind.ENCODING_HEADERS, "status"),
+        client_dump=pl.when(_kind(rdh)).then(_CLIENT_DUMP),
     )
     first = {c: pl.col(c).first(ignore_nulls=True) for c in (
         "hdr_end_stream", "cluster", "route_url", "us_hdr_end_stream", "x_request_id_router", "x_request_id_client",
@@ -170,6 +177,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         enc_hdr_ts=pl.col("enc_hdr_ts").min(),
         trace_id=pl.coalesce(pl.col("trace_id_router").first(ignore_nulls=True),
                              pl.col("trace_id_client").first(ignore_nulls=True)),
+        client_dump=pl.col("client_dump").any(),
         **first,
     ))
     # Local-reply texts come from the few local_reply lines (the message column is not carried above); their
@@ -454,9 +462,10 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # client request even when its `new stream` lies before the excerpt (it is then cut, not internal).
     hcm = pl.any_horizontal(pl.col(c).is_not_null() for c in (
         "new_stream_ts", "hdr_ts", "end_stream_ts", "enc_hdr_ts", "enc_end_ts", "codec_done_ts", "hcm_filter_ts"))
-    # An async stream has no connection: Envoy logs it as connection 0. A stream of another connection with
-    # router or filter lines only is a client request whose connection-manager lines lie outside the excerpt.
-    internal = ((~hcm & (pl.col("conn_id") == 0))
+    # An async stream has no connection: Envoy logs it as connection 0, as it does a client's first connection; a
+    # router dump with the connection manager's headers tells the client's stream. A stream of another connection
+    # with router or filter lines only is a client request whose connection-manager lines lie outside the excerpt.
+    internal = ((~hcm & (pl.col("conn_id") == 0) & ~pl.col("client_dump").fill_null(False))
                 # (a routed stream is never the admin interface, whatever thread it runs on)
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
                    & pl.col("route_ts").is_null()) | admin)

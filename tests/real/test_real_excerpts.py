@@ -43,9 +43,7 @@ _S3 = "issue 9 §3 (debug-level and cut-off excerpts)"
 #: ``wrappers``, ``records``, ``unknown``, ``client_requests``, ``level``, ``cli``, ``accounting``, ``aside``,
 #: ``repaired``, or
 #: ``phase:<column>`` / ``milestone:<column>`` / ``column:<column>`` for hand-computed values.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("075", "client_requests"): "issue 27 §6 (a client stream seen only through router lines on C0 is taken for internal)",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _params(check: str, excerpts: list[dict[str, Any]] | None = None) -> list[Any]:
