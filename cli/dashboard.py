@@ -8,7 +8,7 @@ import signal
 import socket
 
 from envoy_dissector.cli.argtypes import port, positive_number
-from envoy_dissector.parser.errors import UsageError
+from envoy_dissector.parser.errors import ExitCode, UsageError
 from envoy_dissector.parser.formats import FORMAT_IDS
 
 TOKEN_ENV = "ENVOY_DISSECTOR_TOKEN"
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             def stop(signum: int, _frame: object) -> None:
                 # skips atexit and the analysis threads: remove the files now, then leave
                 private_tmp.remove(tmp_root)
-                os._exit(128 + signum)
+                os._exit(ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED)
 
             for sig in handlers:
                 signal.signal(sig, stop)

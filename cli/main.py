@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn, TextIO
 
 from envoy_dissector.analysis.terminal import SafeStdout, StdoutError, terminal_safe
-from envoy_dissector.parser.errors import DissectorError, OutputError, UsageError
+from envoy_dissector.parser.errors import DissectorError, ExitCode, OutputError, UsageError
 
 SUBCOMMANDS = ("parse", "analyze", "compare", "fleet", "lab", "kube", "dashboard")
 
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         print("envoy-dissect: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:  # the reader went away (`| head`): not an error
         _silence(stdout)
         return 0

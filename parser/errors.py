@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     SCHEDULER_UNREACHABLE = 69  # `fleet`: the Dask scheduler cannot be reached (sysexits EX_UNAVAILABLE)
     OUTPUT = 73  # an output cannot be written (sysexits EX_CANTCREAT)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+    TERMINATED = 143  # `dashboard`: stopped by SIGTERM (128 + SIGTERM)
 
 
 class DissectorError(Exception):
