@@ -4,5 +4,9 @@
 * :mod:`.logs` — stream a container log to disk (``[pod/NAME/CONTAINER] TIMESTAMP line``).
 * :mod:`.admin` — reach Envoy's admin ``/logging`` through the pod proxy subresource or a port-forward.
 * :mod:`.capture` — raise to trace, wait, restore (always), fetch exactly that window.
-* The commands ``envoy-dissect fetch`` and ``envoy-dissect capture`` are in the cli package (cli/kube.py).
+* :mod:`.config_check` — bounds on a kubeconfig before the client reads it; :mod:`.exec_plugin` — credential
+  plugins run with a time limit and their errors scrubbed; :mod:`.deadline` — per-read deadlines;
+  :mod:`.errors` — the package's errors and exit codes.
+* The commands ``envoy-dissect fetch`` and ``envoy-dissect capture`` are ``envoy_dissector.cli.kube``
+  (the file cli/kube.py, not in this package).
 """
