@@ -9,6 +9,7 @@ from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_qu
 from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
+from envoy_dissector.analysis.stages.cost import with_sidecar_added
 from envoy_dissector.analysis.stitch import Stitching, stitch
 from envoy_dissector.analysis.tls import downstream_waits, handshakes
 from envoy_dissector.parser.kinds import EventKind
@@ -118,11 +119,15 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     unplaced = pl.col("unmeasured_phases").fill_null("").str.contains("downstream_read")
     requests = requests.with_columns(pl.when(~unplaced).then(pl.col(c)).alias(c)
                                      for c in ("loop_queue_us", "queue_before_read_us"))
+    requests = with_sidecar_added(requests, queueing)
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)
     phases = pl.concat([phases, render_queueing(queueing)])
     # (line number and uid break ties: millisecond captures start many requests in one tick)
-    requests = requests.sort("origin", "ds_rx_beg_us", "life_start_us", "first_line_no", "request_uid", nulls_last=True)
+    columns = requests.get_columns()
+    order = requests.select(pl.arg_sort_by(REQUEST_ORDER, nulls_last=True)).to_series()
+    del requests
+    requests = pl.DataFrame(in_order_of(columns, order))
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
     if incomplete:
@@ -134,6 +139,20 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
                        f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
                        "their log timestamps contradict causality")
     return Concluded(requests, phases, stitching, tuple(out), queueing)
+
+
+#: The requests frame's order: by origin and start (line number and uid break ties: millisecond captures start
+#: many requests in one tick).
+REQUEST_ORDER = ("origin", "ds_rx_beg_us", "life_start_us", "first_line_no", "request_uid")
+
+
+def in_order_of(columns: list[pl.Series], order: pl.Series) -> list[pl.Series]:
+    """``columns`` gathered in ``order``, one at a time, each dropped from the list once its copy is made: a
+    frame of millions of wide rows is sorted with one column's copy in flight, not a second frame (the caller
+    holds no other reference to the columns)."""
+    for i in range(len(columns)):
+        columns[i] = columns[i].gather(order)
+    return columns
 
 
 def _with_timeless(events: pl.DataFrame, timeless: pl.DataFrame) -> pl.DataFrame:

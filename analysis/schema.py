@@ -76,6 +76,8 @@ REQUEST_SCHEMA: dict[str, pl.DataType] = {
     "envoy_duration_us": pl.Int64(), "queue_before_read_us": pl.Int64(),
     # Envoy's response flags and details (``UF,URX upstream_reset_before_response_started{…}``), null if none
     "failure_reason": pl.String(),
+    # time inside the proxy, not waiting for the upstream (stages/cost.py, docs/cost.md)
+    "sidecar_added_us": pl.Int64(),
 }
 CONTRACT_COLUMNS: tuple[str, ...] = tuple(REQUEST_SCHEMA)
 
@@ -130,15 +132,19 @@ DOWNSTREAM_TLS_SCHEMA: dict[str, pl.DataType] = {"downstream_tls_handshake_us": 
 #: the downstream TLS wait, and what the next steps read besides (the downstream connection under the events'
 #: name, the connection's first line, the upstream read event).
 PHASED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
-    **{c: t for c, t in REQUEST_SCHEMA.items() if c not in ("loop_queue_us", "queue_before_read_us")},
+    **{c: t for c, t in REQUEST_SCHEMA.items()
+       if c not in ("loop_queue_us", "queue_before_read_us", "sidecar_added_us")},
     **{c: t for c, t in REQUEST_DETAIL_SCHEMA.items() if c not in DOWNSTREAM_TLS_SCHEMA},
     "conn_id": pl.Int64(), "conn_first_ts": pl.Int64(), "us_read_start_ts": pl.Int64(),
 }
 #: Event-loop stage (loop.loop_queue; its input is ``PHASED_REQUEST_SCHEMA`` + ``DOWNSTREAM_TLS_SCHEMA``):
 #: the contract, then the detail columns.
-QUEUED_REQUEST_SCHEMA: dict[str, pl.DataType] = {**REQUEST_SCHEMA, **REQUEST_DETAIL_SCHEMA}
+QUEUED_REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    **{c: t for c, t in REQUEST_SCHEMA.items() if c != "sidecar_added_us"}, **REQUEST_DETAIL_SCHEMA}
+#: Cost stage (stages/cost.with_sidecar_added, on the event-loop stage's requests): the contract, then the detail.
+COSTED_REQUEST_SCHEMA: dict[str, pl.DataType] = {**REQUEST_SCHEMA, **REQUEST_DETAIL_SCHEMA}
 #: The requests frame of ``analyse`` / ``Capture.requests`` (after stitching): contract, detail, peers.
-REQUEST_FRAME_SCHEMA: dict[str, pl.DataType] = {**QUEUED_REQUEST_SCHEMA, **PEER_SCHEMA}
+REQUEST_FRAME_SCHEMA: dict[str, pl.DataType] = {**COSTED_REQUEST_SCHEMA, **PEER_SCHEMA}
 
 PHASES_SCHEMA: dict[str, pl.DataType] = {
     "request_uid": pl.String(), "phase": pl.String(), "detail": pl.String(), "start_us": pl.Int64(),

@@ -13,6 +13,7 @@ from envoy_dissector.analysis.phases import attribute_phases
 from envoy_dissector.analysis.pipeline import analyse, split_restarts
 from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import (
+    COSTED_REQUEST_SCHEMA,
     DOWNSTREAM_TLS_SCHEMA,
     LINK_SCHEMA,
     LOOP_SCHEMA,
@@ -25,6 +26,7 @@ from envoy_dissector.analysis.schema import (
     REQUEST_SCHEMA,
     WORKER_SCHEMA,
 )
+from envoy_dissector.analysis.stages.cost import with_sidecar_added
 from envoy_dissector.analysis.stitch import stitch
 from envoy_dissector.analysis.tls import downstream_waits
 from envoy_dissector.parser.schema import EVENT_SCHEMA
@@ -59,7 +61,9 @@ def _assert_stage_frames(cap: Capture) -> None:
         queued, queueing = loop_queue(waited, loop)
         assert _schema(queued) == QUEUED_REQUEST_SCHEMA
         assert _schema(queueing) == QUEUEING_SCHEMA
-        stitched, _ = stitch(queued)
+        costed = with_sidecar_added(queued, queueing)
+        assert _schema(costed) == COSTED_REQUEST_SCHEMA
+        stitched, _ = stitch(costed)
         assert _schema(stitched) == REQUEST_FRAME_SCHEMA
     # What a capture holds: the same declared frames, the contract first.
     assert _schema(cap.events) == EVENT_SCHEMA

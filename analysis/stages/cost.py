@@ -1,0 +1,265 @@
+"""What the sidecar costs, from one capture: added latency, CPU per request and the throughput ceiling.
+
+Every figure is defined and derived in docs/cost.md; in short:
+
+* ``sidecar_added_us`` (a contract column, :func:`with_sidecar_added`): the request's time inside the proxy
+  and not waiting for the upstream — ``queue_before_read_us + total_us − upstream_wait_us``, with the part of
+  the upstream wait that was the worker being busy elsewhere (the ``upstream wait`` queueing window) given
+  back, because the response had arrived and the proxy had not read it.
+* the observer: trace logging costs each record some worker time (:func:`record_cost_us`, estimated from
+  the capture's densest slices); a request's observer cost is that times the records on its own slices plus
+  the logging share of the time it queued behind others (:func:`request_cpu`).
+* CPU per request: the worker busy time (loop slices inside the traffic window) of the request's own slices
+  (its downstream and upstream connections), plus an equal share of the worker's slices no request owns.
+* the ceiling: a worker serves at most ``1e6 / busy µs per request`` requests/s at this mix; the pod at most
+  where its busiest worker (by share of the traffic) saturates; ``--concurrency N`` that times ``N / W``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import polars as pl
+
+from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
+from envoy_dissector.analysis.stats import QUANTILES, percentile_expr
+
+#: The queueing window (``QUEUEING_SCHEMA.where``) inside the upstream wait: proxy time, not upstream time.
+UPSTREAM_WAIT_QUEUE: Final = "upstream wait"
+#: Slices with at least this many records are "dense": records follow one another with little work between.
+DENSE_SLICE_LINES: Final = 8
+#: The per-record cost is this quantile of the dense slices' time per record (the least work between records).
+RECORD_COST_QUANTILE: Final = 0.1
+#: Fewer dense slices than this and the per-record cost is not estimated.
+MIN_DENSE_SLICES: Final = 20
+#: Relative uncertainty of the ceiling's model beyond sampling (per-event work the log does not show, work
+#: batching differently as load rises): the largest error the lab ladder showed, see docs/cost.md.
+CEILING_MODEL_UNCERTAINTY: Final = 0.15
+#: ``--concurrency`` values the ceiling is extrapolated to (besides the capture's own worker count).
+CONCURRENCY_STEPS: Final = (1, 2, 4, 8)
+
+
+def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.DataFrame:
+    """Requests (``QUEUED_REQUEST_SCHEMA``) with ``sidecar_added_us``, as ``COSTED_REQUEST_SCHEMA``.
+
+    ``queue_before_read_us + total_us − upstream_wait_us + min(upstream-wait queueing, upstream_wait_us)``;
+    null where ``total_us`` is; a request without an upstream wait (a local reply) spent all of it in the proxy.
+    """
+    back = (queueing.filter(pl.col("where") == UPSTREAM_WAIT_QUEUE).group_by("request_uid")
+            .agg(queued_in_wait__=pl.col("dur_us").sum()))
+    wait = pl.col("upstream_wait_us").fill_null(0)
+    added = (pl.col("total_us") + pl.col("queue_before_read_us").fill_null(0) - wait
+             + pl.min_horizontal(pl.col("queued_in_wait__").fill_null(0), wait))
+    out = requests.join(back, on="request_uid", how="left", maintain_order="left")
+    return conform(out.with_columns(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
+
+
+def record_cost_us(loop: pl.DataFrame) -> float | None:
+    """Worker time one log record costs (µs): the :data:`RECORD_COST_QUANTILE` of the dense slices'
+    ``(end − start) / (lines − 1)`` — where records follow one another with the least work between them, the
+    time between two is what writing the first cost. ``None`` with fewer than :data:`MIN_DENSE_SLICES`."""
+    dense = loop.filter((pl.col("lines") >= DENSE_SLICE_LINES) & pl.col("thread").is_not_null())
+    if dense.height < MIN_DENSE_SLICES:
+        return None
+    per = ((pl.col("end_us") - pl.col("start_us")) / (pl.col("lines") - 1)).quantile(RECORD_COST_QUANTILE)
+    value = dense.select(per).item()
+    return None if value is None else float(value)
+
+
+def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
+    """Per origin, the traffic window (first client request's start to the last one's end), as worker_stats."""
+    return requests.filter(~pl.col("internal")).group_by("origin").agg(
+        w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+
+
+def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
+    """The loop's slices inside each origin's traffic window (clipped to it, ``busy_us``), each with the client
+    request that owns it (``request_uid``; null: nobody's). A slice of a downstream connection belongs to the
+    latest request that began on it before the slice; of an upstream connection, to the latest request that
+    began before it and used that connection (one request at a time on an HTTP/1.1 upstream connection)."""
+    client = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null())
+    slices = loop.join(traffic_windows(requests), on="origin").with_columns(
+        s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
+        pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "lines",
+                                          busy_us=pl.col("e") - pl.col("s"))
+    down = client.select("origin", "request_uid", conn_id="downstream_conn_id", begun="life_start_us")
+    up = client.filter(pl.col("upstream_conn_id").is_not_null()).select(
+        "origin", "request_uid", conn_id="upstream_conn_id", begun="life_start_us")
+    slices = asof(slices, down, left_on="start_us", right_on="begun", by=["origin", "conn_id"],
+                  strategy="backward", take={"request_uid": "by_down"})
+    slices = asof(slices, up, left_on="start_us", right_on="begun", by=["origin", "conn_id"],
+                  strategy="backward", take={"request_uid": "by_up"})
+    return slices.with_columns(request_uid=pl.coalesce("by_down", "by_up")).drop("by_down", "by_up")
+
+
+def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_cost: float | None) -> pl.DataFrame:
+    """Per complete client request: ``own_cpu_us`` (its slices), ``cpu_us`` (plus its equal share of its
+    worker's unowned slices), ``own_lines`` and ``observer_us`` (``record_cost`` × its records, plus the
+    logging share of its worker's busy time × the time it queued behind others; null without a cost)."""
+    slices = owned_slices(requests, loop)
+    client = requests.filter(~pl.col("internal") & pl.col("complete"))
+    own = slices.filter(pl.col("request_uid").is_not_null()).group_by("request_uid").agg(
+        own_cpu_us=pl.col("busy_us").sum(), own_lines=pl.col("lines").sum())
+    per_worker = client.group_by("origin", "thread").agg(n=pl.len())
+    worker = slices.group_by("origin", "thread").agg(
+        shared_us=pl.col("busy_us").filter(pl.col("request_uid").is_null()).sum(),
+        worker_busy_us=pl.col("busy_us").sum(), worker_lines=pl.col("lines").sum())
+    out = (client.select("request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us",
+                         "sidecar_added_us")
+           .join(own, on="request_uid", how="left")
+           .join(worker.join(per_worker, on=["origin", "thread"]), on=["origin", "thread"], how="left"))
+    cost = pl.lit(record_cost, dtype=pl.Float64)
+    logging_share = (cost * pl.col("worker_lines") / pl.col("worker_busy_us")).clip(0, 1)
+    queued = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
+    return out.with_columns(
+        own_cpu_us=pl.col("own_cpu_us").fill_null(0),
+        own_lines=pl.col("own_lines").fill_null(0),
+    ).with_columns(
+        cpu_us=pl.col("own_cpu_us") + pl.col("shared_us").fill_null(0) / pl.col("n"),
+        observer_us=cost * pl.col("own_lines") + logging_share * queued,
+    ).select("request_uid", "origin", "thread", "own_cpu_us", "cpu_us", "own_lines", "observer_us",
+             "sidecar_added_us")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ceiling:
+    """Requests/s the proxy could serve at this mix before a worker is always busy."""
+
+    pod: float
+    low: float
+    high: float
+    workers: dict[int, float] = field(default_factory=dict)
+    """Per worker thread: ``1e6 / busy µs per request`` on that worker."""
+    balance: float = 1.0
+    """pod / (workers × mean worker ceiling): 1 when the traffic is spread as evenly as the workers are fast."""
+    concurrency: dict[int, float] = field(default_factory=dict)
+    """What ``--concurrency N`` would give (same mix, same imbalance, a core per worker)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pod": round(self.pod), "low": round(self.low), "high": round(self.high),
+                "workers": {str(t): round(v) for t, v in self.workers.items()}, "balance": round(self.balance, 3),
+                "concurrency": {str(n): round(v) for n, v in self.concurrency.items()}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cost:
+    """What the sidecar cost in one origin of a capture (docs/cost.md)."""
+
+    origin: str
+    requests: int
+    sidecar_added_us: dict[str, int | None]
+    sidecar_added_without_observer_us: dict[str, int | None]
+    observer_us: dict[str, int | None]
+    record_cost_us: float | None
+    cpu_ms_per_1000_requests: float | None
+    cpu_us_per_request: dict[str, int | None]
+    utilisation: dict[int, float]
+    ceiling: Ceiling | None
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary's ``cost`` entry."""
+        return {
+            "requests": self.requests,
+            "sidecar_added_us": self.sidecar_added_us,
+            "sidecar_added_without_observer_us": self.sidecar_added_without_observer_us,
+            "observer_us": self.observer_us,
+            "record_cost_us": None if self.record_cost_us is None else round(self.record_cost_us, 3),
+            "cpu_ms_per_1000_requests": (None if self.cpu_ms_per_1000_requests is None
+                                         else round(self.cpu_ms_per_1000_requests, 1)),
+            "cpu_us_per_request": self.cpu_us_per_request,
+            "utilisation": {str(t): round(u, 4) for t, u in self.utilisation.items()},
+            "ceiling_rps": None if self.ceiling is None else self.ceiling.as_dict(),
+            "notes": list(self.notes),
+        }
+
+
+def _quantiles(values: pl.Series) -> dict[str, int | None]:
+    if values.drop_nulls().len() == 0:
+        return dict.fromkeys(QUANTILES)
+    frame = values.to_frame("v")
+    return {name: round(frame.select(percentile_expr("v", q)).item()) for name, q in QUANTILES.items()}
+
+
+def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
+    """The ceiling from one origin's :func:`request_cpu` rows (see the module doc and docs/cost.md)."""
+    rows = per_request.filter(pl.col("thread").is_not_null() & pl.col("cpu_us").is_not_null())
+    total = rows.height
+    if total == 0 or rows["cpu_us"].sum() <= 0:
+        return None
+    by_worker = rows.group_by("thread").agg(n=pl.len(), busy=pl.col("cpu_us").sum()).sort("thread")
+    workers = {int(t): 1e6 * n / busy for t, n, busy in by_worker.iter_rows() if busy > 0}
+    if not workers:
+        return None
+    # The pod saturates when its busiest worker does, the traffic split as it was: worker w takes share n_w/N.
+    pod = min(workers[int(t)] * total / n for t, n, busy in by_worker.iter_rows() if busy > 0)
+    mean = 1e6 * total / float(rows["cpu_us"].sum())
+    balance = pod / (len(workers) * mean)
+    cpu = rows["cpu_us"].cast(pl.Float64)
+    sd = float(cpu.std() or 0.0)
+    sampling = 1.96 * sd / math.sqrt(total) / float(cpu.mean() or 1.0)  # type: ignore[arg-type]
+    rel = math.hypot(sampling, CEILING_MODEL_UNCERTAINTY)
+    steps = sorted({*CONCURRENCY_STEPS, len(workers)})
+    return Ceiling(pod=pod, low=pod * (1 - rel), high=pod * (1 + rel), workers=workers, balance=balance,
+                   concurrency={n: n * mean * balance for n in steps})
+
+
+def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFrame, *,
+                 busy_measured: bool = True) -> list[Cost]:
+    """One :class:`Cost` per origin with complete client requests.
+
+    ``workers`` is ``Capture.workers()`` (utilisation per worker); ``busy_measured`` False (no socket lines:
+    the loop's busy time is not measured) leaves CPU, the observer and the ceiling out.
+    """
+    client = requests.filter(~pl.col("internal") & pl.col("complete"))
+    if client.height == 0:
+        return []
+    record_cost = record_cost_us(loop) if busy_measured else None
+    per_request = request_cpu(requests, loop, record_cost) if busy_measured else None
+    out = []
+    for origin in sorted(client["origin"].unique().to_list()):
+        mine = client.filter(pl.col("origin") == origin)
+        notes: list[str] = []
+        added = mine["sidecar_added_us"]
+        util = {int(t): float(u) for t, u in workers.filter((pl.col("origin") == origin)
+                                                          & pl.col("utilisation").is_not_null()
+                                                          & (pl.col("requests") > 0))
+                .select("thread", "utilisation").iter_rows()}
+        if per_request is None:
+            notes.append("no socket lines: the workers' busy time, CPU, the observer and the ceiling are not "
+                         "measured")
+            out.append(Cost(origin=origin, requests=mine.height, sidecar_added_us=_quantiles(added),
+                            sidecar_added_without_observer_us=dict.fromkeys(QUANTILES),
+                            observer_us=dict.fromkeys(QUANTILES), record_cost_us=None,
+                            cpu_ms_per_1000_requests=None, cpu_us_per_request=dict.fromkeys(QUANTILES),
+                            utilisation=util, ceiling=None, notes=tuple(notes)))
+            continue
+        rows = per_request.filter(pl.col("origin") == origin)
+        if rows["thread"].drop_nulls().lt(0).any():
+            notes.append("no thread ids: workers are inferred lanes, so CPU per worker and the ceiling per "
+                         "worker are less certain")
+        if record_cost is None:
+            notes.append("too few dense slices to estimate the cost of a log record: the observer is not removed")
+        without = (rows["sidecar_added_us"] - rows["observer_us"]).clip(lower_bound=0) if record_cost else None
+        cpu = rows["cpu_us"]
+        out.append(Cost(
+            origin=origin, requests=mine.height, sidecar_added_us=_quantiles(added),
+            sidecar_added_without_observer_us=(_quantiles(without) if without is not None
+                                               else dict.fromkeys(QUANTILES)),
+            observer_us=_quantiles(rows["observer_us"]) if record_cost else dict.fromkeys(QUANTILES),
+            record_cost_us=record_cost,
+            # µs per request × 1000 requests / 1000 µs per ms: the mean in µs is the ms per 1000 requests
+            cpu_ms_per_1000_requests=float(cpu.mean()) if cpu.len() else None,  # type: ignore[arg-type]
+            cpu_us_per_request=_quantiles(cpu), utilisation=util, ceiling=ceiling_of(rows), notes=tuple(notes)))
+    return out
+
+
+def summary_entry(costs: list[Cost]) -> dict[str, Any] | None:
+    """``summary.json``'s ``cost``: one origin's entry, or ``{origin: entry}`` when there are several."""
+    if not costs:
+        return None
+    if len(costs) == 1:
+        return costs[0].as_dict()
+    return {c.origin: c.as_dict() for c in costs}

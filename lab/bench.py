@@ -1,0 +1,227 @@
+"""The benchmark scenarios: what a sidecar costs, measured the way the mesh benchmark write-ups measure it.
+
+* ``bench-ladder`` (:func:`run_ladder`): closed-loop load at rising concurrency until throughput stops rising.
+  Envoy runs ``--concurrency 1`` pinned to one core (``taskset``), the client and the upstream to the other,
+  trace logging on. Each step is its own Envoy run (its own ``envoy.log`` under ``step-N/``) and records the
+  client's throughput and latencies and Envoy's CPU time from ``/proc/PID/task/*/stat`` (utime + stime of the
+  worker threads, and of all threads) before and after the load.
+* ``bench-ab`` (:func:`run_ab`): the same open-loop rate through the sidecar with trace logging on, through
+  the sidecar at info level, and straight to the upstream; the client's p50/p90/p99 per arm. The trace arm's
+  capture (``trace/envoy.log``) is what the cost figures are predicted from.
+
+Results go to ``ladder.json`` / ``ab.json`` in the output directory. All traffic is to 127.0.0.1, bounded in
+count and time (``lab.bench_client``'s caps), and stops by itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from envoy_dissector.lab.bench_client import BenchLoad, closed_loop, open_loop
+from envoy_dissector.lab.bench_upstream import LeanUpstream
+from envoy_dissector.lab.envoy import EnvoyConfig, EnvoyProcess, EnvoySettings, LabError, free_port
+from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, resolve_log_format
+
+#: The request mixes a ladder can run: Envoy settings per name.
+MIXES: Final = {
+    "plain": EnvoySettings(concurrency=1),
+    "lua-cpu": EnvoySettings(concurrency=1, lua_cpu_ms=0.5),
+}
+#: Closed-loop connections per ladder step; step 0 is paced (one connection, a pause between requests) so
+#: that one step runs the worker well under half busy.
+LADDER: Final = (1, 1, 2, 4, 8, 16, 32)
+PACED_THINK_US: Final = 3_000
+#: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder.
+RISE: Final = 1.05
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+
+
+def cores() -> tuple[int, int]:
+    """(Envoy's core, the client's core): the first two this process may run on."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        raise LabError("the benchmark scenarios need two cores (Envoy on one, client and upstream on the other)")
+    return allowed[0], allowed[1]
+
+
+@contextmanager
+def pinned(core: int) -> Iterator[None]:
+    """Run this thread (and the threads it starts meanwhile) on ``core`` only."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """CPU seconds (utime + stime) of a process's worker threads (``wrk:*``) and of all its threads."""
+
+    workers_s: float
+    all_s: float
+
+
+def cpu_times(pid: int) -> CpuTimes:
+    """Read ``/proc/PID/task/*/stat`` now."""
+    workers = total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        total += ticks
+        if name.startswith("wrk:"):
+            workers += ticks
+    return CpuTimes(workers / _CLOCK_TICKS, total / _CLOCK_TICKS)
+
+
+class PinnedEnvoy(EnvoyProcess):
+    """An Envoy started under ``taskset -c CORE`` (``core`` None: where the scheduler puts it)."""
+
+    def __init__(self, config: EnvoyConfig, core: int | None) -> None:
+        super().__init__(config)
+        self.core = core
+
+    def build_command(self) -> list[str]:
+        command = super().build_command()
+        return command if self.core is None else ["taskset", "-c", str(self.core), *command]
+
+
+def _percentiles(latencies: list[int]) -> dict[str, int | None]:
+    ordered = sorted(latencies)
+    if not ordered:
+        return {"p50": None, "p90": None, "p99": None}
+    return {f"p{q}": ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] for q in (50, 90, 99)}
+
+
+def _load_row(load: BenchLoad) -> dict[str, object]:
+    return {"requests": load.requests, "errors": load.errors, "wall_s": round(load.wall_s, 4),
+            "rps": round(load.rps, 1), "latency_us": _percentiles(load.latencies_us)}
+
+
+@contextmanager
+def _envoy(settings: EnvoySettings, work_dir: Path, upstream_port: int, log_format: str,
+           core: int | None) -> Iterator[PinnedEnvoy]:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    config = EnvoyConfig(settings=settings, upstream_port=upstream_port, listener_port=free_port(),
+                         log_format=log_format, work_dir=work_dir)
+    envoy = PinnedEnvoy(config, core)
+    envoy.start()
+    try:
+        yield envoy
+    finally:
+        envoy.stop()
+        (work_dir / "admin-address.txt").unlink(missing_ok=True)
+
+
+def _meta(work_dir: Path, settings: EnvoySettings, log_format: tuple[str, str], envoy: PinnedEnvoy,
+          load: BenchLoad, extra: dict[str, object]) -> None:
+    meta = {"envoy": {"settings": dataclasses.asdict(settings), "command": envoy.command},
+            "log_format": {"name": log_format[0], "pattern": log_format[1]}, "load": _load_row(load), **extra}
+    (work_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 3_000, step_s: float = 2.0,
+               log_format: str = DEFAULT_LOG_FORMAT, max_steps: int = len(LADDER)) -> Path:
+    """Run the ladder for request ``mix`` (a name of :data:`MIXES`); write ``ladder.json`` and ``step-N/``.
+
+    Each step sends at most ``step_requests`` requests within ``step_s`` seconds.
+
+    Raises:
+        LabError: Envoy or the upstream could not run, or fewer than two cores.
+    """
+    if mix not in MIXES:
+        raise LabError(f"unknown request mix {mix!r}; known: {', '.join(MIXES)}")
+    settings = MIXES[mix]
+    fmt = resolve_log_format(log_format)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    envoy_core, client_core = cores()
+    steps: list[dict[str, object]] = []
+    with pinned(client_core), LeanUpstream(out) as upstream:
+        best, flat = 0.0, 0
+        for index, connections in enumerate(LADDER[:max_steps]):
+            think = PACED_THINK_US if index == 0 else 0
+            step_dir = out / f"step-{index}"
+            with _envoy(settings, step_dir, upstream.port, fmt[1], envoy_core) as envoy:
+                assert envoy.pid is not None
+                time.sleep(0.2)  # start-up work settles
+                before = cpu_times(envoy.pid)
+                load = closed_loop(envoy.listener_port, connections=connections, requests=step_requests,
+                                   wall_s=step_s, think_us=think)
+                after = cpu_times(envoy.pid)
+                time.sleep(0.2)  # the last lines reach the log before Envoy stops
+            worker_s, all_s = after.workers_s - before.workers_s, after.all_s - before.all_s
+            row = {"step": index, "connections": connections, "think_us": think, **_load_row(load),
+                   "envoy_worker_cpu_s": round(worker_s, 3), "envoy_cpu_s": round(all_s, 3),
+                   "worker_utilisation": round(worker_s / load.wall_s, 3) if load.wall_s else None,
+                   "worker_cpu_ms_per_1000": round(worker_s * 1e6 / load.requests, 1) if load.requests else None,
+                   "dir": step_dir.name}
+            _meta(step_dir, settings, fmt, envoy, load, {"scenario": "bench-ladder", "mix": mix, "step": row})
+            steps.append(row)
+            if index == 0:
+                continue
+            if load.rps > best * RISE:
+                best, flat = load.rps, 0
+            else:
+                best, flat = max(best, load.rps), flat + 1
+                if flat >= 2:
+                    break
+    saturation = max((float(s["rps"]) for s in steps[1:]), default=0.0)  # type: ignore[arg-type]
+    ladder = {"scenario": "bench-ladder", "mix": mix, "envoy_core": envoy_core, "client_core": client_core,
+              "settings": dataclasses.asdict(settings), "saturation_rps": saturation, "steps": steps}
+    (out / "ladder.json").write_text(json.dumps(ladder, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+#: The arms of ``bench-ab``: (name, Envoy log level or None for straight to the upstream).
+AB_ARMS: Final = (("direct", None), ("sidecar-info", "info"), ("sidecar-trace", "trace"))
+
+
+def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, rounds: int = 2,
+           log_format: str = DEFAULT_LOG_FORMAT) -> Path:
+    """Run every arm of :data:`AB_ARMS` ``rounds`` times, interleaved, at ``rate`` requests/s (``requests`` per
+    arm and round); write ``ab.json`` and the trace arm's capture under ``sidecar-trace/`` (its last round).
+
+    Raises:
+        LabError: Envoy or the upstream could not run, or fewer than two cores.
+    """
+    fmt = resolve_log_format(log_format)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    envoy_core, client_core = cores()
+    wall = min(30.0, 3 * requests / rate + 5)
+    latencies: dict[str, list[int]] = {name: [] for name, _ in AB_ARMS}
+    late: dict[str, int] = dict.fromkeys(latencies, 0)
+    with pinned(client_core), LeanUpstream(out) as upstream:
+        for _ in range(max(1, rounds)):
+            for name, level in AB_ARMS:
+                if level is None:
+                    load = open_loop(upstream.port, rate=rate, requests=requests, wall_s=wall)
+                else:
+                    settings = dataclasses.replace(MIXES["plain"], log_level=level)
+                    with _envoy(settings, out / name, upstream.port, fmt[1], envoy_core) as envoy:
+                        time.sleep(0.2)
+                        load = open_loop(envoy.listener_port, rate=rate, requests=requests, wall_s=wall)
+                        time.sleep(0.2)
+                    _meta(out / name, settings, fmt, envoy, load, {"scenario": "bench-ab", "arm": name})
+                latencies[name] += load.latencies_us
+                late[name] += load.late
+    arms = {name: {"requests": len(lat), "late": late[name], "latency_us": _percentiles(lat)}
+            for name, lat in latencies.items()}
+    ab = {"scenario": "bench-ab", "rate": rate, "requests_per_round": requests, "rounds": rounds,
+          "envoy_core": envoy_core, "client_core": client_core, "arms": arms}
+    (out / "ab.json").write_text(json.dumps(ab, indent=2) + "\n", encoding="utf-8")
+    return out
