@@ -139,6 +139,9 @@ def print_diagnostics(diag: Diagnostics) -> None:
     print(f"format: {diag.format} ({diag.format_label})" + (f", wrappers: {', '.join(diag.wrappers)}"
                                                              if diag.wrappers else ""))
     print(f"lines read {diag.lines_read}: in records {diag.lines_in_records}, malformed {diag.lines_malformed}")
+    if diag.lines_aside_by_kind:
+        print("lines set aside by kind: " + ", ".join(f"{kind} {n}" for kind, n in sorted(
+            diag.lines_aside_by_kind.items())))
     unknown_pct = 100 * diag.records_unknown / max(1, diag.records)
     print(f"records {diag.records}: unknown {diag.records_unknown} ({unknown_pct:.2f}%), "
           f"{len(diag.events_by_kind)} kinds, {diag.shapes} distinct message shapes")

@@ -95,15 +95,22 @@ def dissect_to_dataset(source: str, key: str, out: str, options: dict[str, Any])
                       diagnostics=cap.diagnostics_dict(), findings=tuple(f.as_dict() for f in cap.findings()))
 
 
+#: Diagnostics' counts per kind, summed kind by kind over the captures.
+_COUNTS_BY_KIND = ("events_by_kind", "lines_aside_by_kind")
+
+
 def _sum_diagnostics(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"events_by_kind": {}}
+    total: dict[str, Any] = {key: {} for key in _COUNTS_BY_KIND}
     for d in parts:
         for k, v in d.items():
             if isinstance(v, bool) or not isinstance(v, int):
                 continue
             total[k] = total.get(k, 0) + v
-        for kind, n in d.get("events_by_kind", {}).items():
-            total["events_by_kind"][kind] = total["events_by_kind"].get(kind, 0) + n
+        for key in _COUNTS_BY_KIND:
+            for kind, n in d.get(key, {}).items():
+                total[key][kind] = total[key].get(kind, 0) + n
+    for key in _COUNTS_BY_KIND:
+        total[key] = dict(sorted(total[key].items()))
     return total
 
 
