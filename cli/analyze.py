@@ -25,6 +25,7 @@ from envoy_dissector.analysis.select import checked_regex, read_until, select
 from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.analysis.terminal import report_width
 from envoy_dissector.cli.argtypes import MAX_COUNT, count
+from envoy_dissector.cli.otel_output import add_otel_arguments, otel_outputs
 from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
@@ -57,8 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("-o", "--output", action="append", default=[], metavar="OUT",
                    help="write OUT; its suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics: "
-                        "-o trace.json is a summary), .trace.json (a Chrome trace for Perfetto: -o run.trace.json); "
-                        "repeatable")
+                        "-o trace.json is a summary), .trace.json (a Chrome trace for Perfetto: -o run.trace.json), "
+                        ".otlp.json (OpenTelemetry spans as OTLP/JSON, docs/otel.md); repeatable")
+    add_otel_arguments(p)
     p.add_argument("--columns", choices=COLUMN_CHOICES, default="contract",
                    help="request columns of .parquet/.csv/.jsonl: the contract (with the stitched peer columns when "
                         "there is more than one origin) or all declared detail columns too (docs/output.md)")
@@ -82,24 +84,27 @@ def describe_filters(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    otel = otel_outputs(args)
     for out in args.output:
-        kind_of(out)  # fail fast on a bad suffix, before reading gigabytes
+        if not otel.claims(out):
+            kind_of(out)  # fail fast on a bad suffix, before reading gigabytes
     for option, pattern in (("--authority", args.authority), ("--path", args.path)):
         if pattern:
             checked_regex(option, pattern)
     sources = expand(args.captures)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
-    how = dissect if getattr(args, "whole", False) else dissect_stream
+    how = dissect if getattr(args, "whole", False) or otel.needs_whole(sources) else dissect_stream
     with progress_for(sources, quiet=args.quiet, desc="analysing") as advance:
         capture = how(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
                       progress=advance, name=name, shapes=shape_cache, stop_reading=read_until(args.until))
     require_request_lines(capture.quality(), name)
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)
-    for out in args.output:
+    for out in (o for o in args.output if not otel.claims(o)):
         write(capture, out, columns=getattr(args, "columns", "contract"))
         if not args.quiet:
             print(f"wrote {out}", file=sys.stderr)
+    otel.export(capture, sources, args)
     if args.json:
         json.dump(capture.summary(), sys.stdout, indent=2, default=str)
         print()

@@ -16,6 +16,9 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "kube": ("kubernetes",),
     "lab": ("h2",),
     "fleet": ("distributed", "cryptography"),
+    # the OpenTelemetry export (analyze -o *.otlp.json, --otlp-endpoint): the protobuf messages, the SDK's span
+    # class and the OTLP exporter that encodes and sends them
+    "otel": ("opentelemetry.proto", "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
 }
 
 
