@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from envoy_dissector.cli.extras import require_extra
+from envoy_dissector.lab.bench import BENCH_SCENARIOS
 from envoy_dissector.lab.formats import DEFAULT_LOG_FORMAT, LOG_FORMATS
 from envoy_dissector.lab.load import MAX_TOTAL_REQUESTS
 from envoy_dissector.lab.scenarios import SCENARIOS, get_scenario
@@ -68,6 +69,8 @@ def _list() -> int:
         print(f"  {name:<{width}}  {scenario.description}")
     print(f"  {MESH:<{width}}  Two Envoys like Istio sidecars, mutual TLS between them (client sidecar → server "
           "sidecar → app); writes DIR/a and DIR/b, each with its own truth.")
+    for name, description in BENCH_SCENARIOS.items():
+        print(f"  {name:<{width}}  {description}")
     print("log formats:")
     width = max(len(n) for n in LOG_FORMATS)
     for name, pattern in LOG_FORMATS.items():
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return _list()
     if not args.scenario:
         raise UsageError("lab: give a SCENARIO (see `envoy-dissect lab --list`)")
-    if args.scenario != MESH:
+    if args.scenario != MESH and args.scenario not in BENCH_SCENARIOS:
         get_scenario(args.scenario)  # validate before anything starts
     require_extra("lab", "envoy-dissect lab")
     if not args.out:
@@ -92,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("lab: --concurrency must be within 1..64")
     if args.scenario == MESH:
         return _run_mesh(args)
+    if args.scenario in BENCH_SCENARIOS:
+        from envoy_dissector.lab.bench import run_bench
+
+        print(f"{args.scenario} -> {run_bench(args.scenario, args.out, log_format=args.log_format)}")
+        return 0
     from envoy_dissector.lab.run import run_scenario
 
     out = run_scenario(args.scenario, args.out, log_format=args.log_format, requests=args.requests,
