@@ -6,8 +6,8 @@
   client's throughput and latencies and Envoy's CPU time from ``/proc/PID/task/*/stat`` (utime + stime of the
   worker threads, and of all threads) before and after the load.
 * ``bench-ab`` (:func:`run_ab`): the same open-loop rate through the sidecar with trace logging on, through
-  the sidecar at info level, and straight to the upstream; the client's p50/p90/p99 per arm (not pinned). The trace arm's
-  capture (``trace/envoy.log``) is what the cost figures are predicted from.
+  the sidecar at info level, and straight to the upstream; the client's p50/p90/p99 per arm (not pinned).
+  The trace arm's capture (``sidecar-trace/envoy.log``) is what the cost figures are predicted from.
 
 Results go to ``ladder.json`` / ``ab.json`` in the output directory. All traffic is to 127.0.0.1, bounded in
 count and time (``lab.bench_client``'s caps), and stops by itself.
