@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 
 from envoy_dissector.kube.config_check import check_credential_file, checked_kubeconfig
 from envoy_dissector.kube.deadline import ApiTooSlow, within
-from envoy_dissector.kube.errors import KubeConfigError, KubeError, KubeNotFound, from_api_exception, scrub
+from envoy_dissector.kube.errors import (
+    KubeConfigError,
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    from_api_exception,
+    scrub,
+)
 from envoy_dissector.parser.errors import UsageError
 
 #: Where a pod's service-account credentials are mounted.
@@ -118,6 +125,7 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    from envoy_dissector.kube.exec_plugin import failure as exec_plugin_failure
     from envoy_dissector.kube.exec_plugin import install as install_exec_plugin_bounds
 
     service_account_dir = service_account_dir or SERVICE_ACCOUNT_DIR
@@ -137,6 +145,8 @@ def load(*, kubeconfig: str | None = None, context: str | None = None, namespace
             text = " ".join(str(exc).split()) if str(exc).strip() else exc.__class__.__name__
             text = f"not a valid kubeconfig ({text[:200]})" if isinstance(exc, yaml.YAMLError) else text
             raise KubeConfigError(f"kubeconfig {where}: {text}") from exc
+        if (failed := exec_plugin_failure()) is not None:  # the library went on without credentials
+            raise KubeForbidden(f"no credentials: {failed}")
         chosen = next((c for c in contexts or [] if c.get("name") == context), None) if context else current
         if chosen:
             ns_from_config = (chosen.get("context") or {}).get("namespace")

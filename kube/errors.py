@@ -119,8 +119,10 @@ def from_api_exception(exc: Exception, *, verb: str, resource: str, namespace: s
         status = exc.status
         message = status_message(exc.body)
         if status == 401:
-            return KubeForbidden("unauthorized: the API server rejected your credentials "
-                                 "(expired token or wrong context?)")
+            from envoy_dissector.kube.exec_plugin import failure as exec_plugin_failure
+
+            why = exec_plugin_failure() or "expired token or wrong context?"  # a refresh's plugin failed
+            return KubeForbidden(f"unauthorized: the API server rejected your credentials ({why})")
         if status == 403:
             return forbidden(verb, resource, namespace, purpose, message)
         what = f"{resource} {name}" if name else resource

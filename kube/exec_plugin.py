@@ -5,8 +5,11 @@ keeps all of its output, and on failure logs the plugin's stderr (often ``passwo
 login URL) through the root logger, where it printed raw. :class:`BoundedExecProvider` takes the
 library's place (:func:`install`): the plugin gets :data:`EXEC_TIMEOUT_S` seconds (then it is killed),
 at most :data:`MAX_OUTPUT_BYTES` of stdout, and its stderr is never shown — a failure says the command
-and its exit status only. :func:`install` also puts a filter on the root logger that scrubs every record
-the library logs (``kube.errors.scrub``) and says where it comes from.
+and its exit status only. The library catches a plugin's failure, logs it and goes on without credentials;
+here its ``exec:`` record is kept (:func:`failure`) instead of printed, and the command stops with it as
+its one error line (``kube.client.load``; a failed refresh names it in the 401's error). :func:`install`
+also puts a filter on the root logger that scrubs every other record the library logs
+(``kube.errors.scrub``) and says where it comes from.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ def install(timeout_s: float = EXEC_TIMEOUT_S) -> None:
     from kubernetes.config import kube_config
 
     BoundedExecProvider.timeout_s = timeout_s
+    _failures.clear()
     setattr(kube_config, "ExecProvider", BoundedExecProvider)  # noqa: B010 (looked up at each use: no stub)
     root = logging.getLogger()
     if not any(isinstance(f, _ScrubLibraryRecords) for f in root.filters):
@@ -42,14 +46,27 @@ def install(timeout_s: float = EXEC_TIMEOUT_S) -> None:
         root.addHandler(handler)
 
 
+#: the last exec plugin failure the library logged (scrubbed), until the next :func:`install`
+_failures: list[str] = []
+
+
+def failure() -> str | None:
+    """The last exec credential plugin failure since :func:`install` (one line, free of credentials)."""
+    return _failures[-1] if _failures else None
+
+
 def _from_library(record: logging.LogRecord) -> bool:
     return record.pathname.startswith(_LIBRARY) or record.name.startswith("kubernetes")
 
 
 class _ScrubLibraryRecords(logging.Filter):
-    """A record logged by the Kubernetes client loses credentials before any handler sees it."""
+    """A record logged by the Kubernetes client loses credentials before any handler sees it; an exec plugin's
+    failure is kept for the command's error instead of printed."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if _from_library(record) and record.getMessage().startswith("exec:"):
+            _failures[:] = [scrub(" ".join(record.getMessage().split()))]
+            return False
         if _from_library(record) and not getattr(record, "scrubbed", False):
             record.msg = "envoy-dissect: warning: kubernetes client: " + scrub(record.getMessage())
             record.args = None

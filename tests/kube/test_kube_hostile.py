@@ -107,10 +107,23 @@ def test_an_exec_plugins_stderr_is_never_printed(api: ApiServerStandIn, tmp_path
     done = _fetch(_kubeconfig(api, tmp_path / "kc", _exec_user(plugin)), tmp_path / "out")
     for secret in SECRETS:
         assert secret not in done.stderr and secret not in done.stdout
-    assert "credential plugin" in done.stderr and "exited with status 1" in done.stderr
-    assert done.returncode == 6  # no credentials: the API server says unauthorized
-    warning = [line for line in done.stderr.splitlines() if "credential plugin" in line]
-    assert warning[0].startswith("envoy-dissect: warning: kubernetes client: exec:"), done.stderr
+    assert done.returncode == 6  # no credentials
+    # one line: the plugin's failure is the error (not a library warning and then "unauthorized")
+    assert done.stderr.splitlines() == [_error_line(done)]
+    assert "no credentials: exec: credential plugin python" in done.stderr, done.stderr
+    assert "exited with status 1" in done.stderr
+
+
+def test_an_exec_plugin_without_a_credential_is_one_error_line(api: ApiServerStandIn, tmp_path: Path) -> None:
+    """The client library itself logs this failure (``exec: missing token ...``) and goes on without
+    credentials: the command stops with it as its one line."""
+    credential = {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                  "status": {"password": SECRETS[0]}}
+    done = _fetch(_kubeconfig(api, tmp_path / "kc", _exec_user(f"print({json.dumps(json.dumps(credential))})")),
+                  tmp_path / "out")
+    assert done.returncode == 6 and SECRETS[0] not in done.stderr + done.stdout
+    assert done.stderr.splitlines() == [_error_line(done)]
+    assert "no credentials: exec: missing token or clientCertificateData" in done.stderr, done.stderr
 
 
 def test_an_exec_plugin_that_hangs_is_stopped(api: ApiServerStandIn, tmp_path: Path) -> None:
