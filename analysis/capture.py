@@ -274,6 +274,18 @@ class Capture:
                 f"<table><tr><th>phase</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>{rows}</table>"
                 f"<ul>{finds}</ul></div>")
 
+    def cost(self) -> list[Any]:
+        """What the sidecar cost, one ``stages.cost.Cost`` per origin (docs/cost.md): added latency with and
+        without the trace-logging observer, CPU per 1000 requests, the throughput ceiling."""
+        if "cost" not in self._cache:
+            from envoy_dissector.analysis.findings import record_gaps
+            from envoy_dissector.analysis.stages.cost import capture_cost
+
+            gaps = self.facts.gaps if self.facts is not None else record_gaps(self.events)
+            self._cache["cost"] = capture_cost(self.requests, self.loop, self.workers(), gaps=gaps,
+                                               busy_measured=self.quality().socket_lines)
+        return self._cache["cost"]
+
 
 def _traffic_text(cap: dict[str, Any]) -> str:
     """The rate over the traffic window (first to last client request), the log's span apart."""

@@ -6,7 +6,7 @@ requests (complete client requests), with the percentiles every other output use
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -34,10 +34,44 @@ def compare(a: Capture, b: Capture) -> pl.DataFrame:
             row[f"a_{stat}"], row[f"b_{stat}"] = va, vb
             row[f"delta_{stat}"] = vb - va if va is not None and vb is not None else None
         rows.append(row)
+    rows += _cost_rows(a, b)
     schema = {"phase": pl.String(), **{f"{side}_{s}": pl.Int64() for s in STATS for side in ("a", "b", "delta")}}
     out = pl.DataFrame(rows, schema=schema)
     return out.with_columns(a_requests=pl.lit(counted(a.requests).height),
-                            b_requests=pl.lit(counted(b.requests).height))
+                            b_requests=pl.lit(counted(b.requests).height),
+                            a_ceiling_rps=pl.lit(_ceiling(a), dtype=pl.Float64),
+                            b_ceiling_rps=pl.lit(_ceiling(b), dtype=pl.Float64))
+
+
+#: What the sidecar costs (docs/cost.md) as rows of the comparison: ``Cost`` attribute per row name.
+COST_ROWS = (("sidecar_added", "sidecar_added_us"),
+             ("  w/o observer", "sidecar_added_without_observer_us"),
+             ("cpu_per_request", "cpu_us_per_request"))
+
+
+def _single_cost(capture: Capture) -> Any:
+    """The capture's one ``Cost`` (None with several origins or none: compare one proxy with one proxy)."""
+    costs = capture.cost()
+    return costs[0] if len(costs) == 1 else None
+
+
+def _cost_rows(a: Capture, b: Capture) -> list[dict[str, object]]:
+    ca, cb = _single_cost(a), _single_cost(b)
+    rows: list[dict[str, object]] = []
+    for name, attr in COST_ROWS:
+        row: dict[str, object] = {"phase": name}
+        for stat in STATS:
+            va = getattr(ca, attr).get(stat) if ca is not None else None
+            vb = getattr(cb, attr).get(stat) if cb is not None else None
+            row[f"a_{stat}"], row[f"b_{stat}"] = va, vb
+            row[f"delta_{stat}"] = vb - va if va is not None and vb is not None else None
+        rows.append(row)
+    return rows
+
+
+def _ceiling(capture: Capture) -> float | None:
+    cost = _single_cost(capture)
+    return None if cost is None or cost.ceiling is None else float(cost.ceiling.pod)
 
 
 def _cell(v: object, unit: str, decimals: int = 2, signed: bool = False) -> str:
@@ -70,6 +104,12 @@ def render_comparison(table: pl.DataFrame, a_name: str, b_name: str, width: int 
         cells = "".join(f"{_cell(row[f'a_{q}'], unit, decimals):>{cell}}{_cell(row[f'b_{q}'], unit, decimals):>{cell}}"
                         f"{_cell(row[f'delta_{q}'], unit, decimals, True):>{cell}}" for q in QUANTILES)
         lines.append(f"{row['phase']:<{label_w}}{cells}")
+    ceilings = [table[f"{side}_ceiling_rps"][0] if table.height and f"{side}_ceiling_rps" in table.columns else None
+                for side in ("a", "b")]
+    if any(c is not None for c in ceilings):
+        ca, cb = (f"{c:,.0f}" if c is not None else "–" for c in ceilings)
+        ratio = f" (B/A ×{ceilings[1] / ceilings[0]:.2f})" if None not in ceilings and ceilings[0] else ""
+        lines.append(f"{'ceiling (req/s)':<{label_w}}A {ca} · B {cb}{ratio}")
     if hidden:
         lines += textwrap.wrap(f"(zero in both captures: {', '.join(hidden)})", width=width, subsequent_indent=" ",
                                break_long_words=False, break_on_hyphens=False)

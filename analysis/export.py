@@ -11,6 +11,7 @@ from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.csv_safe import neutralise_formulas
 from envoy_dissector.analysis.output_file import output_path
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PEER_SCHEMA
+from envoy_dissector.analysis.stages.cost import summary_entry
 from envoy_dissector.analysis.trace_export import trace_events
 from envoy_dissector.parser.errors import UsageError
 
@@ -19,6 +20,11 @@ SUFFIXES = (".trace.json", ".parquet", ".csv", ".jsonl", ".json")
 #: then the declared detail columns and the peers).
 Columns = Literal["contract", "all"]
 COLUMN_CHOICES: tuple[Columns, ...] = ("contract", "all")
+
+
+def summary_json(capture: Capture) -> dict[str, Any]:
+    """The ``.json`` output: ``Capture.summary()`` and what the sidecar cost (``cost``; docs/cost.md)."""
+    return {**capture.summary(), "cost": summary_entry(capture.cost())}
 
 
 def kind_of(path: str) -> str:
@@ -59,6 +65,6 @@ def write(capture: Capture, path: str, requests: pl.DataFrame | None = None, col
         elif suffix == ".jsonl":
             frame.write_ndjson(out)
         elif suffix == ".json":
-            Path(out).write_text(json.dumps(capture.summary(), indent=2, default=_json_default))
+            Path(out).write_text(json.dumps(summary_json(capture), indent=2, default=_json_default))
         else:
             Path(out).write_text(json.dumps(trace_events(capture), default=_json_default))

@@ -48,6 +48,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
         _phase_table(capture, width),
         _slowest(capture, top, width),
         _workers(capture, width),
+        _cost(capture, width),
         _stitching(capture, width),
         _findings(capture.findings(), width),
     ]
@@ -212,6 +213,41 @@ def _workers(capture: Capture, width: int) -> list[str]:
                 f"({(busiest['utilisation'] or 0):.0%}, {busiest['requests']} req) — per worker: --json")
     lines = _wrap(text, width, "  ", "")
     return lines + [""]
+
+
+def _cost(capture: Capture, width: int) -> list[str]:
+    """What the sidecar costs (docs/cost.md): added latency with and without the observer, CPU, the ceiling."""
+    costs = capture.cost()
+    if not costs:
+        return []
+    quantiles = ("p50", "p90", "p99")
+    unit, decimals = table_unit([c.sidecar_added_us[q] for c in costs for q in quantiles],
+                                capture.quality().timestamp_tick_us)
+    lines = [f"{f'what the sidecar costs ({unit})':<{LABEL_W + 8}}" + "".join(f"{q:>{CELL_W}}" for q in quantiles)]
+    for cost in costs[:MAX_ORIGIN_LINES]:
+        if len(costs) > 1:
+            lines.append(_tail(cost.origin, width))
+        for label, values in (("added latency", cost.sidecar_added_us),
+                              ("  without trace logging", cost.sidecar_added_without_observer_us)):
+            if values["p50"] is not None:
+                lines.append(f"{label:<{LABEL_W + 8}}" + "".join(
+                    f"{in_unit(values[q], unit, decimals):>{CELL_W}}" for q in quantiles))
+        facts = []
+        if cost.cpu_ms_per_1000_requests is not None:
+            busy = ", ".join(f"{u:.0%}" for u in cost.utilisation.values())
+            facts.append(f"CPU {cost.cpu_ms_per_1000_requests:,.0f} ms per 1000 requests"
+                         + (f" (workers {busy} busy)" if busy else ""))
+        if cost.record_cost_us is not None:
+            facts.append(f"trace logging {cost.record_cost_us:.1f} µs per record")
+        if cost.ceiling is not None:
+            c = cost.ceiling
+            more = ", ".join(f"{n}: {v:,.0f}" for n, v in c.concurrency.items() if n != len(c.workers))
+            facts.append(f"ceiling {c.pod:,.0f} req/s ({c.low:,.0f}..{c.high:,.0f}) on {len(c.workers)} "
+                         f"worker(s); --concurrency {more}")
+        facts += list(cost.notes)
+        for fact in facts:
+            lines += _wrap(fact, width, "    ", "  ")
+    return [*lines, ""]
 
 
 def _stitching(capture: Capture, width: int) -> list[str]:

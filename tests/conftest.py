@@ -100,6 +100,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.browser)
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("cost"):  # timing against a real Envoy: never beside other work
+            item.add_marker(pytest.mark.live)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(hookwrapper=True)

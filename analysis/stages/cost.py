@@ -32,6 +32,8 @@ UPSTREAM_WAIT_QUEUE: Final = "upstream wait"
 DENSE_SLICE_LINES: Final = 8
 #: The per-record cost is this quantile of the dense slices' time per record (the least work between records).
 RECORD_COST_QUANTILE: Final = 0.1
+#: Back-to-back record gaps (``findings.record_gaps``) needed to take their median as the per-record cost.
+MIN_GAPS: Final = 5
 #: Fewer dense slices than this and the per-record cost is not estimated.
 MIN_DENSE_SLICES: Final = 20
 #: Relative uncertainty of the ceiling's model beyond sampling (per-event work the log does not show, work
@@ -207,16 +209,21 @@ def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
 
 
 def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFrame, *,
-                 busy_measured: bool = True) -> list[Cost]:
+                 busy_measured: bool = True, gaps: pl.Series | None = None) -> list[Cost]:
     """One :class:`Cost` per origin with complete client requests.
 
     ``workers`` is ``Capture.workers()`` (utilisation per worker); ``busy_measured`` False (no socket lines:
-    the loop's busy time is not measured) leaves CPU, the observer and the ceiling out.
+    the loop's busy time is not measured) leaves CPU, the observer and the ceiling out. ``gaps``: the
+    back-to-back record gaps of ``findings.record_gaps`` — their median is the cost of one record, the same
+    number the observer-effect finding gives; without :data:`MIN_GAPS` of them, :func:`record_cost_us`.
     """
     client = requests.filter(~pl.col("internal") & pl.col("complete"))
     if client.height == 0:
         return []
-    record_cost = record_cost_us(loop) if busy_measured else None
+    record_cost = None
+    if busy_measured:
+        record_cost = (float(gaps.median()) if gaps is not None and gaps.len() >= MIN_GAPS  # type: ignore[arg-type]
+                       else record_cost_us(loop))
     per_request = request_cpu(requests, loop, record_cost) if busy_measured else None
     out = []
     for origin in sorted(client["origin"].unique().to_list()):
