@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.export import COLUMN_CHOICES, kind_of, write
+from envoy_dissector.analysis.export import COLUMN_CHOICES, kind_of, summary_json, write
 from envoy_dissector.analysis.quality import require_request_lines
 from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import checked_regex, read_until, select
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {out}", file=sys.stderr)
     otel.export(capture, sources, args)
     if args.json:
-        json.dump(capture.summary(), sys.stdout, indent=2, default=str)
+        json.dump(summary_json(capture), sys.stdout, indent=2, default=str)
         print()
     else:
         print(render(capture, top=args.top, filters=describe_filters(args), width=report_width(sys.stdout)))
