@@ -17,8 +17,8 @@ leaves (span names, attribute values, the origin) goes through the capture's red
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import groupby
 from typing import Any
@@ -29,7 +29,7 @@ from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.outputs.otel_ids import span_id, trace_id_for_request_id, trace_id_for_uid
 from envoy_dissector.analysis.outputs.trace_context import CONTEXT_SCHEMA
 from envoy_dissector.analysis.schema import Phase
-from envoy_dissector.parser.redact import RedactOption, redact_text
+from envoy_dissector.parser.redact import RedactOption, policy, redact_strings
 
 AttributeValue = str | int | bool | tuple[int, ...]
 #: Requests whose spans are handed on together (memory: a batch's spans, not the capture's).
@@ -72,20 +72,23 @@ class Span:
     remote_parent: bool = False
 
 
-class _Redactor:
-    """``redact_text`` under the capture's option, once per distinct string."""
-
-    def __init__(self, option: RedactOption) -> None:
-        self.option = option
-        self.seen: dict[str, str] = {}
-
-    def __call__(self, text: str) -> str:
-        if not self.option:
-            return text
-        out = self.seen.get(text)
-        if out is None:
-            out = self.seen[text] = redact_text(text, self.option)
-        return out
+def redacted(spans: list[Span], option: RedactOption) -> list[Span]:
+    """``spans`` with every string (names, attribute values, origins, status texts) through the capture's
+    redaction rules (the ones its log messages went through: header values by name and shape, URL parameters),
+    each distinct string once."""
+    if policy(option) is None:
+        return spans
+    texts: set[str] = set()
+    for span in spans:
+        texts.update((span.name, span.origin))
+        texts.update(v for v in span.attributes.values() if isinstance(v, str))
+        if span.error is not None:
+            texts.add(span.error)
+    ordered = sorted(texts)
+    clean = dict(zip(ordered, redact_strings(ordered, option), strict=True))
+    return [replace(span, name=clean[span.name], origin=clean[span.origin],
+                    attributes={k: clean[v] if isinstance(v, str) else v for k, v in span.attributes.items()},
+                    error=None if span.error is None else clean[span.error]) for span in spans]
 
 
 def _int64(value: AttributeValue) -> AttributeValue:
@@ -156,8 +159,8 @@ def _life(row: dict[str, Any]) -> tuple[int, int]:
 
 
 def _request_spans(row: dict[str, Any], place: _Place, phases: list[tuple[Any, ...]],
-                   queueing: list[tuple[Any, ...]], clean: Callable[[str], str]) -> list[Span]:
-    uid, origin = row["request_uid"], clean(row["origin"])
+                   queueing: list[tuple[Any, ...]]) -> list[Span]:
+    uid, origin = row["request_uid"], row["origin"]
     trace, s = place.trace_id, place.shift_us
     server = span_id(uid, "server")
     start, end = _life(row)
@@ -165,17 +168,17 @@ def _request_spans(row: dict[str, Any], place: _Place, phases: list[tuple[Any, .
     for name in SERVER_ATTRIBUTES:
         value = row[name]
         if value is not None:
-            attributes[name] = clean(value) if isinstance(value, str) else _int64(value)
+            attributes[name] = _int64(value)
     if place.clock_offset_us is not None:
         attributes["clock_offset_us"] = place.clock_offset_us
     if row["peer_request_uid"] is not None:
-        attributes["peer_request_uid"] = clean(row["peer_request_uid"])
-        attributes["peer_origin"] = clean(row["peer_origin"])
+        attributes["peer_request_uid"] = row["peer_request_uid"]
+        attributes["peer_origin"] = row["peer_origin"]
     status = row["status"]
     failed = row["failure_reason"] is not None or (status is not None and status >= 500)
-    error = (clean(row["failure_reason"]) if row["failure_reason"] is not None
+    error = (row["failure_reason"] if row["failure_reason"] is not None
              else f"HTTP {status}" if failed else None)
-    spans = [Span(trace, server, place.parent, clean(_server_name(row)), SpanKind.SERVER, start + s, end + s, origin,
+    spans = [Span(trace, server, place.parent, _server_name(row), SpanKind.SERVER, start + s, end + s, origin,
                   attributes, error, place.remote)]
     partition: list[tuple[str, str, int, int]] = []  # (phase, span id, start, end)
     for n, (_i, phase, detail, p_start, p_end, dur, whole) in enumerate(phases):
@@ -185,7 +188,7 @@ def _request_spans(row: dict[str, Any], place: _Place, phases: list[tuple[Any, .
         partition.append((phase, sid, p_start, p_end))
         attrs: dict[str, AttributeValue] = {"phase": phase, "dur_us": dur}
         if detail is not None:
-            attrs["detail"] = clean(detail)
+            attrs["detail"] = detail
         spans.append(Span(trace, sid, server, phase, SpanKind.INTERNAL, p_start + s, p_end + s, origin, attrs))
     for n, (_i, phase, detail, p_start, p_end, dur, whole) in enumerate(phases):
         if whole or phase == Phase.LOOP_QUEUE:
@@ -193,8 +196,8 @@ def _request_spans(row: dict[str, Any], place: _Place, phases: list[tuple[Any, .
         parent = next((sid for ph, sid, a, b in partition if ph == phase and a <= p_start <= b), server)
         attrs = {"phase": phase, "dur_us": dur}
         if detail is not None:
-            attrs["detail"] = clean(detail)
-        spans.append(Span(trace, span_id(uid, f"part/{n}"), parent, clean(_part_name(phase, detail or phase)),
+            attrs["detail"] = detail
+        spans.append(Span(trace, span_id(uid, f"part/{n}"), parent, _part_name(phase, detail or phase),
                           SpanKind.INTERNAL, p_start + s, p_end + s, origin, attrs))
     for n, (_i, where, q_start, q_end, dur, conn_ids) in enumerate(queueing):
         parent = next((sid for _ph, sid, a, b in partition if a <= q_start < b), server)
@@ -206,13 +209,13 @@ def _request_spans(row: dict[str, Any], place: _Place, phases: list[tuple[Any, .
         out_id = span_id(uid, "outbound")
         tx, rx = int(row["us_tx_beg_us"]), int(row["us_rx_beg_us"])
         net_out, net_back = row["network_out_us"], row["network_back_us"]
-        legs: dict[str, AttributeValue] = {"peer_origin": clean(row["peer_origin"]),
-                                           "peer_request_uid": clean(row["peer_request_uid"]),
+        legs: dict[str, AttributeValue] = {"peer_origin": row["peer_origin"],
+                                           "peer_request_uid": row["peer_request_uid"],
                                            "network_out_us": net_out}
         if net_back is not None:
             legs["network_back_us"] = net_back
         target = row["cluster"] or row["authority"] or "upstream"
-        spans.append(Span(trace, out_id, server, clean(f"outbound {target}"), SpanKind.CLIENT, tx + s, rx + s, origin,
+        spans.append(Span(trace, out_id, server, f"outbound {target}", SpanKind.CLIENT, tx + s, rx + s, origin,
                           legs))
         if net_out >= 0:
             spans.append(Span(trace, span_id(uid, "network/out"), out_id, "network out", SpanKind.INTERNAL, tx + s,
@@ -246,7 +249,6 @@ def capture_spans(capture: Capture, contexts: pl.DataFrame, *, redact: RedactOpt
     queueing = capture.queueing.join(index, on="request_uid").sort("_i", "start_us", maintain_order=True).select(
         _QUEUE_ROW)
     places = _places(client.select(_PLACE_COLUMNS).to_dicts(), capture)
-    clean = _Redactor(redact)
     phase_groups = groupby(phases.iter_rows(), key=lambda r: r[0])
     queue_groups = groupby(queueing.iter_rows(), key=lambda r: r[0])
     next_phases, next_queue = next(phase_groups, None), next(queue_groups, None)
@@ -262,9 +264,9 @@ def capture_spans(capture: Capture, contexts: pl.DataFrame, *, redact: RedactOpt
         if next_queue is not None and next_queue[0] == i:
             mine_q = list(next_queue[1])
             next_queue = next(queue_groups, None)
-        out.extend(_request_spans(row, place, mine_p, mine_q, clean))
+        out.extend(_request_spans(row, place, mine_p, mine_q))
         if (i + 1) % batch_requests == 0:
-            yield out
+            yield redacted(out, redact)
             out = []
     if out:
-        yield out
+        yield redacted(out, redact)
