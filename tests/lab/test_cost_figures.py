@@ -1,0 +1,112 @@
+"""The cost figures (analysis/stages/cost.py, docs/cost.md) on the lab's real captures: their definitions hold
+row by row, they add up, and every output carries them (summary, report, compare)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.comparison import compare, render_comparison
+from envoy_dissector.analysis.report import render
+from envoy_dissector.analysis.stages.cost import request_cpu
+from envoy_dissector.analysis.stats import counted
+from envoy_dissector.cli.main import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+LUA = FIXTURES / "istio-thread/lua-cpu/envoy.log.gz"
+WORKERS = FIXTURES / "istio-thread/workers/envoy.log.gz"
+MULTI_POD = FIXTURES / "kubectl/multi-pod/interleaved.log.gz"
+DEBUG = FIXTURES / "debug-level/istio-thread/keepalive/envoy.log.gz"
+
+
+@pytest.fixture(scope="module")
+def lua():  # type: ignore[no-untyped-def]
+    return dissect(str(LUA))
+
+
+@pytest.fixture(scope="module")
+def workers():  # type: ignore[no-untyped-def]
+    return dissect(str(WORKERS))
+
+
+def test_sidecar_added_is_the_time_in_the_proxy_not_waiting_for_the_upstream(lua) -> None:  # type: ignore[no-untyped-def]
+    """lua-cpu: 8 connections queue on one worker, so the upstream-wait queueing given back is not zero."""
+    r = counted(lua.requests)
+    back = (lua.queueing.filter(pl.col("where") == "upstream wait").group_by("request_uid")
+            .agg(back=pl.col("dur_us").sum()))
+    r = r.join(back, on="request_uid", how="left").with_columns(pl.col("back").fill_null(0))
+    assert r["back"].sum() > 0
+    for row in r.iter_rows(named=True):
+        wait = row["upstream_wait_us"] or 0
+        expected = row["total_us"] + (row["queue_before_read_us"] or 0) - wait + min(row["back"], wait)
+        assert row["sidecar_added_us"] == expected, row["request_uid"]
+        assert row["sidecar_added_us"] <= row["total_us"] + (row["queue_before_read_us"] or 0)
+
+
+def test_cpu_per_request_adds_up_to_the_workers_busy_time(workers) -> None:  # type: ignore[no-untyped-def]
+    """Own slices plus an equal share of the unowned ones: nothing counted twice, nothing lost."""
+    cost = workers.cost()[0]
+    per = request_cpu(workers.requests, workers.loop, cost.record_cost_us)
+    busy = workers.workers().filter(pl.col("requests") > 0)["busy_us"].sum()
+    assert per.height == counted(workers.requests).height
+    assert per["cpu_us"].sum() == pytest.approx(busy, rel=1e-9)
+    assert (per["own_cpu_us"] <= per["cpu_us"]).all()
+    assert cost.cpu_ms_per_1000_requests == pytest.approx(busy / per.height)
+
+
+def test_the_pod_ceiling_is_where_the_busiest_worker_saturates(workers) -> None:  # type: ignore[no-untyped-def]
+    cost = workers.cost()[0]
+    ceiling = cost.ceiling
+    assert ceiling is not None and len(ceiling.workers) == 2
+    per = request_cpu(workers.requests, workers.loop, cost.record_cost_us)
+    n = per.group_by("thread").len()
+    share = {t: k / per.height for t, k in n.iter_rows()}
+    assert ceiling.pod == pytest.approx(min(ceiling.workers[t] / share[t] for t in ceiling.workers))
+    assert ceiling.pod <= sum(ceiling.workers.values()) + 1e-6
+    assert ceiling.low < ceiling.pod < ceiling.high
+    assert ceiling.concurrency[2] == pytest.approx(ceiling.pod)  # the capture's own worker count
+    assert ceiling.concurrency[4] == pytest.approx(2 * ceiling.concurrency[2])
+
+
+def test_the_observer_estimate_is_records_times_their_cost(lua) -> None:  # type: ignore[no-untyped-def]
+    cost = lua.cost()[0]
+    assert cost.record_cost_us is not None and 0 < cost.record_cost_us < 20
+    per = request_cpu(lua.requests, lua.loop, cost.record_cost_us)
+    assert (per["observer_us"] >= cost.record_cost_us * per["own_lines"] - 1e-9).all()
+    assert cost.sidecar_added_without_observer_us["p50"] < cost.sidecar_added_us["p50"]  # type: ignore[operator]
+
+
+def test_summary_json_has_the_cost_entry_per_origin(tmp_path: Path) -> None:
+    one, several = tmp_path / "one.json", tmp_path / "several.json"
+    assert main(["analyze", "-q", str(WORKERS), "-o", str(one)]) == 0
+    assert main(["analyze", "-q", str(MULTI_POD), "-o", str(several)]) == 0
+    cost = json.loads(one.read_text())["cost"]
+    assert set(cost["sidecar_added_us"]) == {"p50", "p90", "p99"}
+    assert set(cost["sidecar_added_without_observer_us"]) == {"p50", "p90", "p99"}
+    assert cost["cpu_ms_per_1000_requests"] > 0
+    assert {"pod", "low", "high", "workers"} <= set(cost["ceiling_rps"])
+    assert len(cost["ceiling_rps"]["workers"]) == 2
+    by_origin = json.loads(several.read_text())["cost"]
+    assert len(by_origin) == 2 and all("ceiling_rps" in entry for entry in by_origin.values())
+
+
+def test_a_capture_without_socket_lines_measures_no_cpu_or_ceiling() -> None:
+    cost = dissect(str(DEBUG)).cost()[0]
+    assert cost.sidecar_added_us["p50"] is not None
+    assert cost.cpu_ms_per_1000_requests is None and cost.ceiling is None
+    assert cost.sidecar_added_without_observer_us["p50"] is None
+    assert any("socket lines" in note for note in cost.notes)
+
+
+def test_report_and_compare_show_the_cost(lua, workers) -> None:  # type: ignore[no-untyped-def]
+    text = render(lua, width=80)
+    section = text.split("what the sidecar costs")[1].split("\n\n")[0]
+    assert "added latency" in section and "ceiling" in section and "per 1000 requests" in section
+    assert max(len(line) for line in text.splitlines()) <= 80
+    table = compare(lua, workers)
+    assert {"sidecar_added", "cpu_per_request"} <= set(table["phase"])
+    assert table["a_ceiling_rps"][0] == pytest.approx(lua.cost()[0].ceiling.pod)
+    assert "ceiling (req/s)" in render_comparison(table, "lua", "workers", width=80)
