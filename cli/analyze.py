@@ -5,6 +5,7 @@ Examples:
   kubectl logs POD -c istio-proxy | envoy-dissect analyze -
   envoy-dissect analyze 'logs/*.log.gz' -o requests.parquet -o summary.json \\
       -o run.trace.json
+  envoy-dissect analyze --follow /var/log/envoy.log -o live.jsonl
 
 Outputs are named by their suffix: .parquet/.csv/.jsonl one row per request,
 .json the summary (trace.json too), .trace.json a Chrome trace for Perfetto.
@@ -25,6 +26,7 @@ from envoy_dissector.analysis.select import checked_regex, read_until, select
 from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.analysis.terminal import report_width
 from envoy_dissector.cli.argtypes import MAX_COUNT, count
+from envoy_dissector.cli.follow import add_follow_arguments, run_follow
 from envoy_dissector.cli.otel_output import add_otel_arguments, otel_outputs
 from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
@@ -72,6 +74,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=count, default=5, metavar="N",
                    help=f"slowest requests to list (default 5, at most {MAX_COUNT:,})")
     p.add_argument("--json", action="store_true", help="print the summary JSON instead of the report")
+    p.add_argument("--follow", action="store_true",
+                   help="follow one growing FILE (rotation handled) or - (kubectl logs -f): a live view "
+                        "refreshed every few seconds, .jsonl/.csv outputs appended as requests finish; "
+                        "Ctrl-C prints the final report (docs/follow.md)")
+    p.add_argument("--from-end", action="store_true",
+                   help="with --follow FILE: start at the file's end (only lines written from now on)")
+    add_follow_arguments(p)
     p.add_argument("--whole", action="store_true",
                    help="analyse the whole capture at once instead of worker by worker as it is read "
                         "(memory grows with the file; docs/scale.md says when the two can differ)")
@@ -84,6 +93,10 @@ def describe_filters(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "follow", False):
+        return run_follow(args)
+    if getattr(args, "from_end", False):
+        raise UsageError("--from-end goes with --follow")
     otel = otel_outputs(args)
     for out in args.output:
         if not otel.claims(out):
