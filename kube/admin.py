@@ -15,9 +15,11 @@ nothing, so levels are read with POST (GET is tried if POST is refused with 405)
 """
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -168,7 +170,25 @@ class PortForward:
                                 f"{message or ''}".rstrip())
 
     def request(self, method: str, path: str, query: list[tuple[str, str]]) -> tuple[int, str]:
-        pf = self._open()
+        """One request through a new port-forward, the websocket handshake and the whole response within
+        the request timeout (websocket-client's and the socket's timeouts bound each read only: a server
+        sending a byte a second would stretch them without end)."""
+        opened: list[Any] = []
+
+        def exchange() -> tuple[int, str]:
+            opened.append(self._open())
+            return self._exchange(opened[0], method, path, query)
+
+        try:
+            return within(self.kube.connect_timeout_s + self.kube.read_timeout_s,
+                          f"Envoy's admin of {self.target.origin} (port-forward)", exchange)
+        except ApiTooSlow:
+            for pf in opened:  # the library's proxy thread still reads the websocket: end it
+                _shut_down(pf.websocket.sock)
+                pf.close()
+            raise
+
+    def _exchange(self, pf: Any, method: str, path: str, query: list[tuple[str, str]]) -> tuple[int, str]:
         sock = pf.socket(self.port)
         try:
             sock.settimeout(self.kube.read_timeout_s)
@@ -186,6 +206,12 @@ class PortForward:
             return int(resp.status), body.decode("utf-8", "replace")
         finally:
             sock.close()
+
+
+def _shut_down(sock: socket.socket | None) -> None:
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def parse_levels(text: str) -> dict[str, str]:

@@ -21,10 +21,13 @@ T = TypeVar("T")
 
 def _drop_connection(thread: threading.Thread) -> None:
     """Shut down the socket ``thread`` is blocked reading: http.client reads through a ``socket.SocketIO``
-    (plain and TLS alike), found in the thread's frames; the read then fails and the thread returns."""
+    (plain and TLS alike), websocket-client's handshake through a function given the socket (``sock``),
+    found in the thread's frames; the read then fails and the thread returns."""
     frame = sys._current_frames().get(thread.ident or -1)
     while frame is not None:
         sock = getattr(frame.f_locals.get("self"), "_sock", None)
+        if not isinstance(sock, socket.socket):
+            sock = frame.f_locals.get("sock")
         if isinstance(sock, socket.socket):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

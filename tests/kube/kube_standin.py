@@ -655,7 +655,7 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     self.wfile.write(head + payload)
                     self.wfile.flush()
-                except OSError:
+                except (OSError, ValueError):  # the client went away (ValueError: the stream is closed)
                     pass
 
         upstreams: dict[int, socket.socket] = {}

@@ -9,10 +9,12 @@ it tests: without the bound the test fails by that timeout, not by a wall-clock 
 """
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,48 @@ def test_a_log_stream_trickling_is_given_up_on_per_chunk(api: ApiServerStandIn, 
     assert done.returncode == 5
     assert "the log of web-0/istio-proxy: the API server did not answer within" in _error_line(done)
     assert not list((tmp_path / "out").rglob("*.log")) and not list((tmp_path / "out").rglob("*.part"))
+
+
+class _Admin(http.server.BaseHTTPRequestHandler):
+    """Envoy's admin ``/logging`` on 127.0.0.1 (all the port-forward test reaches of the pod)."""
+
+    def do_POST(self) -> None:
+        body = b"active loggers:\n" + b"".join(b"  %s: info\n" % name for name in (b"admin", b"conn_handler", b"http"))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def admin() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Admin)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_port_forward_trickling_is_given_up_on(api: ApiServerStandIn, admin: int, tmp_path: Path) -> None:
+    """The websocket port-forward to Envoy's admin: its handshake and response, one byte per 0.2 s, stay
+    within --request-timeout (connect 10 s + read 2 s), not the minute they take to arrive."""
+    api.add_pod(Pod(name="web-1", namespace=NS, labels={"app": "web"}, admin_port=admin,
+                    containers={"istio-proxy": Container("istio-proxy", api.new_log("web-1"))}))
+    api.trickle_s, api.trickle_path = 0.2, "/portforward"
+    done = subprocess.run([*CLI, "capture", "web-1", "--kubeconfig", str(_kubeconfig(api, tmp_path / "kc", {
+        "token": "good-token"})), "-o", str(tmp_path / "out"), "--no-analyze", "--via", "port-forward",
+        "--duration", "1s", "--request-timeout", "2s"], capture_output=True, text=True, check=False, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 5, done.stderr
+    assert ("Envoy's admin of web-1/istio-proxy (port-forward): the API server did not answer within 12 s"
+            in _error_line(done))
+    assert api.requests_to("/portforward"), "the port-forward was tried"
 
 
 def _exec_user(code: str) -> dict[str, Any]:
