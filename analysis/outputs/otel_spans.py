@@ -3,8 +3,8 @@
 * a ``SERVER`` span for the request inside the sidecar, first read → last write (``life_start_us`` →
   ``life_end_us``), with the request's identity and timing as attributes;
 * under it a span per phase row that partitions the request's life (``header_parse``, ``router``...), and a
-  span per part inside a phase (``filter envoy.filters.http.lua``, ``wasm proxy_on_log``, ``tracing flush ...``)
-  under the phase span that holds it;
+  span per part inside a phase (``filter envoy.filters.http.lua``, ``downstream_write: wasm proxy_on_log``,
+  ``upstream_wait: tracing flush S12``) under the phase span that holds it;
 * a ``loop_queue`` span per event-loop queueing window, naming the connections the worker served meanwhile;
 * a call stitched across two sidecars is one trace: the client sidecar's request gets a ``CLIENT`` span
   ``outbound ...`` (its upstream request sent → response begun), with the network legs as child spans, and is
@@ -104,9 +104,10 @@ def _server_name(row: dict[str, Any]) -> str:
 
 
 def _part_name(phase: str, detail: str) -> str:
-    """``filter NAME`` for a filter's share (its name is dotted), else the phase's own words for the part."""
+    """``filter NAME`` for a filter's share (its name is dotted), else ``phase: detail`` (``upstream_wait: tracing
+    flush S12``, ``tls_handshake: downstream``)."""
     first = detail.split(" ", 1)[0]
-    return f"filter {detail}" if "." in first else detail
+    return f"filter {detail}" if "." in first else f"{phase}: {detail}"
 
 
 @dataclass(frozen=True, slots=True)
