@@ -5,7 +5,6 @@ decimated here so the browser never receives a whole capture.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -60,28 +59,6 @@ def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
                       template="plotly_white", margin=dict(l=10, r=10, t=MODEBAR_PX + TITLE_LINE_PX * lines + 16, b=40),
                       **kw)
     return fig
-
-
-def ms_ticks(lo_us: float, hi_us: float, target: int = 8) -> tuple[list[float], list[str]]:
-    """Tick positions (µs, the axis' own coordinates) and their labels in ms, at a 1-2-5 step giving about
-    ``target`` ticks over ``lo_us..hi_us``.
-
-    The event-loop axis stays in µs since the capture's start (the dashboard's zoom reads those coordinates)
-    while people read ms.
-
-    >>> ms_ticks(0, 170_000)[1]
-    ['0', '20', '40', '60', '80', '100', '120', '140', '160']
-    >>> ms_ticks(1_000, 1_700)[1]
-    ['1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6', '1.7']
-    """
-    span = max(hi_us - lo_us, 1.0)
-    raw = span / target
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = min((m * magnitude for m in (1, 2, 5, 10)), key=lambda st: abs(span / st - target))
-    decimals = max(0, -math.floor(math.log10(step / 1000) + 1e-9)) if step < 1000 else 0
-    first = math.ceil(lo_us / step) * step
-    vals = [first + i * step for i in range(int((hi_us - first) // step) + 1)]
-    return [float(v) for v in vals], [f"{v / 1000:,.{decimals}f}" for v in vals]
 
 
 def _wall_clock(us: pl.Series) -> list[str]:
@@ -220,9 +197,9 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     ``internal`` (``origin, thread, start_us, end_us, kind, label``: Envoy's own work — tracing flushes, ext_authz
     and other filter calls, health checks) is drawn over the slices it ran inside, one trace per kind
     (``internal work: <kind>``), each bar labelled (``health check C0``, ``ext_authz call S…``).
-    ``highlight`` connection ids get a red outline and their own trace; ``zero_us`` fixes the x origin
-    (µs) so a zoomed window keeps the coordinates of the whole capture (the dashboard re-queries the
-    window server-side on zoom); by default the first slice shown is 0."""
+    ``highlight`` connection ids get a red outline and their own trace. The x axis is in ms since ``zero_us``
+    (epoch µs; by default the first slice shown), the wall clock in each hover: ``zero_us`` keeps the coordinates
+    of the whole capture in a zoomed window (the dashboard re-queries the window server-side on zoom)."""
     lo = loop
     if thread is not None:
         lo = lo.filter(pl.col("thread") == thread)
@@ -243,12 +220,11 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
         bucket = max(span // 400, 1)
         agg = lanes.with_columns(b=((pl.col("start_us") - first) // bucket) * bucket).group_by("lane", "b").agg(
             busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("lane", "b")
-        fig.add_trace(go.Heatmap(x=(agg["b"] + (first - t0)).to_list(), y=agg["lane"].to_list(),
+        fig.add_trace(go.Heatmap(x=_ms(agg["b"] + (first - t0)), y=agg["lane"].to_list(),
                                  z=agg["busy"].to_list(), colorscale="Reds", zmin=0, zmax=1,
                                  colorbar=dict(title="busy")))
-        tickvals, ticktext = ms_ticks(first - t0, int(lo["end_us"].max()) - t0)  # type: ignore[arg-type]
         fig.update_xaxes(title=f"ms since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; buckets of "
-                               f"{format_us(bucket)}; zoom in for slices)", tickvals=tickvals, ticktext=ticktext)
+                               f"{format_us(bucket)}; zoom in for slices)", tickformat=",~r")
         return _layout(fig, f"Event loop: busy fraction per worker ({lo.height} slices; zoom in){note}",
                        height=260 + 22 * lanes["lane"].n_unique())
     colors = {"read": "#377eb8", "write": "#4daf4a", "read+write": "#984ea3", "other": "#999999"}
@@ -257,16 +233,16 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
         line_color = ["#e41a1c" if highlight and c in highlight else "rgba(0,0,0,0)" for c in conns]
         names = [f"C{c} {kind}" if c is not None else str(kind) for c in conns]
         fig.add_trace(go.Bar(
-            y=part["lane"].to_list(), x=(part["end_us"] - part["start_us"]).clip(lower_bound=1).to_list(),
-            base=(part["start_us"] - t0).to_list(), orientation="h", name=str(kind),
+            y=part["lane"].to_list(), x=_ms((part["end_us"] - part["start_us"]).clip(lower_bound=1)),
+            base=_ms(part["start_us"] - t0), orientation="h", name=str(kind),
             marker=dict(color=colors.get(str(kind), "#ff7f00"), line=dict(color=line_color, width=2)),
             customdata=_slice_hover(part, names, t0), hovertemplate="%{customdata}<extra></extra>"))
     if highlight:
         mine = lanes.filter(pl.col("conn_id").is_in(list(highlight)))
         if mine.height:
             fig.add_trace(go.Bar(
-                y=mine["lane"].to_list(), x=(mine["end_us"] - mine["start_us"]).clip(lower_bound=1).to_list(),
-                base=(mine["start_us"] - t0).to_list(), orientation="h",
+                y=mine["lane"].to_list(), x=_ms((mine["end_us"] - mine["start_us"]).clip(lower_bound=1)),
+                base=_ms(mine["start_us"] - t0), orientation="h",
                 name="highlighted: " + ", ".join(f"C{c}" for c in highlight),
                 marker=dict(color="#e41a1c", line=dict(color="#e41a1c", width=2)), width=0.35,
                 customdata=_slice_hover(mine, [f"C{c} (highlighted)" for c in mine["conn_id"].to_list()], t0),
@@ -281,14 +257,12 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
         for (kind,), part in work.group_by("kind", maintain_order=True):
             fill, edge = INTERNAL_WORK_COLOURS.get(str(kind), ("#ff7f00", "#a65628"))
             fig.add_trace(go.Bar(
-                y=part["lane"].to_list(), x=(part["end_us"] - part["start_us"]).clip(lower_bound=1).to_list(),
-                base=(part["start_us"] - t0).to_list(), orientation="h", name=f"internal work: {kind}", width=0.3,
+                y=part["lane"].to_list(), x=_ms((part["end_us"] - part["start_us"]).clip(lower_bound=1)),
+                base=_ms(part["start_us"] - t0), orientation="h", name=f"internal work: {kind}", width=0.3,
                 marker=dict(color=fill, line=dict(color=edge, width=1)),
                 customdata=_slice_hover(part, [plain(label) for label in part["label"].to_list()], t0),
                 hovertemplate="%{customdata}<extra></extra>"))
     fig.update_layout(barmode="overlay")
-    lo_x = (first if start_us is None else max(first, start_us)) - t0
-    hi_x = (int(lo["end_us"].max()) if end_us is None else int(end_us)) - t0  # type: ignore[arg-type]
     shown: list[float] | None = None
     served = lo.filter(pl.col("conn_id").is_not_null() & pl.col("kind").is_in(list(colors)))
     if start_us is None and end_us is None and served.height:
@@ -296,13 +270,17 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
         # shutdown around it; zooming out (double click) shows the whole capture.
         a = int(served["start_us"].quantile(0.02, "lower")) - t0  # type: ignore[arg-type]
         b = int(served["end_us"].quantile(0.98, "higher")) - t0  # type: ignore[arg-type]
-        pad = max((b - a) * 0.03, 1)
-        if (b - a) < (hi_x - lo_x) * 0.5:
-            shown, lo_x, hi_x = [a - pad, b + pad], int(a - pad), int(b + pad)
-    tickvals, ticktext = ms_ticks(lo_x, hi_x)
+        if (b - a) < (int(lo["end_us"].max()) - first) * 0.5:  # type: ignore[arg-type]
+            pad = max((b - a) * 0.03, 1)
+            shown = [(a - pad) / 1000, (b + pad) / 1000]
     fig.update_xaxes(title=f"ms since the capture's start ({_wall_clock(pl.Series([t0]))[0]}; hover: wall clock)",
-                     tickvals=tickvals, ticktext=ticktext, range=shown)
+                     range=shown, tickformat=",~r")
     return _layout(fig, f"Event loop: busy slices per worker{note}", height=200 + 40 * lanes["lane"].n_unique())
+
+
+def _ms(us: pl.Series) -> list[float]:
+    """µs offsets as the event-loop axis' ms coordinates."""
+    return (us / 1000).to_list()
 
 
 def _slice_hover(part: pl.DataFrame, names: list[str], t0: int) -> list[str]:

@@ -303,7 +303,8 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
                                       highlight=highlight)
         zero, start, end = views.loop_window(ds.capture, start_us, end_us)
         marked = ", ".join(f"C{c}" for c in highlight or [])
-        info = f"window +{start - zero:,}..+{end - zero:,} µs" + (f" · highlighted {marked}" if marked else "")
+        info = (f"window +{(start - zero) / 1000:,.3f}..+{(end - zero) / 1000:,.3f} ms since the capture's start"
+                + (f" · highlighted {marked}" if marked else ""))
         return fig, info
 
     @callback(Output("utilisation-graph", "figure"), Output("workers-panel", "children"),

@@ -379,8 +379,8 @@ def loop_window(capture: Capture, start_us: int | None, end_us: int | None) -> t
 
 
 def window_from_relayout(relayout: dict[str, Any] | None, zero: int) -> tuple[int | None, int | None] | None:
-    """A new absolute window from a plotly ``relayoutData`` (x in µs since ``zero``); ``(None, None)`` to
-    reset (autorange); ``None`` when the event is not an x zoom/pan."""
+    """A new absolute window (epoch µs) from a plotly ``relayoutData`` (x in ms since ``zero``, epoch µs);
+    ``(None, None)`` to reset (autorange); ``None`` when the event is not an x zoom/pan."""
     if not relayout:
         return None
     if relayout.get("xaxis.autorange"):
@@ -392,18 +392,18 @@ def window_from_relayout(relayout: dict[str, Any] | None, zero: int) -> tuple[in
     else:
         return None
     try:
-        return zero + int(float(x0)), zero + int(float(x1))
+        return zero + round(float(x0) * 1000), zero + round(float(x1) * 1000)
     except (TypeError, ValueError, OverflowError):
         return None
 
 
 def event_loop_figure(capture: Capture, *, thread: int | None, start_us: int | None, end_us: int | None,
                       highlight: list[int] | None) -> Any:
-    """The event-loop figure for a window, x axis in µs since the capture's first slice, zoomed to it."""
+    """The event-loop figure for a window, x axis in ms since the capture's first slice, zoomed to it."""
     zero, start, end = loop_window(capture, start_us, end_us)
     fig = figures.event_loop(capture.loop, thread=thread, start_us=start, end_us=end, highlight=highlight,
                              zero_us=zero, internal=capture.internal_work())
-    fig.update_xaxes(range=[start - zero, end - zero], autorange=False)
+    fig.update_xaxes(range=[(start - zero) / 1000, (end - zero) / 1000], autorange=False)
     fig.update_layout(uirevision=f"{start}-{end}-{thread}")
     return fig
 

@@ -35,7 +35,10 @@ def test_event_loop_zero_keeps_coordinates_of_the_whole_capture(cap):
     zero = int(cap.loop["start_us"].min())
     start = zero + 20_000
     fig = figures.event_loop(cap.loop, start_us=start, end_us=start + 5_000, zero_us=zero)
-    assert min(b for t in fig.data for b in t.base) >= 20_000 - 5_000  # slices overlapping the window start
+    # (x in ms since ``zero``: slices overlapping the window start begin at most one 5 ms slice before it)
+    assert min(b for t in fig.data for b in t.base) >= 20 - 5
+    first = cap.loop.filter(pl.col("end_us") >= start).sort("start_us").row(0, named=True)
+    assert any(b == (first["start_us"] - zero) / 1000 for t in fig.data for b in t.base)
     default = figures.event_loop(cap.loop, start_us=start, end_us=start + 5_000)
     assert min(b for t in default.data for b in t.base) == 0
 

@@ -103,12 +103,12 @@ def test_event_loop_slices_are_no_longer_than_the_work(dash_br, caps, tmp_path, 
     draw(dash_br, fig, tmp_path, "loop")
     drawn = js(dash_br, """
         const g = document.getElementById('fig'), xa = g._fullLayout.xaxis, out = [];
-        const us = xa.l2p(1000) - xa.l2p(0);
+        const px_per_ms = xa.l2p(1) - xa.l2p(0);  // (the axis' coordinates are ms since the capture's start)
         g.querySelectorAll('.barlayer .trace').forEach((tr, i) => {
             const d = g._fullData[tr.__data__ ? tr.__data__[0].trace.index : i];
             tr.querySelectorAll('.point path').forEach((p, j) => {
                 const r = p.getBoundingClientRect();
-                out.push({trace: d.name, j: j, width_us: r.width / us * 1000, conn: d.customdata[j]});
+                out.push({trace: d.name, j: j, width_us: r.width / px_per_ms * 1000, conn: d.customdata[j]});
             });
         });
         return out;""")
@@ -124,6 +124,12 @@ def test_event_loop_slices_are_no_longer_than_the_work(dash_br, caps, tmp_path, 
         assert bar["width_us"] <= limit + px_us, bar
     title = js(dash_br, "return document.querySelector('#fig .xtitle').textContent;")
     assert title.startswith("ms since the capture's start") and "UTC" in title
+    # the coordinates themselves are ms since the first slice (not µs labelled as ms): the rendered axis' full
+    # extent (autorange, double click) spans the capture's loop in ms
+    full = js(dash_br, """const g = document.getElementById('fig');
+        return Plotly.relayout(g, {'xaxis.autorange': true}).then(() => g._fullLayout.xaxis.range);""")
+    span_ms = (int(cap.loop["end_us"].max()) - int(cap.loop["start_us"].min())) / 1000
+    assert full[0] <= 0 and span_ms <= full[1] <= span_ms * 1.1 + 1, (full, span_ms)
     ticks = js(dash_br, "return Array.from(document.querySelectorAll('#fig .xtick text')).map(t => t.textContent);")
     assert ticks and all(len(t.replace(",", "")) <= 6 for t in ticks), ticks  # ms, not 16-digit µs
     assert_title_clear(dash_br, "event loop")
