@@ -181,6 +181,15 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
                         start_us="start_us", end_us="end_us", dur_us="dur_us", part_of_total=pl.lit(False))
 
 
+def _filters_traced(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """``request_uid, filters_traced``: the requests whose filter callbacks (``... headers called``) are logged."""
+    called = events.select("origin", "conn_id", "stream_id", "kind").filter(
+        pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
+        & pl.col("stream_id").is_not_null()).select("origin", "conn_id", "stream_id").unique()
+    return r.select("request_uid", "origin", "conn_id", "stream_id").join(
+        called, on=["origin", "conn_id", "stream_id"], how="semi").select("request_uid", filters_traced=pl.lit(True))
+
+
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The phases stage: requests (``REQUEST_LINES_SCHEMA``) with boundaries and ``*_us`` phase columns
     (``PHASED_REQUEST_SCHEMA``), and the long ``phases`` frame (spans, filter, Wasm and tracing details;
@@ -204,12 +213,19 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     charged = charged_rows(r, bursts, streams)
     internal = in_phase(charged.drop("tracing"), spans)
     r = r.join(own_work(bursts, streams), on="request_uid", how="left")
+    # Wasm and tracing shares are measured where the request's filter callbacks are logged (trace level), or its
+    # VM calls / a charged flush are; else (debug level) they are unmeasured: null, not 0.
+    traced = _filters_traced(r, events)
     r = (r.join(share, on="request_uid", how="left").join(vm_share, on="request_uid", how="left")
-         .join(charged_shares(charged), on="request_uid", how="left").with_columns(
-             wasm_us=pl.coalesce("vm_us", "wasm_us").fill_null(0).cast(pl.Int64),
-             tracing_us=(pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64),
+         .join(charged_shares(charged), on="request_uid", how="left").join(traced, on="request_uid", how="left")
+         .with_columns(pl.col("filters_traced").fill_null(False))
+         .with_columns(
+             wasm_us=pl.when(pl.col("filters_traced") | pl.col("vm_us").is_not_null()).then(
+                 pl.coalesce("vm_us", "wasm_us").fill_null(0)).cast(pl.Int64),
+             tracing_us=pl.when(pl.col("filters_traced") | pl.col("flush_us").is_not_null()).then(
+                 pl.col("tracing_us").fill_null(0) + pl.col("flush_us").fill_null(0)).cast(pl.Int64),
              internal_us=pl.col("internal_us").fill_null(0).cast(pl.Int64))
-         .drop("vm_us", "flush_us"))
+         .drop("vm_us", "flush_us", "filters_traced"))
     phases = pl.concat([spans, details, vm, internal], how="vertical_relaxed").cast(PHASES_SCHEMA)  # type: ignore[arg-type]
     # Every column is a key: rows that tie on time (a zero-length span, filters in one tick) keep one order.
     order = ("request_uid", "start_us", "part_of_total", "end_us", "phase", "detail", "dur_us")

@@ -249,10 +249,10 @@ def assess_facts(facts: RecordFacts, requests: pl.DataFrame) -> CaptureQuality:
                         "life runs from "
                         "`new stream` to the response's end; header_parse starts at `new stream`, upstream_send "
                         "ends at the upstream `encode complete`/`writing`, upstream_wait includes response parsing"
-                        + ("; no per-filter breakdown (wasm_us, tracing_us are 0)" if not filter_lines else ""))
+                        + ("; no per-filter breakdown (wasm_us, tracing_us left empty)" if not filter_lines else ""))
         if not filter_lines and socket_lines:
             said.append("no `decode headers called` lines (trace level): no per-filter breakdown, wasm_us and "
-                        "tracing_us are 0")
+                        "tracing_us left empty")
         if client.height and not client["complete"].any():
             said.append(f"no complete request: all {client.height} client request(s) are cut by the capture or "
                         "lack their first/last line; they are listed below with the phases known")
