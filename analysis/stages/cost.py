@@ -6,9 +6,10 @@ Every figure is defined and derived in docs/cost.md; in short:
   and not waiting for the upstream — ``queue_before_read_us + total_us − upstream_wait_us``, with the part of
   the upstream wait that was the worker being busy elsewhere (the ``upstream wait`` queueing window) given
   back, because the response had arrived and the proxy had not read it.
-* the observer: trace logging costs each record some worker time (:func:`record_cost_us`, estimated from
-  the capture's densest slices); a request's observer cost is that times the records on its own slices plus
-  the logging share of the time it queued behind others (:func:`request_cpu`).
+* the observer: trace logging costs each record some worker time (:func:`record_cost_from_gaps`: the mean
+  gap between two records logged by adjacent statements; :func:`record_cost_us` from the densest slices when
+  the capture has too few); a request's observer cost is that times the records on its own slices plus the
+  logging share of the time it queued behind others (:func:`request_cpu`).
 * CPU per request: the worker busy time (loop slices inside the traffic window) of the request's own slices
   (its downstream and upstream connections), plus an equal share of the worker's slices no request owns.
 * the ceiling: a worker serves at most ``1e6 / busy µs per request`` requests/s at this mix; the pod at most
@@ -32,8 +33,10 @@ UPSTREAM_WAIT_QUEUE: Final = "upstream wait"
 DENSE_SLICE_LINES: Final = 8
 #: The per-record cost is this quantile of the dense slices' time per record (the least work between records).
 RECORD_COST_QUANTILE: Final = 0.1
-#: Back-to-back record gaps (``findings.record_gaps``) needed to take their median as the per-record cost.
+#: Back-to-back record gaps (``findings.record_gaps``) needed to take their mean as the per-record cost.
 MIN_GAPS: Final = 5
+#: A back-to-back gap longer than this is the worker descheduled between two statements, not logging.
+BACK_TO_BACK_US: Final = 10
 #: Fewer dense slices than this and the per-record cost is not estimated.
 MIN_DENSE_SLICES: Final = 20
 #: Relative uncertainty of the ceiling's model beyond sampling (per-event work the log does not show, work
@@ -56,6 +59,16 @@ def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.Dat
              + pl.min_horizontal(pl.col("queued_in_wait__").fill_null(0), wait))
     out = requests.join(back, on="request_uid", how="left", maintain_order="left")
     return conform(out.with_columns(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
+
+
+def record_cost_from_gaps(gaps: pl.Series) -> float | None:
+    """Worker time one log record costs (µs): the mean gap between a ``socket event`` record and the
+    ``read ready``/``write ready`` its worker logs next (``findings.record_gaps``: adjacent statements, no
+    work between), over the gaps of at most :data:`BACK_TO_BACK_US` (longer: the worker was descheduled).
+    The mean, not the median: timestamps tick in whole µs, so the gaps are 0, 1 or 2 and their median only
+    ever says 1. ``None`` with fewer than :data:`MIN_GAPS`."""
+    kept = gaps.filter(gaps <= BACK_TO_BACK_US)
+    return float(kept.mean()) if kept.len() >= MIN_GAPS else None  # type: ignore[arg-type]
 
 
 def record_cost_us(loop: pl.DataFrame) -> float | None:
@@ -214,16 +227,16 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
 
     ``workers`` is ``Capture.workers()`` (utilisation per worker); ``busy_measured`` False (no socket lines:
     the loop's busy time is not measured) leaves CPU, the observer and the ceiling out. ``gaps``: the
-    back-to-back record gaps of ``findings.record_gaps`` — their median is the cost of one record, the same
-    number the observer-effect finding gives; without :data:`MIN_GAPS` of them, :func:`record_cost_us`.
+    back-to-back record gaps of ``findings.record_gaps`` (:func:`record_cost_from_gaps`); without enough of
+    them, :func:`record_cost_us` from the loop's dense slices.
     """
     client = requests.filter(~pl.col("internal") & pl.col("complete"))
     if client.height == 0:
         return []
     record_cost = None
     if busy_measured:
-        record_cost = (float(gaps.median()) if gaps is not None and gaps.len() >= MIN_GAPS  # type: ignore[arg-type]
-                       else record_cost_us(loop))
+        record_cost = record_cost_from_gaps(gaps) if gaps is not None else None
+        record_cost = record_cost if record_cost is not None else record_cost_us(loop)
     per_request = request_cpu(requests, loop, record_cost) if busy_measured else None
     out = []
     for origin in sorted(client["origin"].unique().to_list()):
