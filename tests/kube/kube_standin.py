@@ -69,6 +69,7 @@ class ContainerLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = path.open("ab")
         self._lock = threading.Lock()
+        self._appended = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lines = 0
@@ -79,12 +80,26 @@ class ContainerLog:
             self._fh.write(record)
             self._fh.flush()
             self.lines += 1
+            self._appended.notify_all()
 
     def append_many(self, lines: list[bytes], ts_ns: list[int]) -> None:
         with self._lock:
             self._fh.write(b"".join(b"%d %s\n" % (t, line) for t, line in zip(ts_ns, lines, strict=True)))
             self._fh.flush()
             self.lines += len(lines)
+            self._appended.notify_all()
+
+    def wait_for(self, needles: list[str], timeout_s: float = 30.0) -> None:
+        """Return once a record holding each of ``needles`` is in the log (woken by each append)."""
+        wanted = [n.encode() for n in needles]
+
+        def present() -> bool:
+            data = self.path.read_bytes()
+            return all(n in data for n in wanted)
+
+        with self._appended:
+            if not self._appended.wait_for(present, timeout_s):
+                raise TimeoutError(f"{self.path.name}: not all of {needles} logged within {timeout_s:g} s")
 
     def rotate(self) -> None:
         """What the kubelet does at containerLogMaxSize: from now on only newer lines are served."""
@@ -273,6 +288,8 @@ class ApiServerStandIn:
         self.trickle_s: float | None = None
         """Set: responses to paths holding ``trickle_path`` are sent one byte per ``trickle_s`` seconds."""
         self.trickle_path = ""
+        self.clock: Callable[[], int] = time.time_ns
+        """The API server's now (epoch ns), which ``sinceSeconds`` counts back from."""
 
     # -- setup ------------------------------------------------------------------------------------------
     @property
@@ -558,7 +575,7 @@ class _Handler(BaseHTTPRequestHandler):
             log = container.previous
         stamps = _go_bool(q("timestamps"))
         since = q("sinceSeconds")
-        since_ns = time.time_ns() - int(since) * 1_000_000_000 if since else None
+        since_ns = self.api.clock() - int(since) * 1_000_000_000 if since else None
         tail = int(q("tailLines")) if q("tailLines") else None
         limit = int(q("limitBytes")) if q("limitBytes") else None
         records: Iterator[tuple[int, bytes]] = log.records()

@@ -259,11 +259,15 @@ def test_fetch_selector_then_analyse_together_with_pod_origins(cluster: Cluster,
     assert '"level":"trace"' in files[1].read_text()  # trace-1 logs Istio JSON
 
 
-def test_fetch_since_only_returns_newer_lines(cluster: Cluster, tmp_path: Path,
+def test_fetch_since_only_returns_newer_lines(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    time.sleep(1.6)  # the fixture's traffic is now older than --since 1s
+    log = cluster.api.pods[(NS, "trace-1")].containers["istio-proxy"].current
+    log.wait_for(cluster.trace1_ids)  # the fixture's traffic is stamped (the runtime stamps in file order)
+    boundary = time.time_ns()
     new_ids = _load(cluster.envoys["trace-1"].listener_port, 2, tmp_path / "client.jsonl")
-    time.sleep(0.1)
+    log.wait_for(new_ids)
+    # the API server's now is 1 s after the boundary: --since 1s keeps exactly what was stamped after it
+    monkeypatch.setattr(cluster.api, "clock", lambda: boundary + 1 + 1_000_000_000)
     rc, _, err = _run(capsys, "fetch", "trace-1", "--since", "1s", "-n", NS, "--kubeconfig", cluster.kc(),
                       "-o", str(tmp_path / "out"), "--no-analyze")
     assert rc == 0, err
