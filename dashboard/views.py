@@ -77,9 +77,26 @@ def facts(ds: Dataset) -> html.Div:
         card("rate over the traffic", f"{cap['rps']:,.0f} rps" if cap["rps"] is not None else "- (< 20 requests)",
              "overview-rps"),
         card("log span", f"{cap['duration_s']:,.3f} s", "overview-span"),
+        *cost_card(ds.capture),
         card("format", str(s["format"]), "overview-format"),
         card("lines read", f"{diag['lines_read']:,}", "overview-lines"),
     ], className="facts")
+
+
+def cost_card(capture: Capture) -> list[html.Div]:
+    """What the sidecar costs (docs/cost.md): added latency p50 without trace logging, and the ceiling."""
+    costs = capture.cost()
+    if not costs:
+        return []
+    cost = costs[0]
+    added = cost.sidecar_added_without_observer_us["p50"]
+    label = "sidecar adds, p50 " + ("without trace logging" if added is not None else "with trace logging")
+    if cost.ceiling is not None:
+        label += f"; ceiling {cost.ceiling.pod:,.0f} rps"
+    if len(costs) > 1:
+        label += f" ({cost.origin}, 1 of {len(costs)} origins)"
+    value = format_us(added if added is not None else cost.sidecar_added_us["p50"])
+    return [card(label, value, "overview-cost")]
 
 
 def group_findings(findings: list[Finding]) -> list[tuple[Finding, int]]:

@@ -110,3 +110,13 @@ def test_report_and_compare_show_the_cost(lua, workers) -> None:  # type: ignore
     assert {"sidecar_added", "cpu_per_request"} <= set(table["phase"])
     assert table["a_ceiling_rps"][0] == pytest.approx(lua.cost()[0].ceiling.pod)
     assert "ceiling (req/s)" in render_comparison(table, "lua", "workers", width=80)
+
+
+def test_the_dashboards_overview_has_a_cost_card(lua) -> None:  # type: ignore[no-untyped-def]
+    from envoy_dissector.dashboard.views import cost_card
+
+    (card,) = cost_card(lua)
+    value, label = card.children
+    cost = lua.cost()[0]
+    assert value.id == "overview-cost" and value.children.replace(",", "").split()[0]
+    assert "without trace logging" in label.children and f"{cost.ceiling.pod:,.0f} rps" in label.children
