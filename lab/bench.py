@@ -35,8 +35,9 @@ MIXES: Final = {
     "lua-cpu": EnvoySettings(concurrency=1, lua_cpu_ms=0.5),
 }
 #: Closed-loop connections per ladder step; step 0 is paced (one connection, a pause between requests) so
-#: that one step runs the worker well under half busy.
-LADDER: Final = (1, 1, 2, 4, 8, 16, 32)
+#: that one step runs the worker well under half busy; the steps between powers of two make a step near half
+#: busy likely (CPU per request falls as load rises: the nearer half busy, the nearer the ceiling's cost).
+LADDER: Final = (1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 PACED_THINK_US: Final = 3_000
 #: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder.
 RISE: Final = 1.05
