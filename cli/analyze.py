@@ -32,7 +32,7 @@ from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import UsageError
-from envoy_dissector.parser.sources import expand
+from envoy_dissector.parser.sources import Source, expand
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,15 +49,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def parse_args(argv: Sequence[str], *, prog: str = "analyze") -> argparse.Namespace:
-    """``analyze``'s arguments from ``argv``, for other commands that analyse what they fetched."""
+def parse_options(argv: Sequence[str], *, prog: str) -> argparse.Namespace:
+    """``analyze``'s options (no captures) from ``argv``, for commands that analyse the files they wrote
+    (:func:`analyse`); a usage error is a :class:`UsageError` naming ``prog``."""
     p = _Parser(prog=prog, add_help=False)
-    add_arguments(p)
+    add_arguments(p, captures=False)
     return p.parse_args(list(argv))
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_input_arguments(p)
+def add_arguments(p: argparse.ArgumentParser, *, captures: bool = True) -> None:
+    add_input_arguments(p, captures=captures)
     p.add_argument("-o", "--output", action="append", default=[], metavar="OUT",
                    help="write OUT; its suffix picks: .parquet/.csv/.jsonl (requests), .json (summary + diagnostics: "
                         "-o trace.json is a summary), .trace.json (a Chrome trace for Perfetto: -o run.trace.json), "
@@ -97,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
         return run_follow(args)
     if getattr(args, "from_end", False):
         raise UsageError("--from-end goes with --follow")
+    return analyse(expand(args.captures), args)
+
+
+def analyse(sources: list[Source], args: argparse.Namespace) -> int:
+    """Analyse ``sources`` with ``analyze``'s options ``args``: the -o files, then the report (or the summary
+    JSON) on stdout. ``fetch`` and ``capture`` call it on the files they wrote (:func:`parse_options`)."""
     otel = otel_outputs(args)
     for out in args.output:
         if not otel.claims(out):
@@ -104,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
     for option, pattern in (("--authority", args.authority), ("--path", args.path)):
         if pattern:
             checked_regex(option, pattern)
-    sources = expand(args.captures)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
     how = dissect if getattr(args, "whole", False) or otel.needs_whole(sources) else dissect_stream
     with progress_for(sources, quiet=args.quiet, desc="analysing") as advance:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import shlex
 import sys
@@ -31,6 +32,7 @@ from envoy_dissector.kube.client import DEFAULT_CONTAINER, Kube, PodTarget, load
 from envoy_dissector.kube.errors import NoTraceLines
 from envoy_dissector.kube.logs import LogStats, fetch_many, format_ns, log_path, stream_log
 from envoy_dissector.parser.errors import UsageError
+from envoy_dissector.parser.sources import Source, shown_name
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -160,19 +162,22 @@ def _write_manifest(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def analysis_argv(files: Sequence[Path], extra: Sequence[str]) -> list[str]:
-    """The ``envoy-dissect`` argv equivalent to analysing ``files`` (printed so the user can re-run it)."""
-    return ["analyze", *(str(f) for f in files), *extra]
+def analysis_command(files: Sequence[Path], reports: Sequence[str], analyze_args: str) -> str:
+    """The ``envoy-dissect analyze`` command line that repeats the analysis (printed for the user)."""
+    outputs = [a for out in reports for a in ("-o", out)]
+    return shlex.join(["envoy-dissect", "analyze", *(os.fspath(f) for f in files), *outputs,
+                       *shlex.split(analyze_args)])
 
 
 def run_analysis(args: argparse.Namespace, files: Sequence[Path]) -> int:
-    """Analyse the fetched files together (the one place coupling fetch/capture to the analysis)."""
+    """Analyse the fetched files together (the one place coupling fetch/capture to the analysis): the files
+    as they are (no glob, no ``-``), ``--report`` outputs and ``analyze``'s options from ``--analyze-args``."""
     if args.no_analyze or not files:
         return 0
-    extra = [a for out in getattr(args, "report", []) for a in ("-o", out)]
-    argv = analysis_argv(files, extra + shlex.split(args.analyze_args))
-    _say(args, "$ envoy-dissect " + " ".join(shlex.quote(a) for a in argv))
-    return analyze.run(analyze.parse_args(argv[1:], prog="--analyze-args"))
+    options = analyze.parse_options(shlex.split(args.analyze_args), prog="--analyze-args")
+    options.output = [*getattr(args, "report", []), *options.output]
+    _say(args, "$ " + analysis_command(files, getattr(args, "report", []), args.analyze_args))
+    return analyze.analyse([Source(shown_name(os.fspath(f)), path=Path(f)) for f in files], options)
 
 
 def _report(args: argparse.Namespace, stats: list[LogStats]) -> None:

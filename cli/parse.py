@@ -27,10 +27,12 @@ from envoy_dissector.parser.sources import expand
 EVENT_SUFFIXES = (".parquet", ".csv", ".jsonl")
 
 
-def add_input_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments every command reading captures shares."""
-    p.add_argument("captures", nargs="+", metavar="CAPTURE",
-                   help="log files, globs, .gz files, or - for stdin")
+def add_input_arguments(p: argparse.ArgumentParser, *, captures: bool = True) -> None:
+    """Arguments every command reading captures shares (``captures=False``: the options only, for a command
+    that names the files itself)."""
+    if captures:
+        p.add_argument("captures", nargs="+", metavar="CAPTURE",
+                       help="log files, globs, .gz files, or - for stdin")
     p.add_argument("--format", default="auto", choices=["auto", *FORMAT_IDS], metavar="FORMAT",
                    help=f"envelope format: {', '.join(['auto', *FORMAT_IDS])} (default: auto, detected from the "
                         "first lines)")

@@ -53,7 +53,7 @@ from kube_standin import (
 )
 
 from envoy_dissector.cli import main as cli
-from envoy_dissector.cli.kube import analysis_argv, parse_duration, run_analysis
+from envoy_dissector.cli.kube import analysis_command, parse_duration, run_analysis
 from envoy_dissector.kube import client as kube_client
 from envoy_dissector.kube.admin import parse_levels
 from envoy_dissector.kube.client import PodTarget, load, resolve_pods
@@ -671,19 +671,28 @@ def test_in_cluster_configuration_over_tls(cluster: Cluster, tmp_path: Path, mon
         assert rc == 5 and "in-cluster configuration has no contexts" in err
 
 
-def test_analysis_runs_analyze_directly_with_the_given_arguments(tmp_path: Path,
+def test_analysis_runs_analyze_directly_with_the_given_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    files = [FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"]
-    assert analysis_argv(files, ["-o", "r.json"]) == ["analyze", str(files[0]), "-o", "r.json"]
-    out = tmp_path / "r 1.json"
+    # fetched into `-o=-logs [1]`: a path that would read as an option, and a glob, were it an argument again
+    monkeypatch.chdir(tmp_path)
+    fetched = Path("-logs [1]") / "web-0" / "istio-proxy.log.gz"
+    fetched.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz", fetched)
+    files = [fetched]
+    out, report = tmp_path / "r 1.json", tmp_path / "requests.csv"
     args = types.SimpleNamespace(no_analyze=False, analyze_args=f"-o {shlex.quote(str(out))} --top 2",
-                                 quiet=False, report=[])
+                                 quiet=False, report=[str(report)])
     assert run_analysis(args, files) == 0  # type: ignore[arg-type]
     printed = capsys.readouterr().out
-    assert printed.startswith(f"$ envoy-dissect analyze {files[0]} -o ")
-    assert json.loads(out.read_text())["diagnostics"]["requests"] > 0
+    command = analysis_command(files, [str(report)], args.analyze_args)
+    assert printed.startswith(f"$ {command}\n")
+    assert shlex.split(command)[2:] == [str(fetched), "-o", str(report), "-o", str(out), "--top", "2"]
+    assert json.loads(out.read_text())["diagnostics"]["requests"] > 0 and report.read_text().count("\n") > 1
     args.analyze_args = "--no-such-option"
     with pytest.raises(UsageError, match="--analyze-args: unrecognized arguments: --no-such-option"):
+        run_analysis(args, files)  # type: ignore[arg-type]
+    args.analyze_args = "more.log"  # the files are the fetched ones: no capture argument
+    with pytest.raises(UsageError, match=r"--analyze-args: unrecognized arguments: more\.log"):
         run_analysis(args, files)  # type: ignore[arg-type]
     args.no_analyze = True
     out.unlink()
