@@ -213,7 +213,7 @@ def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
     mean = 1e6 * total / float(rows["cpu_us"].sum())
     balance = pod / (len(workers) * mean)
     cpu = rows["cpu_us"].cast(pl.Float64)
-    sd = float(cpu.std() or 0.0)
+    sd = float(cpu.std() or 0.0)  # type: ignore[arg-type]
     sampling = 1.96 * sd / math.sqrt(total) / float(cpu.mean() or 1.0)  # type: ignore[arg-type]
     rel = math.hypot(sampling, CEILING_MODEL_UNCERTAINTY)
     steps = sorted({*CONCURRENCY_STEPS, len(workers)})
