@@ -92,14 +92,19 @@ def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
 def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     """The loop's slices inside each origin's traffic window (clipped to it, ``busy_us``), each with the client
     request that owns it (``request_uid``; null: nobody's). A slice of a downstream connection belongs to the
-    latest request that began on it before the slice; of an upstream connection, to the latest request that
-    began before it and used that connection (one request at a time on an HTTP/1.1 upstream connection)."""
+    latest request that began on it at or before the slice (a request begins with the slice of its first
+    read); of an upstream connection, to the latest request that began before it and used that connection
+    (one request at a time on an HTTP/1.1 upstream connection)."""
     client = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null())
     slices = loop.join(traffic_windows(requests), on="origin").with_columns(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "lines",
                                           busy_us=pl.col("e") - pl.col("s"))
-    down = client.select("origin", "request_uid", conn_id="downstream_conn_id", begun="life_start_us")
+    # A request begins with the slice holding its first read (its `socket event` line comes a little before).
+    down = asof(client.select("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
+                slices, left_on="life", right_on="start_us", by=["origin", "conn_id"], strategy="backward",
+                take={"start_us": "read_slice"}).select(
+        "origin", "request_uid", "conn_id", begun=pl.coalesce("read_slice", "life"))
     up = client.filter(pl.col("upstream_conn_id").is_not_null()).select(
         "origin", "request_uid", conn_id="upstream_conn_id", begun="life_start_us")
     slices = asof(slices, down, left_on="start_us", right_on="begun", by=["origin", "conn_id"],
