@@ -41,6 +41,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--log-level", choices=LOG_LEVELS, metavar="LEVEL",
                         help=f"Envoy's -l level ({', '.join(LOG_LEVELS)}; default trace): debug makes the "
                              "captures users often have (no socket lines)")
+    parser.add_argument("--trace-headers", choices=("w3c", "b3", "mixed"), metavar="KIND",
+                        help="mesh-mtls: the client sends a trace context, as an instrumented app does: w3c "
+                             "(traceparent), b3, or mixed (w3c, b3, none in turn); recorded in client.jsonl")
     parser.add_argument("--list", action="store_true", help="list scenarios and log formats, then exit")
     parser.set_defaults(run=run)
     return parser
@@ -52,7 +55,8 @@ MESH = "mesh-mtls"
 def _run_mesh(args: argparse.Namespace) -> int:
     from envoy_dissector.lab.mesh import run_mesh
 
-    out = run_mesh(args.out, log_format=args.log_format, requests=args.requests)
+    out = run_mesh(args.out, log_format=args.log_format, requests=args.requests,
+                   trace_headers=getattr(args, "trace_headers", None) or "")
     meta = json.loads((out / "meta.json").read_text())
     print(f"mesh-mtls: {meta['requests']} requests through two Envoys, TLS handshakes {meta['ssl_handshakes']} "
           f"-> {out}/a (client sidecar), {out}/b (server sidecar)")
@@ -95,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("lab: --concurrency must be within 1..64")
     if args.scenario == MESH:
         return _run_mesh(args)
+    if getattr(args, "trace_headers", None):
+        raise UsageError("lab: --trace-headers goes with mesh-mtls")
     if args.scenario in BENCH_SCENARIOS:
         from envoy_dissector.lab.bench import run_bench
 
