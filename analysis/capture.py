@@ -92,9 +92,10 @@ class Capture:
 
     def diagnostics_dict(self) -> dict[str, Any]:
         d = self.diagnostics_info.as_dict()
-        client = self.requests.filter(~pl.col("internal"))
-        d["requests"] = client.height
-        d["requests_complete"] = int(client["complete"].sum()) if client.height else 0
+        client = ~pl.col("internal")  # (counted, not filtered: a filter copies the wide frame)
+        counts = self.requests.select(client.sum(), (client & pl.col("complete")).sum().alias("complete"))
+        d["requests"] = int(counts.item(0, 0))
+        d["requests_complete"] = int(counts.item(0, 1))
         d["warnings"] = list(d["warnings"]) + [n for n in self.notes if n not in d["warnings"]]
         return d
 
@@ -135,6 +136,10 @@ class Capture:
             return span_of(*self.facts.records.span(), self.requests)
         return capture_span(self.records, self.requests)
 
+    def _span_rows(self) -> pl.DataFrame:
+        """The requests' columns a span reads (filtered per origin without copying the wide frame)."""
+        return self.requests.select("origin", "internal", "complete", "life_start_us", "life_end_us")
+
     def origins(self) -> list[dict[str, Any]]:
         """One entry per origin (input file, pod/container, restart run): its format and its own span."""
         d = self.diagnostics_dict()
@@ -145,8 +150,8 @@ class Capture:
             fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),
                                                 d["format"])
             mine = pl.col("origin") == origin
-            span = (span_of(*self.facts.records.span(origin), self.requests.filter(mine)) if self.facts is not None
-                    else capture_span(self.records.filter(mine), self.requests.filter(mine)))
+            span = (span_of(*self.facts.records.span(origin), self._span_rows().filter(mine)) if self.facts is not None
+                    else capture_span(self.records.filter(mine), self._span_rows().filter(mine)))
             out.append({"origin": origin, "format": fmt, **span})
         return out
 
@@ -171,7 +176,7 @@ class Capture:
             "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
         }
-        if not self.requests.filter(~pl.col("internal") & pl.col("complete")).height:
+        if not self.requests.select((~pl.col("internal") & pl.col("complete")).any()).item():
             summary["partial_requests"] = partial_requests(self.requests)
         return summary
 

@@ -272,39 +272,45 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     r = requests.select(origin, *_LOOP_READS[1:], pos__=pl.int_range(pl.len(), dtype=pl.UInt32)).sort(
         "origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no").with_columns(
         prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
-    turnaround = r.group_by("origin").agg(turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")))
+    # (the minima are window expressions: three joins would each copy the millions of rows of `r`)
     waits = pl.col("us_read_start_ts") - pl.col("b5")
-    min_wait = r.group_by("origin", "cluster").agg(  # too few samples tell nothing about the upstream's speed
-        min_wait_us=pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)))
     connects = pl.col("us_cx_end_us") - pl.col("us_cx_beg_us")
-    min_connect = r.group_by("origin", "cluster").agg(
-        min_connect_us=pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES).then(_min_positive(connects)))
-    r = (r.join(turnaround, on="origin", how="left")
-         .join(min_wait, on=["origin", "cluster"], how="left", nulls_equal=True)
-         .join(min_connect, on=["origin", "cluster"], how="left", nulls_equal=True))
+    r = r.with_columns(
+        turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")).over("origin"),
+        # too few samples tell nothing about the upstream's speed
+        min_wait_us=pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits))
+        .over("origin", "cluster"),
+        min_connect_us=pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES).then(_min_positive(connects))
+        .over("origin", "cluster"))
     # (the requests stage knows each downstream connection's first line: a request cannot be read before it)
     r = r.with_columns(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_first_ts"),
         ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
         ready_connect_us=pl.col("us_cx_beg_us") + pl.col("min_connect_us").fill_null(0),
     )
-    # All wait points in one frame (block i = WAIT_POINTS[i], rows in `r`'s order): one as-of lookup per
-    # step instead of one per step and wait point.
-    # (rows name their request by its row in `r` and their wait point by its number: no strings repeated)
-    w = pl.concat([r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id",
-                            row=pl.int_range(pl.len(), dtype=pl.UInt32), point=pl.lit(i, dtype=pl.UInt8),
-                            event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
-                   for i, (_where, event_col, bound_col, bound_is_slice) in enumerate(WAIT_POINTS)])
+    # Each wait point's lookups (one as-of lookup per step for a block of rows; rows name their request by its
+    # row in `r` and their wait point by its number: no strings repeated), a block of QUEUE_ROWS at a time, in
+    # the order of wait point then row: what a block keeps is its queue and its windows (memory stays bounded
+    # by a block however many requests there are, not by five lookup rows a request).
     runs = runs.sort("start_us")
-    # (the lookups are made a block of rows at a time: memory stays bounded however many requests there are)
-    w = pl.concat([_queued_at(w.slice(at, QUEUE_ROWS), runs, loop) for at in range(0, w.height, QUEUE_ROWS)]
-                  or [_queued_at(w, runs, loop)])
-    queue = w["queue"]
-    r = r.with_columns(queue.slice(i * r.height, r.height).alias(f"queue_{where.replace(' ', '_')}_us")
-                       for i, (where, *_rest) in enumerate(WAIT_POINTS))
-    windows = w.filter(pl.col("queue") > 0).select(
-        "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
-        end_us="slice_start")
+    queues: list[pl.Series] = []
+    waited: list[pl.DataFrame] = []
+    for i, (_where, event_col, bound_col, bound_is_slice) in enumerate(WAIT_POINTS):
+        point: list[pl.Series] = []
+        for at in range(0, max(r.height, 1), QUEUE_ROWS):
+            block = r.slice(at, QUEUE_ROWS).select(
+                "origin", "thread", "downstream_conn_id", "upstream_conn_id",
+                row=pl.int_range(at, at + pl.len(), dtype=pl.UInt32), point=pl.lit(i, dtype=pl.UInt8),
+                event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
+            looked = _queued_at(block, runs, loop)
+            point.append(looked["queue"])
+            waited.append(looked.filter(pl.col("queue") > 0).select(
+                "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
+                end_us="slice_start"))
+        queues.append(pl.concat(point) if len(point) > 1 else point[0])
+    r = r.with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
+                       for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
+    windows = pl.concat(waited)
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
     # points lie between b0 and b9, so their sum is a share of the phases (clipped, in case windows overlap).
     inside = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS if w[0] != BEFORE_READ]

@@ -112,6 +112,11 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     """The capture-wide steps on finished requests: downstream TLS waits (``shakes``: ``tls.handshakes``),
     event-loop queueing (its lower bounds are minima over the origin), order, stitching, notes."""
     out = list(notes)
+    # (a frame of many parts whose columns differ in chunks is copied whole by the next step that adds a
+    # column: each is made one chunk here, one column at a time)
+    columns = requests.get_columns()
+    del requests
+    requests = pl.DataFrame(one_chunk_each(columns))
     requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     requests, queueing = loop_queue(requests, loop)
@@ -123,7 +128,6 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)
     phases = pl.concat([phases, render_queueing(queueing)])
-    # (line number and uid break ties: millisecond captures start many requests in one tick)
     columns = requests.get_columns()
     order = requests.select(pl.arg_sort_by(REQUEST_ORDER, nulls_last=True)).to_series()
     del requests
@@ -144,6 +148,13 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
 #: The requests frame's order: by origin and start (line number and uid break ties: millisecond captures start
 #: many requests in one tick).
 REQUEST_ORDER = ("origin", "ds_rx_beg_us", "life_start_us", "first_line_no", "request_uid")
+
+
+def one_chunk_each(columns: list[pl.Series]) -> list[pl.Series]:
+    """``columns`` each made one chunk, one at a time (as ``in_order_of``: one column's copy in flight)."""
+    for i in range(len(columns)):
+        columns[i] = columns[i].rechunk()
+    return columns
 
 
 def in_order_of(columns: list[pl.Series], order: pl.Series) -> list[pl.Series]:

@@ -9,21 +9,18 @@ downstream_read/downstream_write and event-loop queueing cannot be measured") fo
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import polars as pl
 
 from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
+from envoy_dissector.analysis.findings import Finding
 from envoy_dissector.analysis.requests import SOCKET_KINDS
 from envoy_dissector.analysis.schema import PHASE_SPANS
 from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import DissectorError, ExitCode
 from envoy_dissector.parser.kinds import EventKind
-
-if TYPE_CHECKING:
-    from envoy_dissector.analysis.capture import Capture
-    from envoy_dissector.analysis.findings import Finding
 
 #: Lines Envoy writes only at trace level (on the request path).
 TRACE_KINDS = (*SOCKET_KINDS, EventKind.PARSING_BYTES, EventKind.PARSED_BYTES, EventKind.H2_DISPATCHING_BYTES,
@@ -305,7 +302,9 @@ def span_of(start: int | None, end: int | None, requests: pl.DataFrame) -> dict[
     before and after the load, are not traffic. With several origins (files, pods, the runs of one file) the
     window is the union of theirs (``traffic_s``), so two runs days apart do not count the days between.
     """
-    client = requests.filter(~pl.col("internal")) if requests.height else requests
+    # (the few columns read are filtered, not the wide frame: a filter copies every column it keeps)
+    client = requests.select("origin", "internal", "complete", "life_start_us", "life_end_us").filter(
+        ~pl.col("internal")) if requests.height else requests
     complete = int(client["complete"].sum()) if client.height else 0
     duration = (int(end) - int(start)) / 1e6 if start is not None and end is not None else 0.0  # type: ignore[arg-type]
     first = client["life_start_us"].min() if client.height else None
@@ -361,9 +360,12 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     """Client requests not complete: the phases whose two boundaries are both in the capture, and what is missing."""
     if requests.height == 0:
         return []
-    client = requests.filter(~pl.col("internal") & ~pl.col("complete"))
+    # (the first rows are found on two columns and only they are taken: the wide frame is not copied)
+    client = requests.select("first_ts", row__=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
+        ~requests["internal"] & ~requests["complete"])
+    first = requests[client.sort("first_ts", nulls_last=True).head(limit)["row__"]]
     out = []
-    for row in client.sort("first_ts", nulls_last=True).head(limit).iter_rows(named=True):
+    for row in first.iter_rows(named=True):
         missing = _missing(row.get("missing_boundaries"))
         unmeasured = set((row.get("unmeasured_phases") or "").split(", "))
         known = {phase.value: row[f"{phase.value}_us"] for phase, a, b in PHASE_SPANS
@@ -375,13 +377,22 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     return out
 
 
-def _short_uid(uid: str, capture: Capture) -> str:
+class Assessed(Protocol):
+    """What the report's quality block reads of a capture (``Capture`` is one; this module imports no capture)."""
+
+    @property
+    def requests(self) -> pl.DataFrame: ...
+
+    def quality(self) -> CaptureQuality: ...
+
+
+def _short_uid(uid: str, capture: Assessed) -> str:
     """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
     one_origin = capture.requests["origin"].n_unique() <= 1
     return ":".join(uid.rsplit(":", 2)[-2:]) if one_origin else uid
 
 
-def quality_lines(capture: Capture) -> list[str]:
+def quality_lines(capture: Assessed) -> list[str]:
     """The report's first block: capture quality, then (when no request is complete) the partial requests."""
     q = capture.quality()
     level = q.level + ("" if q.socket_lines or q.level == "info" else " (no socket lines)")

@@ -73,15 +73,17 @@ def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     shakes = events if "direction" in events.columns else handshakes(events)
     shakes = shakes.filter(pl.col("direction") == "downstream")
     # (a few columns are filtered and sorted, and the wait is put at its rows: the wide frame is not copied)
-    firsts = requests.select("origin", "conn_id", "life_start_us", pos__=pl.int_range(pl.len(), dtype=pl.UInt32)
-                             ).filter(pl.col("life_start_us").is_not_null()).sort(
+    # (without a downstream handshake no connection's first request is looked for: millions of rows otherwise)
+    mine = requests if shakes.height else requests.head(0)
+    firsts = mine.select("origin", "conn_id", "life_start_us", pos__=pl.int_range(pl.len(), dtype=pl.UInt32)
+                         ).filter(pl.col("life_start_us").is_not_null()).sort(
         "life_start_us", maintain_order=True).group_by("origin", "conn_id").agg(pos__=pl.col("pos__").first())
     waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner")
     waited = waited.with_columns(request_uid=requests["request_uid"].gather(waited["pos__"]))
     rows = waited.select("request_uid", phase=pl.lit("tls_handshake"), detail=pl.lit("downstream"),
                          start_us="start_us", end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
                          part_of_total=pl.lit(False))
-    wait = pl.Series("downstream_tls_handshake_us", [None] * requests.height, dtype=pl.Int64)
+    wait = pl.repeat(None, requests.height, dtype=pl.Int64, eager=True).alias("downstream_tls_handshake_us")
     if waited.height:
         wait = wait.scatter(waited["pos__"], rows["dur_us"])
     return requests.drop("downstream_tls_handshake_us", strict=False).with_columns(wait), rows

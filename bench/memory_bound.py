@@ -2,6 +2,7 @@
 
     python bench/memory_bound.py one-line [N]      # N one-line `new stream` records on N connections (10 000 000)
     python bench/memory_bound.py many-files [N]    # N small files given on one command line (3 000)
+    python bench/memory_bound.py ladder            # 1 M, 3 M and 10 M one-line requests, then 3 000 files
 
 The inputs are generated into /tmp/envoy-memory-bound/ (kept for the next run; ~1.4 GB for 10 M lines) and
 ``envoy-dissect analyze INPUT... -o requests.parquet -q`` runs in a child process; its peak RSS (``ru_maxrss``
@@ -23,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path("/tmp/envoy-memory-bound")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/istio-thread/keepalive/envoy.log.gz"
+#: ``ladder``: the one-line request counts run one after another.
+LADDER = (1_000_000, 3_000_000, 10_000_000)
 #: one `new stream` line (Istio text with thread ids), on its own connection, on one of two workers
 LINE = ('2026-11-22T01:{m:02d}:{s:02d}.{us:06d}Z\tdebug\tenvoy http source/common/http/conn_manager_impl.cc:506\t'
         '[Tags: "ConnectionId":"{conn}"] new stream\tthread={thread}\n')
@@ -82,13 +85,17 @@ def run(inputs: list[Path]) -> dict[str, object]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("case", choices=["one-line", "many-files"])
+    ap.add_argument("case", choices=["one-line", "many-files", "ladder"])
     ap.add_argument("n", nargs="?", type=int)
     args = ap.parse_args()
-    inputs = (one_line_capture(args.n or 10_000_000) if args.case == "one-line" else many_files(args.n or 3_000))
-    result = run(inputs)
-    print(json.dumps({"case": args.case, "n": args.n, **result}))
-    return 0 if result["exit"] == 0 else 1
+    cases = ([("one-line", n) for n in LADDER] + [("many-files", 3_000)] if args.case == "ladder"
+             else [(args.case, args.n or (10_000_000 if args.case == "one-line" else 3_000))])
+    failed = 0
+    for case, n in cases:
+        result = run(one_line_capture(n) if case == "one-line" else many_files(n))
+        print(json.dumps({"case": case, "n": n, **result}), flush=True)
+        failed += result["exit"] != 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
