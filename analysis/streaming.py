@@ -25,12 +25,13 @@ they use live on one worker thread, and one thread's lines are in time order. So
 * the steps run on threads of their own (``background``) while ``add`` takes the next chunks in: a step of
   0.1-0.6 s no longer stops the intake, so the parser's queue keeps draining. A step gets the worker's new lines
   and the origin's capture-level lines as they were when it was given, so it computes what it would have
-  computed in line. A step is two parts: its work on the worker's own state (window, carry, loop slices, …),
-  which runs after the worker's previous step and beside the steps of other workers (``STEP_THREADS``), and
-  what it adds to the shared output (finished requests, phase rows, loop slices, gaps, bursts), which is added
-  in the order the steps were given (``_Ordered``): the output is the same as in line, batch for batch. Within
-  a step, the new lines' event-loop slices, record gaps and health-check bursts (state the stages do not touch)
-  are made on another thread beside the requests and phases stages.
+  computed in line. A step is two parts: its work on the worker's own state (window, carry, loop slices, …)
+  and what it adds to the shared output (finished requests, phase rows, loop slices, gaps, bursts); where and
+  when each part runs — after the worker's previous step, beside other workers' steps, outputs added in the
+  order the steps were given, so the output is the same as in line, batch for batch — is ``engine/steps.py``'s
+  (``Steps``), not this module's. Within a step, the new lines' event-loop slices, record gaps and
+  health-check bursts (state the stages do not touch) are made beside the requests and phases stages
+  (``Steps.beside``).
 
 Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
 lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
@@ -43,9 +44,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +52,7 @@ from typing import Any
 import polars as pl
 
 from envoy_dissector.analysis.carry import MAX_CARRIED_CONNECTIONS, carried
+from envoy_dissector.analysis.engine.steps import Apply, Steps
 from envoy_dissector.analysis.facts import STARTED_SCHEMA, CaptureFacts
 from envoy_dissector.analysis.findings import health_checks, record_gaps
 from envoy_dissector.analysis.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
@@ -90,11 +90,6 @@ MAX_OPEN_REQUESTS = 20_000
 MARGIN_ROWS = 256
 #: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_step``).
 MAX_ENDED_WORKERS = 64
-#: Window steps of different workers run side by side on this many threads (a step's polars queries often run
-#: on one core; with the intake blocked behind a step, the parser's threads sat idle).
-STEP_THREADS = 2
-#: Window steps given and not yet done at most, beyond one per step thread (each holds a worker's new lines).
-STEPS_AHEAD = 1
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
 #: The found column is the requests stage's column that holds the lookup's result (or a milestone it feeds).
 FORWARD_LOOKUPS: tuple[tuple[str, str | None, int], ...] = (
@@ -117,8 +112,6 @@ _Given = tuple["_Worker", list[pl.DataFrame], _Context]
 _Window = tuple[pl.DataFrame, int, int, pl.DataFrame]
 #: What a worker's new lines add besides its window: loop slices, record gaps (None: no new lines), bursts.
 _Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame]
-#: A step's output, added to the shared state once the steps given before it have added theirs.
-Apply = Callable[[], None]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
 
@@ -189,23 +182,6 @@ class _Output:
     bursts: list[pl.DataFrame] = field(default_factory=list)
 
 
-class _Ordered:
-    """Runs the steps' outputs in the order the steps were given, whichever step's work ends first: the thread
-    that hands in output number ``next`` runs it and every later one already waiting."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: dict[int, Apply] = {}
-        self._next = 0
-
-    def hand_in(self, index: int, apply: Apply) -> None:
-        with self._lock:
-            self._waiting[index] = apply
-            while self._next in self._waiting:
-                self._waiting.pop(self._next)()
-                self._next += 1
-
-
 @dataclass
 class _Origin:
     threaded: bool
@@ -258,16 +234,9 @@ class StreamingAnalysis:
     facts: CaptureFacts = field(default_factory=CaptureFacts)
     #: run the window steps on a thread of their own, in order, while ``add`` takes the next chunks in
     background: bool = True
-    _stepper: ThreadPoolExecutor | None = None
-    #: runs a step's loop slices, gaps and health-check bursts beside its requests and phases stages
-    _sider: ThreadPoolExecutor | None = None
-    _steps: deque[Future[None]] = field(default_factory=deque)
-    #: each worker's last step given (the next one's work waits for it)
-    _last_step: dict[tuple[str, int], Future[None]] = field(default_factory=dict)
-    _given: int = 0
-    _ordered: _Ordered = field(default_factory=_Ordered)
+    #: where the window steps run (``engine/steps.py``: threads, each worker's steps in turn, outputs in order)
+    _steps: Steps = field(init=False)
     _timings_lock: threading.Lock = field(default_factory=threading.Lock)
-    _failed: bool = False
     #: the run origins (``ORIGIN``, ``ORIGIN#2``, pods of a kubectl capture) the current source has added to
     _source_runs: set[str] = field(default_factory=set)
     #: requests given up unfinished because their worker held ``max_open`` open ones
@@ -275,62 +244,16 @@ class StreamingAnalysis:
 
     def __post_init__(self) -> None:
         self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
+        self._steps = Steps(self.background)
 
     def _step(self, work: Callable[[], Apply], workers: tuple[_Worker, ...] = ()) -> None:
-        """Run a window step: ``work`` (on the state of ``workers`` only) returns what the step adds to the shared
-        output. When ``background``, the work runs on a step thread once the workers' previous steps are done,
-        beside other workers' steps, and its output is added once every step given before it has added its own
-        (``_Ordered``): the workers' windows, the finished output and the gathered facts change exactly as in
-        line; what a step reads of the intake's state is taken when it is given. Else it runs here.
-        A step's error is raised here, at the next step or at ``finish``."""
-        if not self.background:
-            work()()
-            return
-        if self._stepper is None:
-            self._stepper = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="envoy-dissect-window")
-            self._sider = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="envoy-dissect-window-side")
-        while len(self._steps) > STEPS_AHEAD + STEP_THREADS - 1 or (self._steps and self._steps[0].done()):
-            self._steps.popleft().result()
-        keys = [(w.origin, w.thread) for w in workers]
-        before = [self._last_step[k] for k in keys if k in self._last_step]
-        index, self._given = self._given, self._given + 1
-        step = self._stepper.submit(self._run_step, index, before, work)
-        for key in keys:
-            self._last_step[key] = step
-        self._steps.append(step)
-
-    def _run_step(self, index: int, before: list[Future[None]], work: Callable[[], Apply]) -> None:
-        """A step given ``index``-th, after ``before`` (its workers' previous steps: given earlier, so started
-        earlier on the step threads), unless an earlier step failed (the windows are then in no state to go on
-        from)."""
-        for step in before:
-            step.result()
-        if self._failed:
-            return
-        try:
-            apply = work()
-            self._ordered.hand_in(index, apply)
-        except BaseException:
-            self._failed = True
-            raise
-
-    def _drain(self) -> None:
-        """Wait for the steps given so far (their errors are raised here; once each step's work is done, every
-        output has been added: the last step to hand its output in added the ones waiting for it)."""
-        while self._steps:
-            self._steps.popleft().result()
-        self._last_step.clear()
+        """Run a window step (``Steps.give``): ``work``, on the state of ``workers`` only, returns what the step
+        adds to the shared output; what it reads of the intake's state is taken when it is given."""
+        self._steps.give(work, [(w.origin, w.thread) for w in workers])
 
     def close(self) -> None:
         """Stop the step threads (steps not started are dropped); ``finish`` and ``dissect_stream`` call it."""
-        if self._stepper is not None:
-            self._stepper.shutdown(wait=True, cancel_futures=True)
-            self._stepper = None
-        if self._sider is not None:
-            self._sider.shutdown(wait=True, cancel_futures=True)
-            self._sider = None
-        self._steps.clear()
-        self._last_step.clear()
+        self._steps.close()
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
@@ -617,10 +540,10 @@ class StreamingAnalysis:
     def _side_of(self, worker: _Worker, new: pl.DataFrame | None, final: bool) -> Callable[[], _Side | None]:
         if new is None and not final:
             return lambda: None
-        if self._sider is None or new is None:
+        if new is None:
             done = self._lines_side(worker, new, final)
             return lambda: done
-        return self._sider.submit(self._lines_side, worker, new, final).result
+        return self._steps.beside(self._lines_side, worker, new, final)
 
     def _lines_side(self, worker: _Worker, new: pl.DataFrame | None, final: bool) -> _Side:
         """The worker's new lines through its loop slices, record gaps and health-check bursts: state of the
@@ -762,7 +685,7 @@ class StreamingAnalysis:
             for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
                 self._finish_later(worker)
             self._step(lambda: self._finish_ended_step)
-            self._drain()
+            self._steps.drain()
         finally:
             self.close()
         notes: list[str] = []

@@ -21,6 +21,7 @@ from polars.testing import assert_frame_equal
 from truth import FIXTURES, capture_of, discover
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.engine import steps
 from envoy_dissector.analysis.internal import HealthCheckBursts, WorkKind
 from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.parser.errors import InputError
@@ -196,8 +197,8 @@ def test_window_steps_on_their_own_thread_give_what_steps_in_line_give(log: Path
     threads.clear()
     side_threads.clear()
     background, background_batches = _streamed_in_steps(log, True)
-    step_threads = {f"envoy-dissect-window_{n}" for n in range(streaming.STEP_THREADS)}
-    side_pool = {f"envoy-dissect-window-side_{n}" for n in range(streaming.STEP_THREADS)}
+    step_threads = {f"envoy-dissect-window_{n}" for n in range(steps.STEP_THREADS)}
+    side_pool = {f"envoy-dissect-window-side_{n}" for n in range(steps.STEP_THREADS)}
     assert threads and threads <= step_threads, threads
     # (a worker with no new lines at the end has its loop closed on the step thread itself)
     assert side_threads & side_pool and side_threads <= side_pool | step_threads, side_threads
@@ -227,5 +228,5 @@ def test_a_failing_window_step_is_raised_to_the_caller_and_its_thread_ends(monke
     with pytest.raises(RuntimeError, match="step failed"):
         dissect_stream(str(log), block_bytes=4096, window_events=400)
     # the steps given after the failing one were dropped, not run (but for those already running beside it)
-    assert 3 <= calls <= 3 + streaming.STEP_THREADS - 1
+    assert 3 <= calls <= 3 + steps.STEP_THREADS - 1
     assert not [t for t in threading.enumerate() if t.name.startswith("envoy-dissect-window")]
