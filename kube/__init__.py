@@ -7,6 +7,6 @@
 * :mod:`.config_check` — bounds on a kubeconfig before the client reads it; :mod:`.exec_plugin` — credential
   plugins run with a time limit and their errors scrubbed; :mod:`.deadline` — per-read deadlines;
   :mod:`.errors` — the package's errors and exit codes.
-* The commands ``envoy-dissect fetch`` and ``envoy-dissect capture`` are ``envoy_dissector.cli.kube``
-  (the file cli/kube.py, not in this package).
+* The commands ``envoy-dissect fetch`` and ``envoy-dissect capture`` are in the command-line package, the
+  file cli/kube.py (there is no kube/cli.py).
 """
