@@ -108,7 +108,7 @@ def _percentiles(latencies: list[int]) -> dict[str, int | None]:
 
 
 def _load_row(load: BenchLoad) -> dict[str, object]:
-    return {"requests": load.requests, "errors": load.errors, "wall_s": round(load.wall_s, 4),
+    return {"requests": load.requests, "wall_s": round(load.wall_s, 4),
             "rps": round(load.rps, 1), "latency_us": _percentiles(load.latencies_us)}
 
 

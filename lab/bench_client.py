@@ -10,7 +10,8 @@ outruns a trace-logging Envoy on another.
   connections are opened, up to a cap, when none is).
 
 Both are bounded by a request count and a wall time, talk to 127.0.0.1 only, and return each request's
-latency (µs, from the write of its first byte to the read of its last byte).
+latency (µs, from the write of its first byte to the read of its last byte); a failed connection or request
+ends the run with ``LabError`` (a benchmark with failures measures nothing).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 from typing import Final
+
+from envoy_dissector.lab.envoy import LabError
 
 #: Hard caps on one run, whatever the caller asks.
 MAX_REQUESTS: Final = 50_000
@@ -31,7 +34,6 @@ class BenchLoad:
     """What one run measured."""
 
     latencies_us: list[int] = field(default_factory=list)
-    errors: int = 0
     wall_s: float = 0.0
     late: int = 0
     """Open loop only: requests sent more than 1 ms after their time (no idle connection, or the client lagged)."""
@@ -98,19 +100,26 @@ def closed_loop(port: int, *, connections: int, requests: int, wall_s: float, pa
     requests, wall_s = _bounded(requests, wall_s)
     wire = _request(port, path)
     sel = selectors.DefaultSelector()
-    conns = [_Conn(port, wire) for _ in range(max(1, min(connections, MAX_CONNECTIONS)))]
+    conns: list[_Conn] = []
     result = BenchLoad()
     t0 = time.monotonic()
     deadline = t0 + wall_s
     issued = 0
     waiting: list[tuple[float, _Conn]] = []  # (send at, connection) while thinking
     try:
+        for _ in range(max(1, min(connections, MAX_CONNECTIONS))):
+            try:
+                conns.append(_Conn(port, wire))
+            except OSError as exc:
+                raise LabError(f"bench client: could not connect to 127.0.0.1:{port}: {exc}") from exc
+        t0 = time.monotonic()  # (the clock starts with the first request, not with the connects)
+        deadline = t0 + wall_s
         for conn in conns:
             sel.register(conn.sock, selectors.EVENT_READ, conn)
             if issued < requests:
                 conn.send()
                 issued += 1
-        while result.requests + result.errors < issued and (now := time.monotonic()) < deadline:
+        while result.requests < issued and (now := time.monotonic()) < deadline:
             for at, conn in [w for w in waiting if w[0] <= now]:
                 waiting.remove((at, conn))
                 conn.send()
@@ -120,9 +129,7 @@ def closed_loop(port: int, *, connections: int, requests: int, wall_s: float, pa
                 try:
                     latency = conn.receive()
                 except (OSError, ValueError) as exc:
-                    result.errors += 1
-                    sel.unregister(conn.sock)
-                    raise ConnectionError(f"bench client: {exc}") from exc
+                    raise LabError(f"bench client: {exc}") from exc
                 if latency is None:
                     continue
                 result.latencies_us.append(latency)
@@ -150,7 +157,10 @@ def open_loop(port: int, *, rate: float, requests: int, wall_s: float, path: str
     conns: list[_Conn] = []
 
     def opened() -> _Conn:
-        conn = _Conn(port, wire)
+        try:
+            conn = _Conn(port, wire)
+        except OSError as exc:
+            raise LabError(f"bench client: could not connect to 127.0.0.1:{port}: {exc}") from exc
         sel.register(conn.sock, selectors.EVENT_READ, conn)
         conns.append(conn)
         return conn
@@ -181,7 +191,7 @@ def open_loop(port: int, *, rate: float, requests: int, wall_s: float, path: str
                 try:
                     latency = conn.receive()
                 except (OSError, ValueError) as exc:
-                    raise ConnectionError(f"bench client: {exc}") from exc
+                    raise LabError(f"bench client: {exc}") from exc
                 if latency is not None:
                     result.latencies_us.append(latency)
         result.wall_s = time.monotonic() - t0
