@@ -120,3 +120,38 @@ def test_the_dashboards_overview_has_a_cost_card(lua) -> None:  # type: ignore[n
     cost = lua.cost()[0]
     assert value.id == "overview-cost" and value.children.replace(",", "").split()[0]
     assert "without trace logging" in label.children and f"{cost.ceiling.pod:,.0f} rps" in label.children
+
+
+def test_the_bench_client_and_upstream_are_bounded_and_fail_in_one_line(tmp_path: Path) -> None:
+    from envoy_dissector.lab.bench_client import closed_loop, open_loop
+    from envoy_dissector.lab.bench_upstream import LeanUpstream
+    from envoy_dissector.lab.envoy import LabError, free_port
+
+    with LeanUpstream(tmp_path) as upstream:
+        closed = closed_loop(upstream.port, connections=3, requests=300, wall_s=10)
+        assert closed.requests == 300 and min(closed.latencies_us) > 0
+        paced = open_loop(upstream.port, rate=200, requests=50, wall_s=10)
+        assert paced.requests == 50 and paced.wall_s >= 49 / 200
+    with pytest.raises(LabError, match="could not connect"):
+        closed_loop(free_port(), connections=1, requests=1, wall_s=1)
+
+
+def test_envoys_cpu_time_is_read_per_thread_from_proc() -> None:
+    import os
+    import time
+
+    from envoy_dissector.lab.bench import cpu_times
+
+    before = cpu_times(os.getpid())
+    end = time.process_time() + 0.2
+    while time.process_time() < end:
+        pass
+    after = cpu_times(os.getpid())
+    assert after.all_s - before.all_s >= 0.1  # (clock ticks: 10 ms each)
+    assert before.workers_s == after.workers_s == 0  # no thread of pytest is called wrk:*
+
+
+def test_lab_lists_the_bench_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lab", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "bench-ladder" in out and "bench-ab" in out
