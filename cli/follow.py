@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +48,17 @@ REFRESH_S = 2.0
 LIVE_WINDOW_EVENTS = 1
 #: The largest ``--slow-ms`` (a day).
 MAX_SLOW_MS = 86_400_000
+#: Bytes the parser takes at most at once from the live stream: a block is handed on once this much has come or
+#: a second has passed since its first byte (``parser/streams.py``). Smaller blocks come sooner at busy rates but
+#: cost the parser more per byte: 256 KiB reads a backlog at the speed of 16 MiB blocks (1.5 MB/s, a 22 MB lab
+#: log; 128 KiB: 1.0, 64 KiB: 0.65).
+LIVE_BLOCK_BYTES = 256 * 1024
+#: Seconds of a live stream handed to the streaming analysis at once, at most (``LiveAnalysis._analyse``).
+BATCH_S = 0.5
+#: Rows handed to the streaming analysis at once, at most, when the log comes faster than it is analysed.
+BATCH_ROWS = 200_000
+#: Parsed chunks waiting for the analysis at most (the parser waits beyond: memory stays bounded).
+QUEUED_CHUNKS = 64
 #: Options of ``analyze`` that select requests; the follow view shows every request.
 _FILTERS = ("since", "until", "authority", "path", "status")
 
@@ -65,7 +78,8 @@ class LiveAnalysis(threading.Thread):
         super().__init__(name="envoy-dissect-follow", daemon=True)
         self.source = source
         self.parse = iter_parse(source, format=format, log_format=log_format, redact=redact, shapes=shape_cache,
-                                workers=PARSE_WORKERS, columns=ANALYSED_COLUMNS, stop_reading=_never)
+                                workers=PARSE_WORKERS, columns=ANALYSED_COLUMNS, stop_reading=_never,
+                                block_bytes=LIVE_BLOCK_BYTES)
         self.streaming = StreamingAnalysis(window_events=LIVE_WINDOW_EVENTS, on_finished=on_finished)
         self.capture: Capture | None = None
         self.error: BaseException | None = None
@@ -78,12 +92,12 @@ class LiveAnalysis(threading.Thread):
         return self.parse.diagnostics.lines_read
 
     def run(self) -> None:
+        chunks: queue.Queue[pl.DataFrame | BaseException | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
+        reader = threading.Thread(target=self._read, args=(chunks,), name="envoy-dissect-follow-parse", daemon=True)
         try:
-            chunks = 0
-            for chunk in self.parse:
-                self.streaming.add(chunk.events)
-                chunks += 1
-            if not chunks:
+            reader.start()
+            got = self._analyse(chunks)
+            if not got:
                 raise InputError("nothing parseable: no log record was read before the follow ended",
                                  path=self.source.name)
             result = self.streaming.finish()
@@ -97,6 +111,49 @@ class LiveAnalysis(threading.Thread):
         finally:
             self.streaming.close()
             self.done.set()
+
+    def _read(self, chunks: queue.Queue[pl.DataFrame | BaseException | None]) -> None:
+        """The parser's chunks into ``chunks`` (then ``None``, or the error that ended the parse)."""
+        try:
+            for chunk in self.parse:
+                chunks.put(chunk.events)
+            chunks.put(None)
+        except BaseException as exc:
+            chunks.put(exc)
+
+    def _analyse(self, chunks: queue.Queue[pl.DataFrame | BaseException | None]) -> int:
+        """Hand the chunks to the streaming analysis in batches: whatever has come within ``BATCH_S`` of the
+        batch's first chunk, or ``BATCH_ROWS`` rows. Each ``add`` steps every worker it has lines for (a step
+        costs a tenth of a second or more whatever its size), so a log read faster than it is written (catching
+        up) is analysed in big steps and a live one every ``BATCH_S``. Returns the rows analysed."""
+        batch: list[pl.DataFrame] = []
+        rows = total = 0
+        first = 0.0
+        while True:
+            timeout = None if not batch else max(0.0, first + BATCH_S - time.monotonic())
+            try:
+                item = chunks.get(timeout=timeout)
+            except queue.Empty:
+                item = _FLUSH
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, pl.DataFrame):
+                if not batch:
+                    first = time.monotonic()
+                batch.append(item)
+                rows += item.height
+                if rows < BATCH_ROWS and time.monotonic() - first < BATCH_S:
+                    continue
+            if batch:
+                self.streaming.add(pl.concat(batch, how="vertical_relaxed") if len(batch) > 1 else batch[0])
+                total += rows
+                batch, rows = [], 0
+            if item is None:
+                return total
+
+
+#: (``LiveAnalysis._analyse``: the batch is due)
+_FLUSH = object()
 
 
 class Screen:
@@ -208,9 +265,13 @@ def follow(pipe: LivePipe, pumps: Sequence[Pump], args: argparse.Namespace,
     for pump in pumps:
         pump.start()
 
+    due = [time.monotonic() + args.refresh]
+
     def tick(seconds: float) -> None:
         engine.done.wait(seconds)
-        screen.show(window, source=pipe.name, lines_read=engine.lines_read)
+        if time.monotonic() >= due[0]:
+            due[0] = time.monotonic() + args.refresh
+            screen.show(window, source=pipe.name, lines_read=engine.lines_read)
         for pump in pumps:
             if pump.error is not None:
                 raise pump.error

@@ -18,7 +18,7 @@ from typing import NoReturn, TextIO
 from envoy_dissector.analysis.terminal import SafeStdout, StdoutError, terminal_safe
 from envoy_dissector.parser.errors import DissectorError, ExitCode, OutputError, UsageError
 
-SUBCOMMANDS = ("parse", "analyze", "compare", "fleet", "lab", "kube", "dashboard")
+SUBCOMMANDS = ("parse", "analyze", "compare", "fleet", "lab", "kube", "watch", "dashboard")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -89,11 +89,18 @@ class LineCarry:
 
 
 class Pump(threading.Thread):
-    """Runs ``feed(stop)`` on a thread; its error is kept for the caller (``error``)."""
+    """Runs ``feed(stop)`` on a thread; its error is kept for the caller (``error``).
 
-    def __init__(self, name: str, feed: Callable[[threading.Event], None]) -> None:
+    ``stop`` sets the event ``feed`` watches; a feed blocked in a read it cannot leave by itself (a network
+    stream) is given ``drain_s`` to read what is on its way, then ``interrupt`` (closing the stream) ends it.
+    """
+
+    def __init__(self, name: str, feed: Callable[[threading.Event], None], *,
+                 interrupt: Callable[[], None] | None = None, drain_s: float = 0.0) -> None:
         super().__init__(name=name, daemon=True)
         self._feed = feed
+        self._interrupt = interrupt
+        self._drain_s = drain_s
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
 
@@ -105,6 +112,10 @@ class Pump(threading.Thread):
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()
+        if self._interrupt is not None:
+            self.join(self._drain_s)
+            if self.is_alive():
+                self._interrupt()
         self.join(timeout)
 
 

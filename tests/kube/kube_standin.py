@@ -6,7 +6,8 @@ real ``kubernetes`` Python client:
 * ``GET  /api/v1/namespaces/NS/pods[?labelSelector=...]``         PodList
 * ``GET  /api/v1/namespaces/NS/pods/NAME``                         Pod
 * ``GET  /api/v1/namespaces/NS/pods/NAME/log?container=&timestamps=&sinceSeconds=&previous=&tailLines=&limitBytes=``
-  chunked text, lines stamped RFC3339Nano (Go style: trailing zeros trimmed) when they were read;
+  ``&follow=`` chunked text, lines stamped RFC3339Nano (Go style: trailing zeros trimmed) when they were read;
+  with ``follow=true`` the stream stays open and each new line is sent as the runtime stamps it;
 * ``*    /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH?QUERY``  forwarded to the pod's (real Envoy's) admin
   port, or 503 "connection refused" when the admin only listens on the pod's localhost (as in Istio);
 * ``GET  /api/v1/namespaces/NS/pods/NAME/portforward?ports=P`` + websocket upgrade: the
@@ -165,6 +166,24 @@ class ContainerLog:
                 for rec in data[:cut].split(b"\n"):
                     ts, _, line = rec.partition(b" ")
                     yield int(ts), line
+
+    def read_from(self, offset: int) -> tuple[list[tuple[int, bytes]], int]:
+        """Complete records from byte ``offset`` on, and the offset after the last of them (``follow=true``)."""
+        with self.path.open("rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            return [], offset
+        out = []
+        for rec in data[:cut].split(b"\n"):
+            ts, _, line = rec.partition(b" ")
+            out.append((int(ts), line))
+        return out, offset + cut + 1
+
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
 
     def close(self) -> None:
         self.stop()
@@ -578,7 +597,13 @@ class _Handler(BaseHTTPRequestHandler):
         since_ns = self.api.clock() - int(since) * 1_000_000_000 if since else None
         tail = int(q("tailLines")) if q("tailLines") else None
         limit = int(q("limitBytes")) if q("limitBytes") else None
-        records: Iterator[tuple[int, bytes]] = log.records()
+        follow = _go_bool(q("follow"))
+        offset = 0
+        if follow:  # the records there now, then each new one as the runtime appends it
+            present, offset = log.read_from(0)
+            records: Iterator[tuple[int, bytes]] = iter(present)
+        else:
+            records = log.records()
         if tail is not None:
             records = iter(list(records)[-tail:] if tail > 0 else [])
         self.send_response(200)
@@ -605,6 +630,17 @@ class _Handler(BaseHTTPRequestHandler):
             data = data[:max(0, limit - sent)]
         if data:
             sent += self._chunk(data)
+        while follow and not log.closed:  # until the client goes away or the server stops
+            time.sleep(0.05)
+            fresh, offset = log.read_from(offset)
+            data = b"".join((go_rfc3339nano(ts).encode() + b" " + line + b"\n") if stamps else line + b"\n"
+                            for ts, line in fresh)
+            try:
+                if data:
+                    sent += self._chunk(data)
+                    self.wfile.flush()
+            except (OSError, ValueError):  # the client closed the stream
+                return
         self.wfile.write(b"0\r\n\r\n")
         with self.api._lock:
             key = f"{pod.name}/{name}"
