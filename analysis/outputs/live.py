@@ -84,23 +84,24 @@ class LiveWindow:
             self._trim()
 
     def _trim(self) -> None:
-        """Drop what fell out of the window: whole batches first, then the oldest rows of the oldest batch."""
+        """Drop what fell out of the window: batches wholly older than its start, then the oldest rows beyond
+        ``max_requests``."""
         start = None if self._newest_us is None else self._newest_us - int(self.window_s * 1e6)
-        while self._batches:
+        while self._batches and start is not None:
+            latest = self._batches[0][0]["ds_rx_beg_us"].max()
+            if latest is not None and int(latest) >= start:  # type: ignore[arg-type]
+                break
+            self._rows -= self._batches.popleft()[0].height
+        while self._rows > self.max_requests:
             oldest, spans = self._batches[0]
-            latest = oldest["ds_rx_beg_us"].max()
-            too_old = start is not None and (latest is None or int(latest) < start)  # type: ignore[arg-type]
-            if not too_old and self._rows - oldest.height < self.max_requests:
-                break
-            if not too_old and self._rows > self.max_requests:  # keep the newest part of this batch
-                keep = oldest.tail(oldest.height - (self._rows - self.max_requests))
-                self._batches[0] = (keep, spans.join(keep.select("request_uid"), on="request_uid", how="semi"))
-                self._rows = self.max_requests
-                break
-            if not too_old:
-                break
-            self._batches.popleft()
-            self._rows -= oldest.height
+            excess = self._rows - self.max_requests
+            if oldest.height <= excess:
+                self._batches.popleft()
+                self._rows -= oldest.height
+                continue
+            keep = oldest.tail(oldest.height - excess)
+            self._batches[0] = (keep, spans.join(keep.select("request_uid"), on="request_uid", how="semi"))
+            self._rows = self.max_requests
 
     def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The window's requests (inside the log-time window) and their filter phase rows."""
