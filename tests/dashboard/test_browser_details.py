@@ -57,7 +57,9 @@ def test_what_the_views_show_first(dash_duo, make_app, artifacts, named, tmp_pat
         ".filter(e => e.offsetParent && (e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1))"
         ".map(e => e.textContent);")
     assert truncated == [], truncated
-    first = texts(dash_duo, '.ag-center-cols-container .ag-row[row-index="0"] [col-id="internal"]')
+    # (an infinite grid draws a row before its values: wait for the cell's text)
+    first = until(lambda: [t for t in texts(dash_duo, '.ag-center-cols-container .ag-row[row-index="0"] '
+                                                      '[col-id="internal"]') if t], what="the first row's values")
     assert [t.lower() for t in first] == ["false"]
     totals = texts(dash_duo, '.ag-center-cols-container [col-id="total_us"]')
     big = [t for t in totals if len(t.replace(",", "")) > 3]
@@ -78,9 +80,11 @@ def test_what_the_views_show_first(dash_duo, make_app, artifacts, named, tmp_pat
     notes.write_text("hello, this is not a proxy log\n")
     dash_duo.find_element("#upload-file").send_keys(str(notes))
     dash_duo.wait_for_contains_text("#job-message", "not an Envoy / istio-proxy log", timeout=TIMEOUT)
-    classes = dash_duo.driver.execute_script(
-        "return ['job-message', 'upload-message'].map(i => document.getElementById(i).className.split(' '));")
-    assert "error" in classes[0] and "ok" not in classes[1], classes
+    # (text and class are one callback's outputs, but a release may render them a frame apart: wait for the class)
+    classes = until(lambda: (c := dash_duo.driver.execute_script(
+        "return ['job-message', 'upload-message'].map(i => document.getElementById(i).className.split(' '));"))
+        and "error" in c[0] and c, what="the job message marked as an error")
+    assert "ok" not in classes[1], classes
     assert "Uploaded" not in texts(dash_duo, "#upload-message")[0]
     shot(dash_duo, artifacts, "details-failed-upload")
 
