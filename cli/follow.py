@@ -53,8 +53,6 @@ MAX_SLOW_MS = 86_400_000
 #: cost the parser more per byte: 256 KiB reads a backlog at the speed of 16 MiB blocks (1.5 MB/s, a 22 MB lab
 #: log; 128 KiB: 1.0, 64 KiB: 0.65).
 LIVE_BLOCK_BYTES = 256 * 1024
-#: Seconds of a live stream handed to the streaming analysis at once, at most (``LiveAnalysis._analyse``).
-BATCH_S = 0.5
 #: Rows handed to the streaming analysis at once, at most, when the log comes faster than it is analysed.
 BATCH_ROWS = 200_000
 #: Parsed chunks waiting for the analysis at most (the parser waits beyond: memory stays bounded).
@@ -122,38 +120,37 @@ class LiveAnalysis(threading.Thread):
             chunks.put(exc)
 
     def _analyse(self, chunks: queue.Queue[pl.DataFrame | BaseException | None]) -> int:
-        """Hand the chunks to the streaming analysis in batches: whatever has come within ``BATCH_S`` of the
-        batch's first chunk, or ``BATCH_ROWS`` rows. Each ``add`` steps every worker it has lines for (a step
-        costs a tenth of a second or more whatever its size), so a log read faster than it is written (catching
-        up) is analysed in big steps and a live one every ``BATCH_S``. Returns the rows analysed."""
-        batch: list[pl.DataFrame] = []
-        rows = total = 0
-        first = 0.0
+        """Hand the chunks to the streaming analysis as they come, each with whatever other chunks are already
+        waiting (up to ``BATCH_ROWS`` rows). Each ``add`` steps every worker it has lines for, and a step costs a
+        tenth of a second or more whatever its size: a log read faster than it is analysed (a backlog) goes in
+        big batches, a live one chunk by chunk as soon as it is parsed. Returns the rows analysed."""
+        total = 0
         while True:
-            timeout = None if not batch else max(0.0, first + BATCH_S - time.monotonic())
-            try:
-                item = chunks.get(timeout=timeout)
-            except queue.Empty:
-                item = _FLUSH
-            if isinstance(item, BaseException):
-                raise item
-            if isinstance(item, pl.DataFrame):
-                if not batch:
-                    first = time.monotonic()
+            item = chunks.get()
+            batch: list[pl.DataFrame] = []
+            rows = 0
+            while isinstance(item, pl.DataFrame):
                 batch.append(item)
                 rows += item.height
-                if rows < BATCH_ROWS and time.monotonic() - first < BATCH_S:
-                    continue
+                if rows >= BATCH_ROWS:
+                    item = _MORE
+                    break
+                try:
+                    item = chunks.get_nowait()
+                except queue.Empty:
+                    item = _MORE
             if batch:
                 self.streaming.add(pl.concat(batch, how="vertical_relaxed") if len(batch) > 1 else batch[0])
                 total += rows
-                batch, rows = [], 0
+            if isinstance(item, BaseException):
+                raise item
             if item is None:
                 return total
 
 
-#: (``LiveAnalysis._analyse``: the batch is due)
-_FLUSH = object()
+#: (``LiveAnalysis._analyse``: the batch is complete, more chunks may follow)
+_MORE = object()
+
 
 
 class Screen:

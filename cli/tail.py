@@ -18,7 +18,7 @@ from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.sources import Source
 
 #: How often a followed file is checked for new bytes, rotation and truncation.
-POLL_S = 0.25
+POLL_S = 0.1
 READ_BYTES = 1 << 20
 
 
