@@ -24,6 +24,6 @@ def test_the_scan_sees_a_kind_string() -> None:
 
 
 def test_no_module_of_the_analysis_names_a_kind_by_string() -> None:
-    found = {str(p.relative_to(ANALYSIS.parent)): hits for p in sorted(ANALYSIS.glob("*.py"))
+    found = {str(p.relative_to(ANALYSIS.parent)): hits for p in sorted(ANALYSIS.rglob("*.py"))
              if (hits := kind_strings(p.read_text(encoding="utf-8")))}
     assert found == {}, "use EventKind members (envoy_dissector.parser.kinds) instead"
