@@ -60,16 +60,22 @@ class Spill:
         return sum(len(k.parts) for k in self._kinds.values())
 
     def take(self, kind: str) -> pl.DataFrame:
-        """Every frame of ``kind`` in the order added, as one frame; the kind is emptied."""
+        """Every frame of ``kind`` in the order added, as one frame; the kind is emptied.
+
+        Read back from parts, each column is one chunk, read a column at a time: a frame of many parts would be
+        copied whole by the first step that adds a column to it (its columns must be chunked alike), and a
+        rechunk of the whole frame holds it twice."""
         store = self._kinds[kind]
-        frames = [pl.read_parquet(part) for part in store.parts] + store.held
-        for part in store.parts:
-            part.unlink(missing_ok=True)
-        self._held_bytes -= sum(int(f.estimated_size()) for f in store.held)
+        parts, held = store.parts, store.held
+        self._held_bytes -= sum(int(f.estimated_size()) for f in held)
         store.held, store.parts, store.rows = [], [], 0
-        if not frames:
-            return pl.DataFrame(schema=store.schema)
-        return pl.concat(frames, rechunk=False)
+        if not parts:
+            return pl.concat(held, rechunk=False) if held else pl.DataFrame(schema=store.schema)
+        columns = [pl.concat([*(pl.read_parquet(part, columns=[name]).to_series() for part in parts),
+                              *(frame[name] for frame in held)], rechunk=True) for name in store.schema]
+        for part in parts:
+            part.unlink(missing_ok=True)
+        return pl.DataFrame(columns)
 
     def close(self) -> None:
         """Remove the temporary directory (also done when the spill is garbage-collected)."""
