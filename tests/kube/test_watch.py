@@ -83,7 +83,8 @@ def test_watch_follows_the_pod_with_trace_on_and_restores_the_level(pod: Any, tm
         sent = [r.x_request_id for r in result.records]
         assert result.errors == 0 and len(sent) == 20
         deadline = time.monotonic() + 20
-        while len(set(sent) & set(_ids(live))) < len(sent) - 2:  # (the last ones may wait for later lines)
+        # appended while the watch runs (the last ones wait for later lines on their worker, or for the end)
+        while len(set(sent) & set(_ids(live))) < len(sent) // 2:
             assert watch.poll() is None, err.read_text()
             assert time.monotonic() < deadline, (len(set(sent) & set(_ids(live))), err.read_text())
             time.sleep(0.2)
