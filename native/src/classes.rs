@@ -58,7 +58,9 @@ pub fn id_prefix(line: &[u8]) -> Option<Prefix<'_>> {
         }
         return None;
     }
-    const TAGS: [(Form, &[u8], &[u8], &[u8]); 2] = [
+    /// (the first form, the quote, the text before the connection id, the text before the stream id)
+    type Tags = (Form, &'static [u8], &'static [u8], &'static [u8]);
+    const TAGS: [Tags; 2] = [
         (3, b"\"", b"[Tags: \"ConnectionId\":\"", b",\"StreamId\":\""),
         (5, b"\\\"", b"[Tags: \\\"ConnectionId\\\":\\\"", b",\\\"StreamId\\\":\\\""),
     ];
@@ -140,7 +142,8 @@ pub fn classes(loggers: &[Option<&[u8]>], lines: &[Option<&[u8]>]) -> Classes {
         prefix_len: Vec::new(),
         form: Vec::new(),
     };
-    let mut seen: HashMap<(Option<&[u8]>, Form, &[u8]), u32, BuildHasherDefault<Fx>> = HashMap::default();
+    type Key<'a> = (Option<&'a [u8]>, Form, &'a [u8]);
+    let mut seen: HashMap<Key, u32, BuildHasherDefault<Fx>> = HashMap::default();
     for (row, (&logger, &line)) in loggers.iter().zip(lines).enumerate() {
         let line = line.unwrap_or(b"");
         let prefix = id_prefix(line);
@@ -168,7 +171,7 @@ pub enum Part {
 }
 
 impl Part {
-    fn of<'a>(self, value: &'a [u8]) -> &'a [u8] {
+    fn of(self, value: &[u8]) -> &[u8] {
         match self {
             Part::Whole => value,
             Part::FromByte(at) => &value[at.min(value.len())..],
@@ -223,4 +226,68 @@ pub fn distinct(values: &[Option<&[u8]>], part: Part) -> (Vec<u32>, Vec<u32>) {
         }
     }
     (first, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_prefix_reads_every_spelling_of_the_grammar_rule() {
+        let plain = id_prefix(b"[C12] read").unwrap();
+        assert_eq!((plain.form, plain.len, plain.conn, plain.stream), (1, 6, &b"12"[..], None));
+        let stream = id_prefix(b"[C1][S34] done").unwrap();
+        assert_eq!((stream.form, stream.len, stream.stream), (2, 10, Some(&b"34"[..])));
+        let tags = id_prefix(br#"[Tags: "ConnectionId":"7","StreamId":"8"] x"#).unwrap();
+        assert_eq!((tags.form, tags.conn, tags.stream), (4, &b"7"[..], Some(&b"8"[..])));
+        let escaped = id_prefix(br#"[Tags: \"ConnectionId\":\"7\"] x"#).unwrap();
+        assert_eq!((escaped.form, escaped.len), (5, 31));
+    }
+
+    #[test]
+    fn id_prefix_is_all_of_the_text_up_to_the_first_bracket_space() {
+        for line in [&b"no prefix"[..], b"[C] x", b"[C1]x", b"[C1] ", b"[C1][X2] y", b"[C1]] y", b"[Tags: \"ConnectionId\":\"\"] x"] {
+            if line == b"[C1] " {
+                assert!(id_prefix(line).is_some());
+                continue;
+            }
+            assert!(id_prefix(line).is_none(), "{}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn number_refuses_what_does_not_fit() {
+        assert_eq!(number(b"0", 10), Some(0));
+        assert_eq!(number(b"9223372036854775807", i64::MAX as u64), Some(i64::MAX as u64));
+        assert_eq!(number(b"9223372036854775808", i64::MAX as u64), None);
+        assert_eq!(number(b"99999999999999999999", u64::MAX), None);
+    }
+
+    #[test]
+    fn classes_set_the_ids_aside() {
+        let loggers = [Some(&b"http"[..]), Some(b"http"), Some(b"conn"), None];
+        let lines = [Some(&b"[C1][S2] done"[..]), Some(b"[C3][S4] done"), Some(b"[C1][S2] done"), None];
+        let found = classes(&loggers, &lines);
+        assert_eq!(found.class, vec![0, 0, 1, 2]);
+        assert_eq!(found.first, vec![0, 2, 3]);
+        assert_eq!(found.prefix_len, vec![9, 9, 0]);
+        assert_eq!(found.form, vec![2, 2, 0]);
+    }
+
+    #[test]
+    fn distinct_numbers_values_in_order_of_first_appearance_nulls_last() {
+        let values = [None, Some(&b"b"[..]), Some(b"a"), Some(b"b"), None, Some(b"a")];
+        assert_eq!(distinct(&values, Part::Whole), (vec![1, 2, 0], vec![2, 0, 1, 0, 2, 1]));
+        let texts = [Some(&b"xa"[..]), Some(b"ya"), Some(b"zb")];
+        assert_eq!(distinct(&texts, Part::FromByte(1)), (vec![0, 2], vec![0, 0, 1]));
+        assert_eq!(distinct(&texts, Part::FromByte(5)), (vec![0], vec![0, 0, 0]));
+    }
+
+    #[test]
+    fn head_chars_counts_characters_not_bytes() {
+        let texts = [Some("éa".as_bytes()), Some("éb".as_bytes()), Some("e".as_bytes())];
+        assert_eq!(Part::HeadChars(1).of(texts[0].unwrap()), "é".as_bytes());
+        assert_eq!(distinct(&texts, Part::HeadChars(1)), (vec![0, 2], vec![0, 0, 1]));
+        assert_eq!(Part::HeadChars(0).of(b"abc"), b"");
+    }
 }
