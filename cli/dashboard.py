@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="browser sessions holding uploads at once; more are refused until one is idle (default 16)")
     p.add_argument("--session-idle-minutes", type=positive_number(at_most=MAX_IDLE_MINUTES), default=60, metavar="M",
                    help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
+    p.add_argument("--follow", metavar="FILE",
+                   help="also follow this growing log (rotation handled): every browser sees its requests as they "
+                        "finish (docs/follow.md)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
     p.add_argument("--format", default="auto", choices=["auto", *FORMAT_IDS], metavar="FORMAT",
                    help=f"envelope format of CAPTURE: {', '.join(['auto', *FORMAT_IDS])} (default: auto, detected)")
@@ -120,10 +123,20 @@ def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None)
     captures = [s.argument for s in expand(args.captures)] if args.captures else []
     fmt = "custom" if args.log_format else args.format
     policy = AccessPolicy.for_bind(args.host, token=token, extra_hosts=args.allowed_host)
-    app = create_app(captures, demo=True if args.demo else None, max_upload_mb=args.max_upload_mb,
+    dissect_kw = {"format": fmt, "log_format": args.log_format, "redact": not args.no_redact}
+    registry = None
+    if getattr(args, "follow", None):
+        from envoy_dissector.cli.follow_dashboard import follow_into
+        from envoy_dissector.dashboard.datasets import Registry
+
+        registry = Registry(max_datasets=args.max_datasets, max_sessions=args.max_sessions,
+                            session_idle_s=args.session_idle_minutes * 60)
+        follow_into(registry, args.follow, dissect_kw)
+    demo = True if args.demo else (False if registry is not None and not captures else None)
+    app = create_app(captures, demo=demo, max_upload_mb=args.max_upload_mb,
                      max_datasets=args.max_datasets, max_sessions=args.max_sessions,
-                     session_idle_s=args.session_idle_minutes * 60, policy=policy,
-                     dissect_kw={"format": fmt, "log_format": args.log_format, "redact": not args.no_redact})
+                     session_idle_s=args.session_idle_minutes * 60, policy=policy, registry=registry,
+                     dissect_kw=dissect_kw)
     if not loopback:
         print(f"warning: binding {args.host}: everyone with the address below (token included) can upload logs "
               "and see the shared captures; plain HTTP, so run it behind TLS on untrusted networks")

@@ -126,7 +126,7 @@ class LiveAnalysis(threading.Thread):
         big batches, a live one chunk by chunk as soon as it is parsed. Returns the rows analysed."""
         total = 0
         while True:
-            item = chunks.get()
+            item: object = chunks.get()
             batch: list[pl.DataFrame] = []
             rows = 0
             while isinstance(item, pl.DataFrame):

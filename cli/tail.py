@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.sources import Source
@@ -171,7 +172,7 @@ class FileFollower:
             if fh is not None:
                 fh.close()
 
-    def _open(self) -> object | None:
+    def _open(self) -> BinaryIO | None:
         try:
             return self.path.open("rb")
         except FileNotFoundError:
@@ -179,13 +180,13 @@ class FileFollower:
         except OSError as exc:
             raise InputError(f"cannot open: {exc.strerror}", path=str(self.path)) from None
 
-    def _replaced(self, fh: object) -> bool:
+    def _replaced(self, fh: BinaryIO) -> bool:
         """The name now points at another file (read the old one to its end first: done by the caller)."""
         try:
             now = os.stat(self.path)
         except FileNotFoundError:
             return False  # renamed away, the new one not created yet: keep reading the old one meanwhile
-        mine = os.fstat(fh.fileno())  # type: ignore[attr-defined]
+        mine = os.fstat(fh.fileno())
         return (now.st_ino, now.st_dev) != (mine.st_ino, mine.st_dev)
 
 

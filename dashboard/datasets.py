@@ -395,10 +395,15 @@ class Registry:
             if job.delete and not keep:
                 job.path.unlink(missing_ok=True)
 
+    def add_job(self, job: Job) -> None:
+        """Register a job run elsewhere (``dashboard --follow``'s live job: shared when its owner is None)."""
+        with self._lock:
+            self._jobs[job.id] = job
+
     def job(self, job_id: str, owner: str | None) -> Job | None:
         with self._lock:
             job = self._jobs.get(job_id)
-        return job if job is not None and job.owner == owner else None
+        return job if job is not None and job.owner in (owner, None) else None
 
     def poll(self, owner: str | None, seen: set[str] | frozenset[str] = frozenset()) -> tuple[list[Job], list[Job]]:
         """``(pending, finished)`` jobs of this session; ``finished`` leaves out the ids in ``seen`` (the
@@ -408,7 +413,7 @@ class Registry:
             for j in list(self._jobs.values()):  # forget jobs finished long ago (every session's)
                 if j.finished is not None and now - j.finished > JOB_TTL_S:
                     del self._jobs[j.id]
-            mine = [j for j in self._jobs.values() if j.owner == owner]
+            mine = [j for j in self._jobs.values() if j.owner in (owner, None)]  # (None: shared, every session's)
             if mine:
                 self._touch(owner)
             pending = [j for j in mine if j.state in ("queued", "running")]

@@ -1,0 +1,50 @@
+"""``dashboard --follow``: a followed log shown to every browser session as an analysis that keeps running.
+
+A ``LiveJob`` is a shared job (no owner) that never finishes while the server runs: the streaming analysis'
+finished requests are added to it as they come (``add_finished``), and every browser shows its provisional
+overview (requests so far, percentiles per phase, phase shares, latency over time), redrawn as it grows.
+It keeps the newest ``max_rows`` requests, so a server following a log for days holds a bounded frame.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from envoy_dissector.dashboard.datasets import Job, Registry, new_id
+
+#: Requests a live job keeps at most (the oldest dropped first).
+MAX_LIVE_ROWS = 200_000
+
+
+@dataclass
+class LiveJob(Job):
+    """A shared job whose finished requests grow for as long as the log is followed."""
+
+    max_rows: int = MAX_LIVE_ROWS
+    #: requests finished since the follow began (the frame keeps the newest ``max_rows`` of them)
+    seen_rows: int = 0
+
+    def add_finished(self, requests: pl.DataFrame, phases: pl.DataFrame) -> None:
+        super().add_finished(requests, phases)
+        with self._partial_lock:
+            self.seen_rows += requests.height
+            if self._partial_rows > self.max_rows:
+                kept = pl.concat(self._partial).tail(self.max_rows)
+                self._partial, self._partial_rows = [kept], kept.height
+
+    @property
+    def fraction(self) -> float:
+        return 0.0  # (a followed log has no end to measure progress against)
+
+    def describe(self) -> str:
+        return f"{self.name}: following the log, {self.seen_rows:,} requests so far"
+
+
+def start_live_job(registry: Registry, name: str, path: Path) -> LiveJob:
+    """Register a shared live job for the log at ``path`` (its analysis is the caller's: ``add_finished``)."""
+    job = LiveJob(id=new_id(), owner=None, name=name, path=path, total_bytes=None, delete=False,
+                  state="running", stage="parsing")
+    registry.add_job(job)
+    return job
