@@ -1,9 +1,10 @@
-"""`envoy-dissect watch -n NS POD...`: the live view of pods' sidecars, through the Kubernetes API.
+"""`envoy-dissect watch -n NS POD...`: a live view of pods' sidecars.
 
-Each pod's istio-proxy log is followed (the API's follow stream, from now on), its log level raised to trace
-for as long as the watch runs and restored afterwards exactly as `capture` does (also on Ctrl-C or an error),
-and the lines analysed as they come, with the view of `analyze --follow`. Ctrl-C: levels restored, then the
-final report. docs/follow.md, docs/kubernetes.md.
+Each pod's istio-proxy log is followed through the Kubernetes API (its
+follow stream, from now on) and analysed as it comes, with the view of
+`analyze --follow`. Envoy's log level is raised to trace while watching and
+restored afterwards exactly as `capture` does (also on Ctrl-C or an error).
+Ctrl-C: levels restored, then the final report. See docs/follow.md.
 """
 from __future__ import annotations
 
