@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from envoy_dissector.parser import native
-from envoy_dissector.parser.distinct import Distinct, distinct, distinct_rows
+from envoy_dissector.parser import extension
+from envoy_dissector.parser.distinct import Distinct, distinct_rows
+from envoy_dissector.parser.extension import distinct
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
 from envoy_dissector.parser.grammar_names import LITERAL_NAMES
 from envoy_dissector.parser.schema import FIELD_SCHEMA, KIND, PREFIX_FIELDS, QUOTED_FIELDS
@@ -450,7 +451,7 @@ def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
         canon__=pl.when(valid).then(canon).otherwise(pl.lit("")), pfx__=pl.when(valid).then(text).otherwise(pl.lit("")))
 
 
-#: ``native.record_classes``' prefix forms (0: none), as their text with the ids replaced by ``SENTINELS``.
+#: ``extension.record_classes``' prefix forms (0: none), as their text with the ids replaced by ``SENTINELS``.
 PREFIX_FORMS = ("", f"[C{SENTINELS[0]}] ", f"[C{SENTINELS[0]}][S{SENTINELS[1]}] ",
                 f'[Tags: "ConnectionId":"{SENTINELS[0]}"] ',
                 f'[Tags: "ConnectionId":"{SENTINELS[0]}","StreamId":"{SENTINELS[1]}"] ',
@@ -461,7 +462,7 @@ PREFIX_FORMS = ("", f"[C{SENTINELS[0]}] ", f"[C{SENTINELS[0]}][S{SENTINELS[1]}] 
 def _class_rows(records: pl.DataFrame) -> pl.DataFrame:
     """Per record: ``logger``, its id prefix with the ids replaced by ``SENTINELS`` (``canon__``) and as it is
     (``pfx__``; both empty without a prefix), the rest of its first line (``rest__``) and the prefix's ids
-    (``conn__``, ``stream__``). The reference for ``native.record_classes``."""
+    (``conn__``, ``stream__``). The reference for ``extension.record_classes``."""
     line = pl.col("first_line").fill_null("").cast(pl.Binary)
     # every spelling of the id prefix ends at the line's first "] "
     cand = pl.when(line.bin.starts_with(b"[")).then(line.bin.head(
@@ -493,11 +494,11 @@ def _classes_of_rows(rows: pl.DataFrame) -> _RecordClasses:
 
 
 def _record_classes(records: pl.DataFrame) -> _RecordClasses:
-    """The records' classes: in one compiled pass where the extension is built (``native.record_classes``), else
-    by ``_class_rows``; the same classes, keys and ids either way."""
-    if not native.enabled() or any(records.schema[c] != pl.String for c in ("logger", "first_line")):
+    """The records' classes: in one compiled pass where ``extension.record_classes`` takes them, else by
+    ``_class_rows``; the same classes, keys and ids either way."""
+    found = extension.record_classes(records["logger"], records["first_line"])
+    if found is None:
         return _classes_of_rows(_class_rows(records))
-    found = native.record_classes(records["logger"], records["first_line"])
     per_class = found.classes
     first = per_class["first"]
     line = records["first_line"].gather(first).fill_null("").cast(pl.Binary).to_frame("line__")

@@ -3,7 +3,8 @@ per distinct text, apply to all" step, without a join over the whole chunk.
 
 A cast to a categorical with its own (fresh, unshared) category table numbers the distinct
 values 0, 1, 2... in order of first appearance, with exact string equality; the compiled extension does the same
-in one hashing pass (FxHash over the bytes).
+in one hashing pass (FxHash over the bytes). ``extension.distinct`` chooses between the two; this module holds the
+Python side only.
 """
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-
-from envoy_dissector.parser import extension
 
 
 @dataclass(frozen=True)
@@ -27,28 +26,8 @@ class Distinct:
         return per_distinct[self.index]
 
 
-def distinct(values: pl.Series, *, from_byte: int = 0, head_chars: int | None = None) -> Distinct:
-    """Group rows by value (text, or bytes that are valid UTF-8); nulls form one group of their own (the last).
-    ``from_byte``: by each value's bytes from that offset on; ``head_chars``: by each text's first characters
-    (``str.slice(0, head_chars)``): the same groups as ``distinct`` of the sliced column, without making it.
-
-    One pass of the compiled extension where it is built and on (``extension.py``), else a categorical cast
-    (``distinct_by_categories``): the same groups, numbered alike."""
-    if from_byte and head_chars is not None:
-        raise ValueError("from_byte or head_chars, not both")
-    if extension.enabled() and values.dtype in (pl.String, pl.Binary) and (head_chars is None
-                                                                           or values.dtype == pl.String):
-        found = extension.module().distinct(values.__arrow_c_stream__(), from_byte, head_chars)
-        return Distinct(extension.series(found, "first"), extension.series(found, "index"))
-    if from_byte:
-        values = values.cast(pl.Binary).bin.slice(from_byte)
-    if head_chars is not None:
-        values = values.str.slice(0, head_chars)
-    return distinct_by_categories(values)
-
-
 def distinct_by_categories(values: pl.Series) -> Distinct:
-    """``distinct`` by a categorical cast (the reference)."""
+    """``extension.distinct`` by a categorical cast (the reference)."""
     if values.dtype == pl.Binary:
         values = values.cast(pl.String)
     codes = values.cast(pl.Categorical(pl.Categories.random())).to_physical()

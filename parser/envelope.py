@@ -9,30 +9,19 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from envoy_dissector.parser.civil import epoch_us
-from envoy_dissector.parser.distinct import Distinct, distinct
+from envoy_dissector.parser.distinct import Distinct
+from envoy_dissector.parser.extension import TextScan, distinct
+from envoy_dissector.parser.layouts import CONTINUATION as CONTINUATION  # (where the detectors read it)
+from envoy_dissector.parser.layouts import MESSAGE_CONTINUES as MESSAGE_CONTINUES
 from envoy_dissector.parser.layouts import fold_header_records, location_in_message
 from envoy_dissector.parser.logformat import Head, JsonFormat, TextFormat, group_names
 from envoy_dissector.parser.redact import RedactOption, redact_frame, rows_where
 from envoy_dissector.parser.schema import RECORD_COLUMNS
 
-if TYPE_CHECKING:
-    from envoy_dissector.parser.native import TextScan
-
-# A physical line that may continue the record above it: a header-dump line,
-# a blank line, or Istio's `\tthread=N` trailer.
-CONTINUATION = r"^(?:'[^']*', '.*'|\s*|\t?thread=\d+)$"
-#: A physical line that is neither a record start nor a CONTINUATION still continues the record above
-#: it when it reads like the rest of a multi-line message (config dumps, ``policy { ... }``, dynamic
-#: metadata): indented, a closing brace, ``key: value`` / ``key {``, a line ending in an opening brace, or a
-#: lone ``.`` (the end of QUIC's ``encodeHeaders (end_stream=..) <dump>.``). Anything else (a paste's ``...``,
-#: another program's output) is malformed.
-MESSAGE_CONTINUES = (r"^(?:[ \t]+[^\s]|[}\])][,;]?[ \t]*$|[A-Za-z_][A-Za-z0-9_.-]*(?::[ \t]|:$| \{[ \t]*$)|.*\{[ \t]*$"
-                     r"|\.[ \t]*$)")
 _LEVEL_SHORT = {"T": "trace", "D": "debug", "I": "info", "W": "warning", "E": "error", "C": "critical", "O": "off"}
 
 
@@ -310,9 +299,9 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = T
 
 
 def split_text_native(scan: TextScan, origin: str, fmt: TextFormat, *, redact: RedactOption = True) -> Envelope:
-    """``split_text``'s envelope from the compiled scan of a block's lines (``parser/native.py``): the scan
+    """``split_text``'s envelope from the compiled scan of a block's lines (``extension.scan_text``): the scan
     has found the records, folded their continuation lines and cut the suffix; the typed fields are read
-    here as ``split_text`` reads them (from the prefix alone: ``native.handles`` keeps formats whose prefix
+    here as ``split_text`` reads them (from the prefix alone: ``extension.scans`` keeps formats whose prefix
     regex looks past the prefix out)."""
     found = scan.records
     prefix = found["prefix"]

@@ -1,15 +1,38 @@
-"""The compiled extension (``native/``, Rust, built by ``pip install`` where cargo is found): whether it is here
-and on, and its Arrow columns as polars frames. ``parser/native.py`` holds the functions that use it; this
-module imports nothing of the parser's, so that any module may ask."""
+"""The one seam between the parser and its compiled parts (``native/``, Rust, built by ``pip install`` where cargo is
+found): whether the extension is here and on, and every compiled step with the choice of its Python path.
+
+A caller asks this module and takes what it answers; nothing else looks at ``ENVOY_DISSECTOR_NATIVE`` or at the
+extension. Each step either answers for both paths (``distinct``, ``count_newlines``) or answers None where the
+caller's polars path must do the work (``scan_text``: the envelope, ``split_text``; ``record_classes``:
+``classify._class_rows``). The polars paths stay the references: tests compare the two on every fixture, and
+``ENVOY_DISSECTOR_NATIVE=0`` turns every compiled step off (``count_newlines`` keeps memchr where it is built: a
+count is a count).
+
+* ``scan_text`` splits a text block into records in one pass over its bytes: the lines, each record's prefix (by the
+  format's start regex), continuation lines folded into the message, the format's suffix cut off, and the lines
+  that belong to no record (``envelope.split_text_native`` reads the typed fields from it). A block the scan does
+  not take exactly as the line splitter does (carriage returns, invalid UTF-8, lines over the length limit) gets
+  None and goes the polars way; ``last_start`` and ``count_newlines`` cut blocks into whole records for it.
+* ``record_classes`` groups records into ``classify``'s classes, and ``distinct`` numbers a column's distinct values,
+  each in one pass over the columns' Arrow buffers.
+
+This module imports only the parser's leaf modules, so that any stage may ask it.
+"""
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import polars as pl
+
+from envoy_dissector.parser import limits
+from envoy_dissector.parser.distinct import Distinct, distinct_by_categories
+from envoy_dissector.parser.layouts import CONTINUATION, HEADER_RECORD_LINE, MESSAGE_CONTINUES
+from envoy_dissector.parser.logformat import JsonFormat, TextFormat
 
 _native: ModuleType | None
 _why_missing = ""
@@ -57,7 +80,7 @@ def warn_once() -> None:
               "(same results, about 35 % more CPU)", file=sys.stderr)
 
 
-def module() -> ModuleType:
+def _module() -> ModuleType:
     assert _native is not None, "the compiled extension was not built"
     return _native
 
@@ -72,11 +95,111 @@ class _Column:
         return self._pair
 
 
-def series(columns: dict[str, tuple[Any, Any]], name: str) -> pl.Series:
+def _series(columns: dict[str, tuple[Any, Any]], name: str) -> pl.Series:
     """The extension's column ``name`` as a Series."""
     return pl.Series(_Column(columns[name])).alias(name)
 
 
-def frame(columns: dict[str, tuple[Any, Any]], names: Sequence[str]) -> pl.DataFrame:
+def _frame(columns: dict[str, tuple[Any, Any]], names: Sequence[str]) -> pl.DataFrame:
     """The extension's columns ``names`` (those it gave) as a frame."""
-    return pl.DataFrame([series(columns, name) for name in names if name in columns])
+    return pl.DataFrame([_series(columns, name) for name in names if name in columns])
+
+
+# --- lines and blocks ---------------------------------------------------------------------------------------------
+
+def count_newlines(data: bytes, stop: int | None = None) -> int:
+    """``data[:stop].count(b"\\n")``: by memchr when the extension was built (several times faster)."""
+    stop = len(data) if stop is None else stop
+    if not available():
+        return data.count(b"\n", 0, stop)
+    found: int = _module().count_newlines(data, stop)
+    return found
+
+
+def line_count(data: bytes) -> int:
+    """Lines in a block as ``pipeline._lines_frame`` makes them (a final newline ends the last line)."""
+    return count_newlines(data) + (not data.endswith(b"\n")) if data else 0
+
+
+# --- the envelope of a text block ---------------------------------------------------------------------------------
+
+#: Regex parts whose match depends on text after the prefix: the prefix's groups are read from the prefix
+#: alone on this path, so a format holding one takes the polars path.
+_LOOKS_PAST = ("$", r"\b", r"\B", r"\z")
+
+
+def scans(fmt: TextFormat | JsonFormat) -> bool:
+    """The compiled scan takes this format's blocks (``scan_text``, ``last_start``): it is on, and the format is a
+    text format whose record start is anchored at the line's start."""
+    return (isinstance(fmt, TextFormat) and fmt.start_plain.startswith("^")
+            and not any(part in fmt.prefix for part in _LOOKS_PAST) and enabled())
+
+
+@dataclass(frozen=True)
+class TextScan:
+    #: per record: ``line_no``, ``n_lines``, ``message`` (folded, suffix cut off), ``prefix`` (the first line up
+    #: to the message) and, when the format has a suffix, ``suffix``
+    records: pl.DataFrame
+    #: per line that belongs to no record: ``line_no``, ``raw``
+    malformed: pl.DataFrame
+
+
+def scan_text(parts: Sequence[tuple[bytes, int]], first_line_no: int, fmt: TextFormat) -> TextScan | None:
+    """The records of ``parts`` (the bytes before each ``stop`` of ``(bytes, stop)``: whole lines in order, the
+    first numbered ``first_line_no``); None: the polars path takes this block (``envelope.split_text``)."""
+    if not scans(fmt):
+        return None
+    found = _module().scan_text(list(parts), first_line_no, fmt.start_plain, fmt.prefix_can_be_empty,
+                                fmt.suffix_plain, CONTINUATION, MESSAGE_CONTINUES, limits.max_line_bytes())
+    if found is None:
+        return None
+    records = _frame(found, ("line_no", "n_lines", "message", "prefix", "suffix"))
+    malformed = _frame(found, ("bad_line_no", "bad_raw")).rename({"bad_line_no": "line_no", "bad_raw": "raw"})
+    return TextScan(records, malformed)
+
+
+def last_start(data: bytes, fmt: TextFormat) -> int | None:
+    """Byte offset of the last line of ``data`` that starts a record (as ``pipeline._last_start`` decides it), for
+    a format the scan takes (``scans``)."""
+    found: int | None = _module().last_start(data, fmt.start, HEADER_RECORD_LINE, limits.max_line_bytes())
+    return found
+
+
+# --- classes and distinct values ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RecordClasses:
+    #: per record: ``class`` (u32: classes numbered in order of first appearance), ``conn`` (i64) and ``stream``
+    #: (u64): the ids of its id prefix, null without one (or too large for the type)
+    records: pl.DataFrame
+    #: per class: ``first`` (its first record), ``prefix_len`` (bytes of its id prefix, 0 without) and ``form``
+    #: (the prefix's form: see ``native/src/classes.rs``)
+    classes: pl.DataFrame
+
+
+def record_classes(loggers: pl.Series, first_lines: pl.Series) -> RecordClasses | None:
+    """``classify_distinct``'s record classes, (logger, id-prefix form, rest of the first line), in one compiled
+    pass; None: the polars path takes them (``classify._class_rows``, the reference)."""
+    if not enabled() or loggers.dtype != pl.String or first_lines.dtype != pl.String:
+        return None
+    found = _module().record_classes(loggers.__arrow_c_stream__(), first_lines.__arrow_c_stream__())
+    return RecordClasses(_frame(found, ("class", "conn", "stream")), _frame(found, ("first", "prefix_len", "form")))
+
+
+def distinct(values: pl.Series, *, from_byte: int = 0, head_chars: int | None = None) -> Distinct:
+    """Group rows by value (text, or bytes that are valid UTF-8); nulls form one group of their own (the last).
+    ``from_byte``: by each value's bytes from that offset on; ``head_chars``: by each text's first characters
+    (``str.slice(0, head_chars)``): the same groups as ``distinct`` of the sliced column, without making it.
+
+    One compiled hashing pass where the extension is on, else a categorical cast (``distinct_by_categories``):
+    the same groups, numbered alike."""
+    if from_byte and head_chars is not None:
+        raise ValueError("from_byte or head_chars, not both")
+    if enabled() and values.dtype in (pl.String, pl.Binary) and (head_chars is None or values.dtype == pl.String):
+        found = _module().distinct(values.__arrow_c_stream__(), from_byte, head_chars)
+        return Distinct(_series(found, "first"), _series(found, "index"))
+    if from_byte:
+        values = values.cast(pl.Binary).bin.slice(from_byte)
+    if head_chars is not None:
+        values = values.str.slice(0, head_chars)
+    return distinct_by_categories(values)

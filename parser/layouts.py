@@ -13,6 +13,16 @@ from __future__ import annotations
 
 import polars as pl
 
+#: A physical line that may continue the record above it: a header-dump line,
+#: a blank line, or Istio's `\tthread=N` trailer (the envelope, the detectors and the compiled scan read both).
+CONTINUATION = r"^(?:'[^']*', '.*'|\s*|\t?thread=\d+)$"
+#: A physical line that is neither a record start nor a CONTINUATION still continues the record above
+#: it when it reads like the rest of a multi-line message (config dumps, ``policy { ... }``, dynamic
+#: metadata): indented, a closing brace, ``key: value`` / ``key {``, a line ending in an opening brace, or a
+#: lone ``.`` (the end of QUIC's ``encodeHeaders (end_stream=..) <dump>.``). Anything else (a paste's ``...``,
+#: another program's output) is malformed.
+MESSAGE_CONTINUES = (r"^(?:[ \t]+[^\s]|[}\])][,;]?[ \t]*$|[A-Za-z_][A-Za-z0-9_.-]*(?::[ \t]|:$| \{[ \t]*$)|.*\{[ \t]*$"
+                     r"|\.[ \t]*$)")
 #: ``file.cc:123] `` or ``[file.cc:123] `` at the start of a message (only when the layout has no ``%g``).
 LOCATION = r"^\[?(?P<file>(?:[A-Za-z0-9_.+-]+/)*[A-Za-z0-9_.+-]+\.(?:cc|h|cpp|hpp|c)):(?P<line>[0-9]+)\] "
 _LOCATION_PLAIN = r"^\[?(?:[A-Za-z0-9_.+-]+/)*[A-Za-z0-9_.+-]+\.(?:cc|h|cpp|hpp|c):[0-9]+\] "

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from envoy_dissector.parser import limits, native
+from envoy_dissector.parser import extension, limits
 from envoy_dissector.parser.classify import Classifier, ShapeRule, classify
 from envoy_dissector.parser.detect import Found, detect, malformed_hints
 from envoy_dissector.parser.envelope import Envelope, single_origin, split_envelope, split_text_native
@@ -222,7 +222,7 @@ class _SourceState:
     detection: Detection
     wrappers: tuple[AnyWrapper, ...]
     carry: pl.DataFrame | None = None
-    #: blocks go to the compiled scan (``native.py``) as bytes; the last record's lines are held as bytes
+    #: blocks go to the compiled scan (``extension.scan_text``) as bytes; the last record's lines are held as bytes
     native: bool = False
     carry_bytes: bytes = b""
     carry_line_no: int = 0
@@ -401,7 +401,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
             fmt = state.detection.compiled
             assert isinstance(fmt, TextFormat)
             data = block.data
-            cut = native.last_start(data, fmt)
+            cut = extension.last_start(data, fmt)
             first = state.carry_line_no if state.carry_bytes else line_no
             if cut is None:  # no record starts here: the lines continue the held record (if any)
                 if state.carry_bytes:
@@ -409,7 +409,7 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                     return
                 cut = len(data)
             parts = [(part, stop) for part, stop in ((state.carry_bytes, len(state.carry_bytes)), (data, cut)) if stop]
-            state.carry_bytes, state.carry_line_no = data[cut:], line_no + native.count_newlines(data, cut)
+            state.carry_bytes, state.carry_line_no = data[cut:], line_no + extension.count_newlines(data, cut)
             if parts:  # (nothing before the block's first line when it is the last record's start)
                 yield from submit_bytes(parts, first, block.origin, state)
 
@@ -436,14 +436,13 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                             diag.lines_oversize += block.oversize + oversize
                             raise found
                         state = _SourceState(found.detection, found.wrappers)
-                        state.native = not found.wrappers and native.enabled() and native.handles(
-                            found.detection.compiled)
+                        state.native = not found.wrappers and extension.scans(found.detection.compiled)
                         _note_detection(diag, found.detection, found.wrapper_ids)
                         formats_seen[found.detection.format_id] += 1
                         diag.format_by_source[source.name] = found.detection.format_id
                     diag.lines_oversize += block.oversize
                     if state.native:
-                        count = native.line_count(block.data)
+                        count = extension.line_count(block.data)
                         diag.lines_read += count
                         yield from native_block(block, next_line_no, state)
                         next_line_no += count
@@ -540,7 +539,7 @@ def _events_for_bytes(parts: list[tuple[bytes, int]], first_line_no: int, origin
                       columns: frozenset[str] | None = None) -> _Result:
     """``_events_for`` on whole lines as bytes (``parts``: the bytes before each stop), by the compiled scan;
     a block it does not take goes the polars way. Returns the lines it cut to the length limit too."""
-    scan = native.scan_text(parts, first_line_no, fmt)
+    scan = extension.scan_text(parts, first_line_no, fmt)
     if scan is not None:
         env = split_text_native(scan, origin, fmt, redact=redact)
         if not holds_foreign(env.malformed["raw"], env.records):
@@ -580,7 +579,7 @@ def _count_remaining_lines(blocks: Iterator[Block], diag: Diagnostics) -> int:
     n = 0
     try:
         for block in blocks:
-            n += native.line_count(block.data)
+            n += extension.line_count(block.data)
     except InputError:
         pass
     diag.lines_read += n

@@ -1,4 +1,4 @@
-"""parser/distinct.py: every row maps back to a first occurrence holding the same value."""
+"""parser/distinct.py and ``extension.distinct``: every row maps back to a first occurrence holding the same value."""
 from __future__ import annotations
 
 import polars as pl
@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envoy_dissector.parser import extension
-from envoy_dissector.parser.distinct import distinct, distinct_by_categories, distinct_rows
+from envoy_dissector.parser.distinct import distinct_by_categories, distinct_rows
+from envoy_dissector.parser.extension import distinct
 
 
 @given(st.lists(st.one_of(st.none(), st.text(alphabet="ab\t\u00e9", max_size=3)), max_size=60))

@@ -1,4 +1,4 @@
-"""The compiled envelope scan (``parser/native.py``, ``native/``) against the polars path it stands in for.
+"""The compiled envelope scan (``parser/extension.py``, ``native/``) against the polars path it stands in for.
 
 The polars path is the reference: every capture under ``fixtures/`` (lab captures and other people's excerpts,
 whole and in small blocks, so that records straddle block boundaries) must parse to the same events and the
@@ -19,13 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.parser import native
+from envoy_dissector.parser import extension
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.formats import detection_by_id
 from envoy_dissector.parser.pipeline import Parsed, parse
 from tests.builders import FIXTURE_LOGS, FIXTURES, FixtureLog
 
-needs_scan = pytest.mark.skipif(not native.available(), reason="the compiled scan was not built (no cargo)")
+needs_scan = pytest.mark.skipif(not extension.enabled(), reason="the compiled scan was not built (no cargo) or is off")
 
 REAL = sorted((FIXTURES / "real").glob("*.log*"))
 
@@ -33,7 +33,7 @@ REAL = sorted((FIXTURES / "real").glob("*.log*"))
 def test_missing_build_is_noticed() -> None:
     """``pip install`` builds the scan where cargo is found (the build is optional, so that the package installs
     without it): a build that failed must not pass unnoticed as a run of the scan."""
-    if native.available():
+    if extension.available():
         return
     if os.environ.get("ENVOY_DISSECTOR_REQUIRE_NATIVE") or shutil.which("cargo"):
         pytest.fail("cargo is here but the compiled scan did not build: see `pip install -e . -v`")
@@ -43,20 +43,20 @@ def _parse(path: Path, scan: bool, monkeypatch: pytest.MonkeyPatch, **kwargs: An
     """The parse with the scan on or off, and how many blocks the scan took."""
     monkeypatch.setenv("ENVOY_DISSECTOR_NATIVE", "1" if scan else "0")
     calls = []
-    real_scan = native.scan_text
+    real_scan = extension.scan_text
 
     def counted(*args: Any) -> Any:
         found = real_scan(*args)
         calls.append(found is not None)
         return found
 
-    monkeypatch.setattr(native, "scan_text", counted)
+    monkeypatch.setattr(extension, "scan_text", counted)
     try:
         parsed: Parsed | str = parse(path, **kwargs)
     except InputError as exc:
         parsed = str(exc)
     finally:
-        monkeypatch.setattr(native, "scan_text", real_scan)
+        monkeypatch.setattr(extension, "scan_text", real_scan)
     return parsed, sum(calls)
 
 
@@ -148,7 +148,7 @@ def test_generated_blocks_parse_the_same(block: bytes, size: int | None) -> None
         _assert_same(path, monkeypatch, format="istio-thread", block_bytes=size)
 
 
-def _columns(scan: native.TextScan | None) -> dict[str, list[Any]]:
+def _columns(scan: extension.TextScan | None) -> dict[str, list[Any]]:
     assert scan is not None
     return {**scan.records.to_dict(as_series=False), **{f"bad_{k}": v for k, v in
                                                         scan.malformed.to_dict(as_series=False).items()}}
@@ -160,7 +160,7 @@ def test_scan_folds_cuts_the_suffix_and_sets_stray_lines_aside() -> None:
     second = _start(2, "trace", "connection", "[C1] read returns: 120", 22)
     block = "\n".join(["stray before any record", first, "':authority', 'example.com'", "':path', '/'",
                        "\tthread=21", second, "... omitted"]).encode() + b"\n"
-    found = _columns(native.scan_text([(block, len(block))], 10, ISTIO))
+    found = _columns(extension.scan_text([(block, len(block))], 10, ISTIO))
     prefix = first[: first.index("[C1]")]
     assert found["line_no"] == [11, 15]
     assert found["n_lines"] == [4, 1]
@@ -180,11 +180,11 @@ def test_scan_reads_only_up_to_each_stop_and_numbers_lines_across_parts() -> Non
     block = (_start(2, "debug", "http", "[C1] next", 3) + "\n" + _start(3, "debug", "http", "[C1] later", 3)
              + "\n").encode()
     stop = block.index(b"\n") + 1
-    found = _columns(native.scan_text([(held, len(held)), (block, stop)], 5, ISTIO))
+    found = _columns(extension.scan_text([(held, len(held)), (block, stop)], 5, ISTIO))
     assert found["line_no"] == [5, 6]
     assert found["message"] == ["[C1] held", "[C1] next"]
-    assert native.last_start(block, ISTIO) == stop
-    assert native.last_start(b"no record here\n", ISTIO) is None
+    assert extension.last_start(block, ISTIO) == stop
+    assert extension.last_start(b"no record here\n", ISTIO) is None
 
 
 @needs_scan
@@ -192,7 +192,7 @@ def test_scan_reads_only_up_to_each_stop_and_numbers_lines_across_parts() -> Non
 def test_scan_leaves_what_the_line_splitter_would_change_to_the_polars_path(
         block: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVOY_DISSECTOR_MAX_LINE_BYTES", "32")
-    assert native.scan_text([(block, len(block))], 1, ISTIO) is None
+    assert extension.scan_text([(block, len(block))], 1, ISTIO) is None
 
 
 @needs_scan
@@ -200,5 +200,5 @@ def test_line_counts_match_the_line_splitter() -> None:
     for data in (b"", b"a", b"a\n", b"a\nb", b"a\n\n", b"\n", b"\n\n\n"):
         expected = pl.Series([data.decode()]).str.split("\n").list.len()[0] if data else 0
         expected -= data.endswith(b"\n")
-        assert native.line_count(data) == expected, data
-    assert native.count_newlines(b"a\nb\nc\n", 3) == 1
+        assert extension.line_count(data) == expected, data
+    assert extension.count_newlines(b"a\nb\nc\n", 3) == 1

@@ -1,4 +1,4 @@
-"""The compiled record classes (``native.record_classes``) against the polars reference (``classify._class_rows``).
+"""The compiled record classes (``extension.record_classes``) against the polars reference (``classify._class_rows``).
 
 A record's class is (logger, the form of its id prefix, the rest of its first line); both paths must give the
 same classes in the same order, the same key rows and the same ids, on lines made of the prefix's pieces (every
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal, assert_series_equal
 
-from envoy_dissector.parser import classify, native
+from envoy_dissector.parser import classify, extension
 
-pytestmark = pytest.mark.skipif(not native.enabled(), reason="the compiled extension was not built (no cargo) or is off")
+pytestmark = pytest.mark.skipif(not extension.enabled(), reason="the compiled extension was not built (no cargo) or is off")
 
 _PIECES = ["[", "]", "] ", " ", "[C", "[S", "C", "S", "0", "7", "12", "0042", "18446744073709551615",
            "18446744073709551616", "9223372036854775807", "9223372036854775808", "99999999999999999999999",
@@ -68,6 +68,9 @@ def test_an_empty_frame(monkeypatch: pytest.MonkeyPatch) -> None:
     _compare(pl.DataFrame(schema={"logger": pl.String, "first_line": pl.String}), monkeypatch)
 
 
-def test_a_column_that_is_not_text_is_refused() -> None:
+def test_a_column_that_is_not_text_goes_the_polars_way() -> None:
+    assert extension.record_classes(pl.Series([1, 2]), pl.Series(["a", "b"])) is None
+    # (and the compiled pass itself refuses it, should a caller hand it one)
     with pytest.raises(ValueError, match="not a text or bytes column"):
-        native.record_classes(pl.Series([1, 2]), pl.Series(["a", "b"]))
+        extension._module().record_classes(pl.Series([1, 2]).__arrow_c_stream__(),
+                                           pl.Series(["a", "b"]).__arrow_c_stream__())
