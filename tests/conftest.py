@@ -78,6 +78,8 @@ SLOW: tuple[str, ...] = (
     "tests/cli/test_cli_analyze.py::test_stdin_gives_the_same_requests_as_the_file",
     "tests/cli/test_dashboard_cli.py::test_sigterm_removes_the_upload_directory",
     "tests/cli/test_extras.py::test_analysis_needs_neither_extra",
+    "tests/cli/test_follow.py::test_follow_stdin_to_its_end_equals_analyze",
+    "tests/cli/test_follow.py::test_follow_a_growing_file_appends_then_sigint_reports",
     "tests/dashboard/test_callback_input.py::test_every_callback_answers_junk_with_at_most_4xx",
     "tests/parser/test_grammar_sync.py::test_generated_code_is_in_sync_with_the_grammar",
     "tests/parser/test_native.py::test_generated_blocks_parse_the_same",
