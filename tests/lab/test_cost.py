@@ -60,8 +60,9 @@ def _moderate_step(ladder: dict[str, Any]) -> dict[str, Any]:
 def _top_step(ladder: dict[str, Any]) -> dict[str, Any]:
     top = max(ladder["steps"][1:], key=lambda s: s["rps"])
     assert top["worker_utilisation"] >= SATURATED, (
-        f"the ladder's top step ran Envoy's worker only {top['worker_utilisation']:.0%} busy: the client "
-        f"saturated first, so the ladder measured no proxy ceiling: {ladder['steps']}")
+        f"the ladder's top step ran Envoy's worker only {top['worker_utilisation']:.0%} busy: something else "
+        f"limited the rate (the client's core, or other work on Envoy's core: run on a quiet machine), so the "
+        f"ladder measured no proxy ceiling: {ladder['steps']}")
     return top
 
 
