@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from truth import FIXTURES
 
 from envoy_dissector.analysis import dissect
@@ -121,3 +122,40 @@ def test_many_inputs_are_analysed_one_after_another(small_files: list[Path],
     columns = sorted(whole.requests.columns)
     assert streamed.requests.select(columns).sort("request_uid").equals(
         whole.requests.select(columns).sort("request_uid"))
+
+
+@pytest.mark.parametrize("rel", ["istio-thread/workers", "istio-thread/lua-cpu", "istio-thread/http2"])
+def test_event_loop_queueing_is_the_same_in_blocks_of_any_size(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The event-loop model looks its wait points up a block of rows at a time (memory bounded by a block): any
+    block size gives the same queues, windows and phase rows, in the same order."""
+    from envoy_dissector.analysis import loop
+
+    log = FIXTURES / rel / "envoy.log.gz"
+    whole = dissect(str(log))
+    monkeypatch.setattr(loop, "QUEUE_ROWS", 7)
+    blocks = dissect(str(log))
+    assert whole.queueing.height > 7, "the fixture must have queueing windows in more than one block"
+    assert_frame_equal(blocks.requests, whole.requests)
+    assert_frame_equal(blocks.queueing, whole.queueing)
+    assert_frame_equal(blocks.phases, whole.phases)
+
+
+def test_conclude_gives_the_same_frames_for_a_requests_frame_of_many_chunks() -> None:
+    """``conclude`` owns its requests frame and makes it one chunk per column a column at a time: a frame of many
+    parts (as the spill gives back) concludes to the same frames as one of one chunk."""
+    from envoy_dissector.analysis.pipeline import conclude, split_restarts, stage
+    from envoy_dissector.analysis.tls import handshakes
+
+    events = pl.concat([c.events for c in iter_parse(str(FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"))])
+    events, _ = split_restarts(events.filter(pl.col("ts_us").is_not_null()).cast(EVENT_SCHEMA))  # type: ignore[arg-type]
+    staged = stage(events, [])
+    shakes = handshakes(staged.events)
+    n = staged.requests.height
+    parts = pl.concat([staged.requests.slice(at, 5) for at in range(0, n, 5)], rechunk=False)
+    assert parts["request_uid"].n_chunks() > 1
+    one = conclude(staged.requests.rechunk(), staged.phases, staged.loop, shakes, ())
+    many = conclude(parts, staged.phases, staged.loop, shakes, ())
+    assert all(many.requests[c].n_chunks() == 1 for c in many.requests.columns)
+    assert_frame_equal(many.requests, one.requests)
+    assert_frame_equal(many.queueing, one.queueing)
+    assert_frame_equal(many.phases, one.phases)

@@ -45,6 +45,21 @@ def test_over_budget_parts_come_back_in_order_and_are_removed(tmp_path: Path) ->
     assert not directory.exists()
 
 
+def test_parts_and_held_frames_come_back_one_chunk_per_column(tmp_path: Path) -> None:
+    """A frame of many parts is copied whole by the first step that adds a column to it: parts come back as
+    one chunk per column, held frames after them, in the order added."""
+    spill = Spill({"a": SCHEMA}, budget=0, directory=tmp_path)
+    for start in range(0, 40, 10):
+        spill.add("a", _batch(start, 10))
+    spill._budget = 1 << 30  # (the last batch stays in memory)
+    spill.add("a", _batch(40, 5))
+    assert spill.parts == 4
+    out = spill.take("a")
+    assert out["n"].to_list() == list(range(45)) and out["uid"].to_list() == [f"r{i}" for i in range(45)]
+    assert out.schema == pl.Schema(SCHEMA)
+    assert [out[c].n_chunks() for c in out.columns] == [1, 1]
+
+
 def test_an_abandoned_spill_removes_its_directory(tmp_path: Path) -> None:
     spill = Spill({"a": SCHEMA}, budget=0, directory=tmp_path)
     spill.add("a", _batch(0, 5))
