@@ -195,20 +195,26 @@ def _isatty(stream: TextIO) -> bool:
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends a follow as Ctrl-C does (main thread only)."""
+def _stop_requests() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) or SIGTERM sets the yielded event instead of raising wherever the main thread happens to
+    be (inside a lock's wait, a write to the terminal, polars); the follow's own loop turns it into the end of
+    the follow. A second one raises ``KeyboardInterrupt``: the final analysis is cut short (exit 130)."""
+    requested = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield requested
         return
 
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    def on_signal(signum: int, frame: Any) -> None:
+        if requested.is_set():
+            raise KeyboardInterrupt
+        requested.set()
 
-    old = signal.signal(signal.SIGTERM, on_term)
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield requested
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def check_follow_args(args: argparse.Namespace) -> None:
@@ -263,20 +269,24 @@ def follow(pipe: LivePipe, pumps: Sequence[Pump], args: argparse.Namespace,
         pump.start()
 
     due = [time.monotonic() + args.refresh]
+    with _stop_requests() as stop:
 
-    def tick(seconds: float) -> None:
-        engine.done.wait(seconds)
-        if time.monotonic() >= due[0]:
-            due[0] = time.monotonic() + args.refresh
-            screen.show(window, source=pipe.name, lines_read=engine.lines_read)
-        for pump in pumps:
-            if pump.error is not None:
-                raise pump.error
-        if engine.done.is_set():
-            raise _InputEnded
+        def tick(seconds: float) -> None:
+            until = time.monotonic() + seconds
+            while not stop.is_set() and not engine.done.is_set() and time.monotonic() < until:
+                engine.done.wait(min(0.1, max(until - time.monotonic(), 0.0)))
+            if stop.is_set():
+                raise KeyboardInterrupt  # (here, where it is expected: ``wait`` restores levels on it)
+            if time.monotonic() >= due[0]:
+                due[0] = time.monotonic() + args.refresh
+                screen.show(window, source=pipe.name, lines_read=engine.lines_read)
+            for pump in pumps:
+                if pump.error is not None:
+                    raise pump.error
+            if engine.done.is_set():
+                raise _InputEnded
 
-    try:
-        with _sigterm_interrupts():
+        try:
             try:
                 if wait is not None:
                     wait(tick)
@@ -285,14 +295,14 @@ def follow(pipe: LivePipe, pumps: Sequence[Pump], args: argparse.Namespace,
                         tick(args.refresh)
             except (KeyboardInterrupt, _InputEnded):
                 pass
-    finally:
-        for pump in pumps:
-            pump.stop()
-        pipe.close_writer()
-        while not engine.done.wait(0.2):  # (a second Ctrl-C here interrupts the final analysis: exit 130)
-            pass
-        files.close()
-        pipe.close()
+        finally:
+            for pump in pumps:
+                pump.stop()
+            pipe.close_writer()
+            while not engine.done.wait(0.2):  # (a second Ctrl-C here cuts the final analysis short: exit 130)
+                pass
+            files.close()
+            pipe.close()
     for pump in pumps:
         if pump.error is not None:
             raise pump.error

@@ -222,3 +222,46 @@ def test_follow_a_growing_file_appends_then_sigint_reports(tmp_path: Path) -> No
     assert "requests 0 rate" in out.splitlines()[0]  # plain periodic lines (not a terminal) ...
     assert "50 requests (50 complete)" in out  # ... then the final report
     assert os.path.getsize(live) > 0
+
+
+def test_on_a_terminal_the_view_is_redrawn_in_80_columns(tmp_path: Path) -> None:
+    """stdout a terminal (a pseudo-terminal here): the screen is cleared and redrawn, every line within 80
+    columns, and Ctrl-C still ends with the final report."""
+    import pty
+
+    log = tmp_path / "envoy.log"
+    log.write_bytes(b"".join(_lines(KEEPALIVE)))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli", "analyze", "--follow", str(log),
+                             "--refresh", "0.2"], stdin=subprocess.DEVNULL, stdout=follower,
+                            stderr=subprocess.PIPE, env=dict(os.environ, COLUMNS="80"))
+    os.close(follower)
+    seen = bytearray()
+
+    def read_available() -> None:
+        import select
+
+        while select.select([leader], [], [], 0.05)[0]:
+            try:
+                seen.extend(os.read(leader, 65536))
+            except OSError:  # (the terminal's other end closed)
+                return
+
+    try:
+        _wait_for(lambda: read_available() or seen.count(b"\x1b[H\x1b[2J") >= 2, "two redraws")
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + WAIT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            read_available()
+        assert proc.wait(timeout=WAIT_S) == 0, proc.stderr.read().decode()  # type: ignore[union-attr]
+        read_available()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    text = seen.decode("utf-8", "replace").replace("\r\n", "\n")
+    screen = text.split("\x1b[H\x1b[2J")[1]
+    assert "envoy-dissect follow · " in screen and "newest slow requests" in screen
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    assert "50 requests (50 complete)" in text.split("\x1b[H\x1b[2J")[-1]  # the final report, after a clear
