@@ -27,7 +27,7 @@ from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.analysis.terminal import report_width
 from envoy_dissector.cli.argtypes import MAX_COUNT, count
 from envoy_dissector.cli.follow import add_follow_arguments, run_follow
-from envoy_dissector.cli.otel_output import add_otel_arguments, otel_outputs
+from envoy_dissector.cli.otel_output import add_otel_arguments, otel_outputs, refuse_with_follow
 from envoy_dissector.cli.parse import add_input_arguments, redaction_of
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
@@ -95,6 +95,7 @@ def describe_filters(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "follow", False):
+        refuse_with_follow(args)
         return run_follow(args)
     if getattr(args, "from_end", False):
         raise UsageError("--from-end goes with --follow")

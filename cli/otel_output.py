@@ -15,6 +15,7 @@ from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.cli.extras import require_extra
 from envoy_dissector.cli.parse import redaction_of
 from envoy_dissector.parser import shape_cache
+from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import Source
 
 OTLP_SUFFIX = ".otlp.json"  # (analysis/outputs/otel.py's, without importing the extra to know it)
@@ -63,6 +64,12 @@ class OtelOutputs:
             spans = send_otlp(capture, self.endpoint, contexts, redact=redact)
             if not args.quiet:
                 print(f"sent {spans:,} spans to {self.endpoint}", file=sys.stderr)
+
+
+def refuse_with_follow(args: argparse.Namespace) -> None:
+    """The OpenTelemetry export needs the finished capture: not with ``--follow`` (docs/otel.md)."""
+    if any(o.endswith(OTLP_SUFFIX) for o in args.output) or getattr(args, "otlp_endpoint", None):
+        raise UsageError("-o *.otlp.json and --otlp-endpoint: not with --follow (export the log once it is written)")
 
 
 def otel_outputs(args: argparse.Namespace) -> OtelOutputs:

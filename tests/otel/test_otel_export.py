@@ -197,6 +197,11 @@ def test_a_refusing_or_absent_endpoint_is_one_line(fixtures_dir: Path, collector
         send_otlp(cap, url, trace_contexts_of(cap), timeout_s=1.0)
 
 
-def test_a_bad_endpoint_url_stops_before_reading(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["analyze", "no-such-file.log", "--otlp-endpoint", "127.0.0.1:4318"]) == ExitCode.USAGE
+def test_a_bad_endpoint_url_or_follow_is_a_usage_error(fixtures_dir: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    capture = str(fixtures_dir / SEED)
+    assert main(["analyze", capture, "--otlp-endpoint", "127.0.0.1:4318"]) == ExitCode.USAGE
     assert "expected an http:// or https:// URL" in capsys.readouterr().err
+    out = tmp_path / "r.otlp.json"
+    assert main(["analyze", "--follow", capture, "-o", str(out)]) == ExitCode.USAGE
+    assert "not with --follow" in capsys.readouterr().err and not out.exists()
