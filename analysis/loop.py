@@ -288,6 +288,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
         ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
         ready_connect_us=pl.col("us_cx_beg_us") + pl.col("min_connect_us").fill_null(0),
     )
+    # (what the lookups and the result read from here on: the other columns are let go before the blocks run)
+    r = r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "request_uid", "total_us", "pos__",
+                 *dict.fromkeys(c for _where, event, bound, _slice in WAIT_POINTS for c in (event, bound)))
     # Each wait point's lookups (one as-of lookup per step for a block of rows; rows name their request by its
     # row in `r` and their wait point by its number: no strings repeated), a block of QUEUE_ROWS at a time, in
     # the order of wait point then row: what a block keeps is its queue and its windows (memory stays bounded
