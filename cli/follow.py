@@ -56,7 +56,7 @@ LIVE_BLOCK_BYTES = 256 * 1024
 #: Rows handed to the streaming analysis at once, at most, when the log comes faster than it is analysed.
 BATCH_ROWS = 200_000
 #: Parsed chunks waiting for the analysis at most (the parser waits beyond: memory stays bounded).
-QUEUED_CHUNKS = 64
+QUEUED_CHUNKS = 16
 #: Options of ``analyze`` that select requests; the follow view shows every request.
 _FILTERS = ("since", "until", "authority", "path", "status")
 
