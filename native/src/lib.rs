@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
-use arrow::{column, export, import_stream, text_column, value_error, values};
+use arrow::{column, export, import_stream, value_error, values};
 
 /// A dict of Arrow columns (`(schema, array)` capsule pairs, as `__arrow_c_array__` returns them) by name.
 fn columns<'py>(py: Python<'py>, named: Vec<(&str, ArrayRef)>) -> PyResult<Bound<'py, PyDict>> {
@@ -32,10 +32,6 @@ fn columns<'py>(py: Python<'py>, named: Vec<(&str, ArrayRef)>) -> PyResult<Bound
 
 fn compile(pattern: &str) -> PyResult<Regex> {
     Regex::new(pattern).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
-}
-
-fn strings(s: scan::Strings) -> ArrayRef {
-    text_column(s.offsets, s.data)
 }
 
 /// The envelope of `parts` (`(bytes, stop)`: the bytes before `stop` of each; whole lines, in order; the first
@@ -77,14 +73,14 @@ fn scan_text<'py>(
     let mut named = vec![
         ("line_no", column::<Int64Type>(found.line_no)),
         ("n_lines", column::<Int64Type>(found.n_lines)),
-        ("message", strings(found.message)),
-        ("prefix", strings(found.prefix)),
+        ("message", found.message.finish()),
+        ("prefix", found.prefix.finish()),
     ];
     if let Some(suffix) = found.suffix {
-        named.push(("suffix", strings(suffix)));
+        named.push(("suffix", suffix.finish()));
     }
     named.push(("bad_line_no", column::<Int64Type>(found.bad_line_no)));
-    named.push(("bad_raw", strings(found.bad_raw)));
+    named.push(("bad_raw", found.bad_raw.finish()));
     columns(py, named).map(Some)
 }
 

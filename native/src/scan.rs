@@ -10,39 +10,21 @@
 
 use regex::Regex;
 
+use crate::arrow::TextBuilder;
+
 /// Lines as the polars path splits them: on `\n`, a final `\n` ending the last line.
 fn lines(text: &str) -> std::str::Split<'_, char> {
     text.strip_suffix('\n').unwrap_or(text).split('\n')
 }
 
-/// A text column being built: offsets (one more than the rows) into the text, each at the end of a whole `&str`
-/// (or a regex match's start), so on a character boundary.
-pub struct Strings {
-    pub offsets: Vec<i64>,
-    pub data: String,
-}
-
-impl Strings {
-    fn with_capacity(bytes: usize) -> Self {
-        Strings { offsets: vec![0], data: String::with_capacity(bytes) }
-    }
-    fn push(&mut self, text: &str) {
-        self.data.push_str(text);
-        self.end();
-    }
-    fn end(&mut self) {
-        self.offsets.push(self.data.len() as i64);
-    }
-}
-
 pub struct Scan {
     pub line_no: Vec<i64>,
     pub n_lines: Vec<i64>,
-    pub message: Strings,
-    pub prefix: Strings,
-    pub suffix: Option<Strings>,
+    pub message: TextBuilder,
+    pub prefix: TextBuilder,
+    pub suffix: Option<TextBuilder>,
     pub bad_line_no: Vec<i64>,
-    pub bad_raw: Strings,
+    pub bad_raw: TextBuilder,
 }
 
 pub struct Patterns {
@@ -56,13 +38,13 @@ pub struct Patterns {
 }
 
 impl Scan {
-    /// Cut the suffix off the record whose message is open (its bytes from `from`) and close it.
-    fn close(&mut self, from: usize, suffix: &Option<Regex>) {
+    /// Cut the suffix off the open record's message and close it.
+    fn close(&mut self, suffix: &Option<Regex>) {
         if let (Some(re), Some(out)) = (suffix, self.suffix.as_mut()) {
-            let message = &self.message.data[from..];
+            let message = self.message.open();
             let at = re.find(message).map_or(message.len(), |m| m.start());
             out.push(&message[at..]);
-            self.message.data.truncate(from + at);
+            self.message.cut_open(at);
         }
         self.message.end();
     }
@@ -75,15 +57,15 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
     let mut out = Scan {
         line_no: Vec::new(),
         n_lines: Vec::new(),
-        message: Strings::with_capacity(size),
-        prefix: Strings::with_capacity(0),
-        suffix: p.suffix.as_ref().map(|_| Strings::with_capacity(0)),
+        message: TextBuilder::with_capacity(size),
+        prefix: TextBuilder::with_capacity(0),
+        suffix: p.suffix.as_ref().map(|_| TextBuilder::with_capacity(0)),
         bad_line_no: Vec::new(),
-        bad_raw: Strings::with_capacity(0),
+        bad_raw: TextBuilder::with_capacity(0),
     };
     let mut line_no = first_line_no;
     let mut opener = false; // the last record's first line ends with ':'
-    let mut open_from: Option<usize> = None; // where the open record's message starts
+    let mut open = false; // a record's message is open
     for part in parts {
         if part.is_empty() {
             continue;
@@ -102,20 +84,20 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
                 _ => None,
             };
             if let Some(end) = start {
-                if let Some(from) = open_from {
-                    out.close(from, &p.suffix);
+                if open {
+                    out.close(&p.suffix);
                 }
-                open_from = Some(out.message.data.len());
-                out.message.data.push_str(&line[end..]);
+                open = true;
+                out.message.append(&line[end..]);
                 out.prefix.push(&line[..end]);
                 out.line_no.push(line_no);
                 out.n_lines.push(1);
                 opener = line.ends_with(':');
-            } else if open_from.is_some()
+            } else if open
                 && (opener || p.continuation.is_match(line) || p.message_continues.is_match(line))
             {
-                out.message.data.push('\n');
-                out.message.data.push_str(line);
+                out.message.append("\n");
+                out.message.append(line);
                 *out.n_lines.last_mut().expect("a record is open") += 1;
             } else {
                 out.bad_line_no.push(line_no);
@@ -124,8 +106,8 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
             line_no += 1;
         }
     }
-    if let Some(from) = open_from {
-        out.close(from, &p.suffix);
+    if open {
+        out.close(&p.suffix);
     }
     Some(out)
 }
@@ -172,10 +154,10 @@ mod tests {
         }
     }
 
-    fn texts(strings: &Strings) -> Vec<String> {
-        strings.offsets.windows(2)
-            .map(|w| strings.data[w[0] as usize..w[1] as usize].to_string())
-            .collect()
+    fn texts(builder: TextBuilder) -> Vec<String> {
+        use arrow_array::cast::AsArray;
+        let column = builder.finish();
+        column.as_string::<i64>().iter().map(|v| v.expect("no nulls").to_string()).collect()
     }
 
     #[test]
@@ -184,10 +166,10 @@ mod tests {
         let found = scan(&[block], 10, &patterns(None, 0)).unwrap();
         assert_eq!(found.line_no, vec![11, 13]);
         assert_eq!(found.n_lines, vec![2, 2]);
-        assert_eq!(texts(&found.message), vec!["first:\nany text after an opener", "second\n  indented"]);
-        assert_eq!(texts(&found.prefix), vec!["[1][debug] ", "[2][info] "]);
+        assert_eq!(texts(found.message), vec!["first:\nany text after an opener", "second\n  indented"]);
+        assert_eq!(texts(found.prefix), vec!["[1][debug] ", "[2][info] "]);
         assert_eq!(found.bad_line_no, vec![10, 15]);
-        assert_eq!(texts(&found.bad_raw), vec!["stray", "not a record"]);
+        assert_eq!(texts(found.bad_raw), vec!["stray", "not a record"]);
         assert!(found.suffix.is_none());
     }
 
@@ -195,15 +177,15 @@ mod tests {
     fn numbers_lines_across_parts_and_a_last_line_without_newline() {
         let found = scan(&[b"[1][a] x\n", b"", b"[2][b] y"], 1, &patterns(None, 0)).unwrap();
         assert_eq!(found.line_no, vec![1, 2]);
-        assert_eq!(texts(&found.message), vec!["x", "y"]);
+        assert_eq!(texts(found.message), vec!["x", "y"]);
     }
 
     #[test]
     fn cuts_the_suffix_off_the_folded_message() {
         let found = scan(&["[1][a] text\tthread=7\n[2][b] more ü\n\tthread=8\n".as_bytes()], 1, &patterns(Some(r"\tthread=\d+$"), 0))
             .unwrap();
-        assert_eq!(texts(&found.message), vec!["text", "more ü\n"]);
-        assert_eq!(texts(found.suffix.as_ref().unwrap()), vec!["\tthread=7", "\tthread=8"]);
+        assert_eq!(texts(found.message), vec!["text", "more ü\n"]);
+        assert_eq!(texts(found.suffix.unwrap()), vec!["\tthread=7", "\tthread=8"]);
     }
 
     #[test]
