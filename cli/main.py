@@ -94,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:  # without the subcommands' imports (0.3 s)
+        print(version_text())
+        return 0
     args = build_parser().parse_args(argv)  # imports the subcommands: Ctrl-C here is an interruption too
     return int(args.run(args) or 0)
 
