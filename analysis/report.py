@@ -60,6 +60,10 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
 def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
     """Wrap at spaces only: a word (an id, a URL) is never cut, a short parenthesis never split."""
     kept = _SHORT_PAREN.sub(lambda m: m.group(0).replace(" ", _KEEP), text)
+    room = width - len(indent)
+    # an origin's label ("/long/path/envoy.log.gz:") longer than a line keeps its end, as the header shows it
+    kept = " ".join(_tail(word, room) if len(word) > room and word.endswith(":") and "/" in word else word
+                    for word in kept.split(" "))
     lines = textwrap.wrap(kept, width=width, initial_indent=indent if first is None else first,
                           subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
     return [line.replace(_KEEP, " ") for line in lines] or [first or ""]

@@ -78,6 +78,18 @@ def test_report_fits_and_keeps_one_unit_per_table(capture, width: int) -> None:
     assert unit in UNITS
 
 
+def test_report_fits_80_columns_wherever_the_capture_lies(tmp_path: Path) -> None:
+    """A finding's evidence starts with its origin, the file's path: a deep clone must not widen the report."""
+    deep = tmp_path.joinpath(*["a-directory-name-of-some-length"] * 4)
+    deep.mkdir(parents=True)
+    log = deep / "envoy.log.gz"
+    log.write_bytes((FIXTURES / "legacy-1.19/source-prefix/http2/envoy.log.gz").read_bytes())
+    text = render(dissect(str(log)), width=80)
+    assert str(log) + ":" not in text  # the finding's origin label is longer than a line here
+    assert "/envoy.log.gz:" in text, text  # its end (the file name) is kept
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+
+
 def test_slowest_names_queueing_when_it_dominates() -> None:
     """lua-cpu: 8 connections on one worker; the slowest requests spent most of their time waiting for it."""
     cap = dissect(str(FIXTURES / "istio-thread/lua-cpu/envoy.log.gz"))
