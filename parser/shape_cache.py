@@ -6,8 +6,10 @@ only on the grammar and on the code that locates fields, so they are stored in a
 a hash of both: a changed grammar or fast path starts from an empty table, never from stale rules.
 
 Only *value-free* rules are stored (``value_free``): a shape whose words are all Envoy's own
-(grammar literals, ``shape_words.txt``). A shape holding a word of the capture (an unlisted header
-value, a listener name, a secret with ``--no-redact``) is kept in memory for the run only.
+(grammar literals, ``shape_words.txt``), once Envoy's own identifiers (``envoy_names.txt``: the extension names it
+lists at start-up, its overload actions and load-shed points) are taken out as whole tokens. A shape holding a
+word of the capture (an unlisted header value, a listener name, a secret with ``--no-redact``) is kept in memory
+for the run only.
 
 ``ENVOY_DISSECTOR_CACHE_DIR`` moves the directory (default ``$XDG_CACHE_HOME/envoy-dissector`` or
 ``~/.cache/envoy-dissector``); ``ENVOY_DISSECTOR_CACHE=0`` turns the cache off. A missing,
@@ -27,8 +29,11 @@ from pathlib import Path
 from envoy_dissector.parser.classify import Boundary, ShapeRule
 from envoy_dissector.parser.grammar_names import LITERAL_NAMES
 
-_SOURCES = ("EnvoyLog.g4", "grammar.py", "classify.py", "shape_cache.py", "shape_words.txt")
+_SOURCES = ("EnvoyLog.g4", "grammar.py", "classify.py", "shape_cache.py", "shape_words.txt", "envoy_names.txt")
 _WORD = re.compile(r"[A-Za-z_]+")
+#: Envoy's start-up listing of its extensions, one category a line: ``  CATEGORY: NAME, NAME, ...``
+_LISTING = re.compile(r"main\t  ([\w.]+): (.*)", re.DOTALL)
+_DOTTED = re.compile(r"(?<![\w.-])[A-Za-z_][\w-]*(?:\.[\w-]+)+")
 MAX_SHAPES = 100_000
 
 
@@ -97,13 +102,30 @@ def vocabulary() -> frozenset[str]:
     return frozenset(words)
 
 
+@lru_cache(maxsize=1)
+def envoy_names() -> frozenset[str]:
+    """Envoy's own identifiers (``envoy_names.txt``), whole names such as ``envoy.filters.http.router``."""
+    text = resources.files("envoy_dissector.parser").joinpath("envoy_names.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def without_envoy_names(text: str) -> str:
+    """``text`` with Envoy's own identifiers taken out: the listed items of a start-up extension listing (bare
+    names such as ``tls`` only there), dotted names of ``envoy_names()`` anywhere. An unlisted name stays."""
+    names = envoy_names()
+    listing = _LISTING.fullmatch(text)
+    if listing and listing[1] in names:
+        return "main\t" + ", ".join(item for item in listing[2].split(", ") if item not in names)
+    return _DOTTED.sub(lambda m: "" if m[0] in names else m[0], text)
+
+
 def value_free(shape: str, rule: ShapeRule) -> bool:
     """Whether storing this rule writes nothing of the capture's values: every word of the shape, of the
     placeholders' signatures and of the pinned values is in ``vocabulary()`` (digits, quoted strings and
-    hex are placeholders already)."""
+    hex are placeholders already), Envoy's own identifiers aside (``without_envoy_names``)."""
     words = vocabulary()
     texts = (shape, *rule.signatures, *rule.exact_values)
-    return all(w in words for text in texts for w in _WORD.findall(text))
+    return all(w in words for text in texts for w in _WORD.findall(without_envoy_names(text)))
 
 
 def save(rules: dict[str, ShapeRule]) -> None:

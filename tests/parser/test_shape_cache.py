@@ -88,3 +88,30 @@ def test_the_parser_alone_touches_no_disk(cache, fixture_by_rel):
     assert shape_cache.cache_path().exists()
     again = parse(fx.path)  # ... which a storeless run still does not read
     assert again.diagnostics.grammar_calls == first.diagnostics.grammar_calls
+
+
+def test_envoy_names_are_taken_out_only_whole_and_only_where_envoy_lists_them():
+    strip = shape_cache.without_envoy_names
+    # a start-up listing: the listed items go, a name Envoy does not register (a custom extension) stays
+    assert strip("main\t  envoy.transport_sockets.upstream: raw_buffer, tls, acme.secret_socket") == (
+        "main\tacme.secret_socket")
+    assert strip("main\t  envoy.transport_sockets.upstream: raw_buffer, tls") == "main\t"
+    # bare names (``tls``) only as items of a listing; a category Envoy does not list is no listing
+    assert strip("config\tvalue=tls") == "config\tvalue=tls"
+    assert strip("main\t  acme.things: tls") == "main\t  acme.things: tls"
+    # dotted names anywhere, as whole tokens only
+    assert strip("main\tNo overload action is configured for envoy.overload_actions.shrink_heap.") == (
+        "main\tNo overload action is configured for .")
+    assert strip("main\tx.envoy.overload_actions.shrink_heap") == "main\tx.envoy.overload_actions.shrink_heap"
+    assert strip("main\tenvoy.overload_actions.shrink_heap_acme") == "main\tenvoy.overload_actions.shrink_heap_acme"
+
+
+def test_envoy_start_up_listing_is_stored_and_capture_values_are_not(cache, fixture_by_rel):
+    fx = fixture_by_rel("istio-thread/workers/envoy.log.gz")
+    first = parse(fx.path, shapes=shape_cache)
+    text = shape_cache.cache_path().read_text()
+    listings = [s for s in json.loads(text)["rules"] if s.startswith("main\t  envoy.")]
+    assert len(listings) >= 100  # Envoy 1.40 lists ~105 extension categories at every start
+    assert "lab_listener" not in text and "envoy-dissector-lab" not in text  # the capture's listener, user agent
+    second = parse(fx.path, shapes=shape_cache)
+    assert second.diagnostics.grammar_calls <= first.diagnostics.grammar_calls - len(listings)
