@@ -34,11 +34,13 @@ MIXES: Final = {
     "plain": EnvoySettings(concurrency=1),
     "lua-cpu": EnvoySettings(concurrency=1, lua_cpu_ms=0.5),
 }
-#: Closed-loop connections per ladder step; step 0 is paced (one connection, a pause between requests) so
-#: that one step runs the worker well under half busy; the steps between powers of two make a step near half
-#: busy likely (CPU per request falls as load rises: the nearer half busy, the nearer the ceiling's cost).
-LADDER: Final = (1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-PACED_THINK_US: Final = 3_000
+#: Closed-loop connections per ladder step; the first steps are paced (one connection, a pause between
+#: requests, :data:`PACED_THINK_US`) so that some step runs the worker under half busy whatever the mix; the
+#: steps between powers of two make a step near half busy likely (CPU per request falls as load rises: the
+#: nearer half busy, the nearer the ceiling's cost).
+LADDER: Final = (1, 1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+#: The pause between requests (µs) of the paced steps, by step.
+PACED_THINK_US: Final = {0: 3_000, 1: 1_000}
 #: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder.
 RISE: Final = 1.05
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
@@ -154,7 +156,7 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
     with pinned(client_core), LeanUpstream(out) as upstream:
         best, flat = 0.0, 0
         for index, connections in enumerate(LADDER[:max_steps]):
-            think = PACED_THINK_US if index == 0 else 0
+            think = PACED_THINK_US.get(index, 0)
             step_dir = out / f"step-{index}"
             with _envoy(settings, step_dir, upstream.port, fmt[1], envoy_core) as envoy:
                 assert envoy.pid is not None
@@ -172,7 +174,7 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
                    "dir": step_dir.name}
             _meta(step_dir, settings, fmt, envoy, load, {"scenario": "bench-ladder", "mix": mix, "step": row})
             steps.append(row)
-            if index == 0:
+            if think:
                 continue
             if load.rps > best * RISE:
                 best, flat = load.rps, 0
@@ -180,7 +182,7 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
                 best, flat = max(best, load.rps), flat + 1
                 if flat >= 2:
                     break
-    saturation = max((float(s["rps"]) for s in steps[1:]), default=0.0)  # type: ignore[arg-type]
+    saturation = max((float(s["rps"]) for s in steps if not s["think_us"]), default=0.0)  # type: ignore[arg-type]
     ladder = {"scenario": "bench-ladder", "mix": mix, "envoy_core": envoy_core, "client_core": client_core,
               "settings": dataclasses.asdict(settings), "saturation_rps": saturation, "steps": steps}
     (out / "ladder.json").write_text(json.dumps(ladder, indent=2) + "\n", encoding="utf-8")
