@@ -41,8 +41,10 @@ MIXES: Final = {
 LADDER: Final = (1, 1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 #: The pause between requests (µs) of the paced steps, by step.
 PACED_THINK_US: Final = {0: 3_000, 1: 1_000}
-#: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder.
+#: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder
+#: once it has reached :data:`MIN_TOP_CONNECTIONS` (one noisy step early on must not end it before saturation).
 RISE: Final = 1.05
+MIN_TOP_CONNECTIONS: Final = 8
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -180,7 +182,7 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
                 best, flat = load.rps, 0
             else:
                 best, flat = max(best, load.rps), flat + 1
-                if flat >= 2:
+                if flat >= 2 and connections >= MIN_TOP_CONNECTIONS:
                     break
     saturation = max((float(s["rps"]) for s in steps if not s["think_us"]), default=0.0)  # type: ignore[arg-type]
     ladder = {"scenario": "bench-ladder", "mix": mix, "envoy_core": envoy_core, "client_core": client_core,
