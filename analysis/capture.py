@@ -10,25 +10,21 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from envoy_dissector.analysis.facts import CaptureFacts
+from envoy_dissector.analysis.facts import CaptureFacts, facts_of
 from envoy_dissector.analysis.findings import Finding, all_findings
-from envoy_dissector.analysis.loop import worker_stats, worker_threads
+from envoy_dissector.analysis.loop import worker_stats
 from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.quality import (
     CaptureQuality,
-    assess,
     assess_facts,
     at_resolution,
-    capture_span,
     partial_requests,
     span_of,
 )
-from envoy_dissector.analysis.reread import LineIndex, request_records
+from envoy_dissector.analysis.reread import EventLines, LineReader
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.stitch import Stitching
-from envoy_dissector.analysis.tls import counts as tls_counts
-from envoy_dissector.analysis.tls import counts_of as tls_counts_of
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
@@ -52,7 +48,7 @@ class Capture:
 
     #: one row per log record: line_no, ts_us, thread, level, logger, source, conn_id, stream_id, message, origin
     records: pl.DataFrame
-    #: records + kind + typed fields
+    #: records + kind + typed fields (a streamed capture, ``dissect_stream``, keeps none: this frame is empty)
     events: pl.DataFrame
     #: one row per HTTP stream (``REQUEST_FRAME_SCHEMA``): the output-contract columns, then the declared detail
     requests: pl.DataFrame
@@ -66,12 +62,14 @@ class Capture:
     name: str = "capture"
     #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
     stitching: Stitching = field(default_factory=Stitching)
-    #: a streamed capture (``dissect_stream``) keeps no events: its capture-wide facts instead
-    facts: CaptureFacts | None = None
+    #: capture-wide facts the summary reads besides the frames (``analysis/facts.py``), the same whether the
+    #: capture was analysed whole or streamed
+    facts: CaptureFacts
     #: event-loop queueing windows: request_uid, where, start_us, end_us, dur_us, conn_ids (served meanwhile)
     queueing: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=QUEUEING_SCHEMA))
-    #: where a streamed capture's input file reads again a request's lines (``None``: stdin, several files)
-    line_index: LineIndex | None = None
+    #: where a request's lines are read: the events in memory (``dissect``), or a streamed capture's input file
+    #: read again (``None``: a streamed capture of stdin, log text or several files)
+    line_index: LineReader | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -106,8 +104,7 @@ class Capture:
 
     def workers(self) -> pl.DataFrame:
         if "workers" not in self._cache:
-            threads = (self.facts.worker_threads(self.requests) if self.facts is not None
-                       else worker_threads(self.events, self.requests))
+            threads = self.facts.worker_threads(self.requests)
             workers = worker_stats(self.loop, self.requests, threads)
             if not self.quality().socket_lines:  # busy time comes from socket events: unmeasured, not 0
                 workers = workers.with_columns(pl.lit(None, dtype=workers.schema["utilisation"]).alias("utilisation"))
@@ -116,9 +113,9 @@ class Capture:
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
-            gathered = (self.facts.gaps, self.facts.health_checks) if self.facts is not None else None
+            gathered = (self.facts.gaps, self.facts.health_checks)
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), self.events, self.phases, list(self.diagnostics_dict()["warnings"]),
+                self.requests, self.workers(), None, self.phases, list(self.diagnostics_dict()["warnings"]),
                 self.internal_work(), gathered),
                 self.quality(), self.requests)
         return self._cache["findings"]
@@ -126,15 +123,12 @@ class Capture:
     def quality(self) -> CaptureQuality:
         """Level, timestamp tick, thread ids, and what they allow to be attributed (analysis/quality.py)."""
         if "quality" not in self._cache:
-            self._cache["quality"] = (assess_facts(self.facts.records, self.requests) if self.facts is not None
-                                      else assess(self.records, self.events, self.requests))
+            self._cache["quality"] = assess_facts(self.facts.records, self.requests)
         return self._cache["quality"]
 
     def span(self) -> dict[str, Any]:
         """Capture span over all records, request counts, and ``rps`` (null for fewer than 20 requests)."""
-        if self.facts is not None:
-            return span_of(*self.facts.records.span(), self.requests)
-        return capture_span(self.records, self.requests)
+        return span_of(*self.facts.records.span(), self.requests)
 
     def _span_rows(self) -> pl.DataFrame:
         """The requests' columns a span reads (filtered per origin without copying the wide frame)."""
@@ -150,8 +144,7 @@ class Capture:
             fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),
                                                 d["format"])
             mine = pl.col("origin") == origin
-            span = (span_of(*self.facts.records.span(origin), self._span_rows().filter(mine)) if self.facts is not None
-                    else capture_span(self.records.filter(mine), self._span_rows().filter(mine)))
+            span = span_of(*self.facts.records.span(origin), self._span_rows().filter(mine))
             out.append({"origin": origin, "format": fmt, **span})
         return out
 
@@ -170,8 +163,7 @@ class Capture:
             "workers": [{**w, "utilisation": None if w["utilisation"] is None else round(w["utilisation"], 4)}
                         for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
-            "tls_handshakes": (tls_counts_of(self.facts.handshakes) if self.facts is not None
-                               and self.facts.handshakes is not None else tls_counts(self.events)),
+            "tls_handshakes": self.facts.handshake_counts(),
             "stitching": self.stitching.as_dict(),
             "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
@@ -209,8 +201,6 @@ class Capture:
         """The log records of one request: its stream's lines and its connections' lines during its life.
         A streamed capture reads them again from its input file (``analysis/reread.py``)."""
         row = self._request_row(request)
-        if self.facts is None:
-            return request_records(self.events, row)
         if self.line_index is None:
             raise ValueError("this streamed capture was read from stdin, log text or several files: its log "
                              "records were not kept; analyse one file, or use dissect(), to read a request's lines")
@@ -250,13 +240,8 @@ class Capture:
         """Envoy's own work on its threads (tracing flushes, filter calls such as ext_authz, health checks), one
         row per burst: ``origin, thread, start_us, end_us, kind, label, work_uid, owner_uid`` (analysis/internal.py)."""
         if "internal_work" not in self._cache:
-            from envoy_dissector.analysis.internal import work_bursts
-
-            requests = self.requests.with_columns(conn_id=pl.col("downstream_conn_id"))
-            bursts = (self.facts.internal_work if self.facts is not None and self.facts.internal_work is not None
-                      else work_bursts(requests, self.events))
-            self._cache["internal_work"] = bursts.select("origin", "thread", "start_us", "end_us", "kind", "label",
-                                                         "work_uid", "owner_uid")
+            self._cache["internal_work"] = self.facts.work_bursts().select(
+                "origin", "thread", "start_us", "end_us", "kind", "label", "work_uid", "owner_uid")
         return self._cache["internal_work"]
 
     def __repr__(self) -> str:
@@ -283,11 +268,9 @@ class Capture:
         """What the sidecar cost, one ``stages.cost.Cost`` per origin (docs/cost.md): added latency with and
         without the trace-logging observer, CPU per 1000 requests, the throughput ceiling."""
         if "cost" not in self._cache:
-            from envoy_dissector.analysis.findings import record_gaps
             from envoy_dissector.analysis.stages.cost import capture_cost
 
-            gaps = self.facts.gaps if self.facts is not None else record_gaps(self.events)
-            self._cache["cost"] = capture_cost(self.requests, self.loop, self.workers(), gaps=gaps,
+            self._cache["cost"] = capture_cost(self.requests, self.loop, self.workers(), gaps=self.facts.gaps,
                                                busy_measured=self.quality().socket_lines)
         return self._cache["cost"]
 
@@ -349,4 +332,5 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     label = _label(source, name)
     return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
                    phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
-                   stitching=result.stitching, queueing=result.queueing)
+                   stitching=result.stitching, queueing=result.queueing,
+                   facts=facts_of(result.events, result.requests), line_index=EventLines(result.events))

@@ -1,4 +1,5 @@
-"""A request's log lines for a streamed capture: read again from the file, not kept in memory.
+"""A request's log lines: ``Capture.request_lines`` asks its ``LineReader``. A capture analysed whole holds its
+events (``EventLines``); a streamed one reads them again from the file (``LineIndex``), not kept in memory.
 
 A streamed capture (``dissect_stream``) keeps no records. When its input is one regular file, ``LineIndex``
 remembers where every ``STEP_BYTES`` of (decompressed) text begins and at which line, built on first use by
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import polars as pl
 
@@ -47,6 +48,37 @@ AFTER_US = 50_000
 #: The most text read for one request (a request alive for minutes in a busy log shows its first lines only).
 MAX_BYTES = 64 << 20
 _PIECE = 4 << 20
+
+
+class LineReader(Protocol):
+    """Where a capture's request lines come from (``Capture.line_index``)."""
+
+    @property
+    def path(self) -> Path | None:
+        """The file read again (``None``: the lines are held in memory)."""
+        ...
+
+    def lines(self, row: dict[str, Any]) -> pl.DataFrame:
+        """The records of the request ``row`` (a requests-frame row), as ``Capture.request_lines`` gives them."""
+        ...
+
+    def close(self) -> None:
+        """Give back what reading again holds (a temporary copy of the file)."""
+        ...
+
+
+@dataclass(frozen=True)
+class EventLines:
+    """A request's lines from the events of a capture analysed whole (``dissect``)."""
+
+    events: pl.DataFrame = field(repr=False)
+    path: Path | None = None
+
+    def lines(self, row: dict[str, Any]) -> pl.DataFrame:
+        return request_records(self.events, row)
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass

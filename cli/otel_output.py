@@ -53,7 +53,7 @@ class OtelOutputs:
         from envoy_dissector.analysis.outputs.trace_context import read_contexts
 
         redact = redaction_of(args)
-        contexts = (trace_contexts_of(capture) if capture.facts is None
+        contexts = (trace_contexts_of(capture) if capture.events.height
                     else read_contexts(list(sources), format=args.format, log_format=args.log_format, redact=redact,
                                        shapes=shape_cache))
         for path in self.files:
