@@ -78,7 +78,9 @@ def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     firsts = mine.select("origin", "conn_id", "life_start_us", pos__=pl.int_range(pl.len(), dtype=pl.UInt32)
                          ).filter(pl.col("life_start_us").is_not_null()).sort(
         "life_start_us", maintain_order=True).group_by("origin", "conn_id").agg(pos__=pl.col("pos__").first())
-    waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner")
+    # (sorted: the handshakes' and the join's orders are unspecified, and the rows join the phases frame, whose
+    # order the outputs keep)
+    waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner").sort("origin", "conn_id")
     waited = waited.with_columns(request_uid=requests["request_uid"].gather(waited["pos__"]))
     rows = waited.select("request_uid", phase=pl.lit("tls_handshake"), detail=pl.lit("downstream"),
                          start_us="start_us", end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
