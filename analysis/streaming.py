@@ -318,6 +318,27 @@ class StreamingAnalysis:
             self._end_run(run_origin)
         self._source_runs.clear()
 
+    def settle(self) -> None:
+        """A live source went quiet with nothing read held back (follow mode): every worker's window is stepped
+        as if its log had gone on ``grace_us`` past its newest line, so the requests whose response has ended are
+        emitted now instead of at the worker's next line. Requests still open (and forward lookups waiting)
+        stay; nothing is cut."""
+
+        def step(worker: _Worker, parts: list[pl.DataFrame], context: _Context) -> Apply:
+            side, window = self._window_of(worker, parts, context, final=False)
+            out = _Output()
+            try:
+                if window is not None:
+                    frame, start, newest, events = window
+                    self._stages(worker, (frame, start, newest + self.grace_us + 1, events), out)
+            finally:
+                out.sides.append(side())
+            return lambda: self._apply(out)
+
+        for worker in list(self._workers.values()):
+            given = (worker, self._take(worker), self._context_of(worker.origin))
+            self._step(lambda given=given: step(*given), (worker,))  # type: ignore[misc]
+
     def _finish_later(self, worker: _Worker) -> None:
         """Finish a worker whose lines have all been read: one with a sizeable window now, alone; a small one
         with others once they hold a quarter window together (what waits stays small). Decided in the step's

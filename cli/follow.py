@@ -36,22 +36,23 @@ from envoy_dissector.cli.parse import redaction_of
 from envoy_dissector.cli.tail import FileFollower, LivePipe, Pump, follow_file, follow_stdin
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, UsageError
-from envoy_dissector.parser.pipeline import iter_parse
+from envoy_dissector.parser.pipeline import Chunk, iter_parse
 from envoy_dissector.parser.redact import RedactOption
 from envoy_dissector.parser.schema import RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, shown_name
 
 #: Seconds between two refreshes of the view (``--refresh``).
 REFRESH_S = 2.0
-#: The streaming analysis steps a worker at every chunk it has lines in (a chunk is at most ~1 s of a live
-#: stream: ``parser/streams.py``), instead of once per 400,000 rows, so requests are emitted seconds after they end.
+#: The streaming analysis steps a worker at every chunk it has lines in (a chunk is what came before the stream
+#: paused for 0.2 s, at most ~1 s of it: ``parser/streams.py``), instead of once per 400,000 rows, so requests are
+#: emitted soon after they end.
 LIVE_WINDOW_EVENTS = 1
 #: The largest ``--slow-ms`` (a day).
 MAX_SLOW_MS = 86_400_000
-#: Bytes the parser takes at most at once from the live stream: a block is handed on once this much has come or
-#: a second has passed since its first byte (``parser/streams.py``). Smaller blocks come sooner at busy rates but
-#: cost the parser more per byte: 256 KiB reads a backlog at the speed of 16 MiB blocks (1.5 MB/s, a 22 MB lab
-#: log; 128 KiB: 1.0, 64 KiB: 0.65).
+#: Bytes the parser takes at most at once from the live stream: a block is handed on once this much has come, the
+#: stream paused for 0.2 s, or a second has passed since its first byte (``parser/streams.py``). Smaller blocks
+#: come sooner at busy rates but cost the parser more per byte: 256 KiB reads a backlog at the speed of 16 MiB
+#: blocks (1.5 MB/s, a 22 MB lab log; 128 KiB: 1.0, 64 KiB: 0.65).
 LIVE_BLOCK_BYTES = 256 * 1024
 #: Rows handed to the streaming analysis at once, at most, when the log comes faster than it is analysed.
 BATCH_ROWS = 200_000
@@ -77,7 +78,7 @@ class LiveAnalysis(threading.Thread):
         self.source = source
         self.parse = iter_parse(source, format=format, log_format=log_format, redact=redact, shapes=shape_cache,
                                 workers=PARSE_WORKERS, columns=ANALYSED_COLUMNS, stop_reading=_never,
-                                block_bytes=LIVE_BLOCK_BYTES)
+                                block_bytes=LIVE_BLOCK_BYTES, flush_idle=True)
         self.streaming = StreamingAnalysis(window_events=LIVE_WINDOW_EVENTS, on_finished=on_finished)
         self.capture: Capture | None = None
         self.error: BaseException | None = None
@@ -90,7 +91,7 @@ class LiveAnalysis(threading.Thread):
         return self.parse.diagnostics.lines_read
 
     def run(self) -> None:
-        chunks: queue.Queue[pl.DataFrame | BaseException | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
+        chunks: queue.Queue[Chunk | BaseException | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
         reader = threading.Thread(target=self._read, args=(chunks,), name="envoy-dissect-follow-parse", daemon=True)
         try:
             reader.start()
@@ -110,28 +111,32 @@ class LiveAnalysis(threading.Thread):
             self.streaming.close()
             self.done.set()
 
-    def _read(self, chunks: queue.Queue[pl.DataFrame | BaseException | None]) -> None:
+    def _read(self, chunks: queue.Queue[Chunk | BaseException | None]) -> None:
         """The parser's chunks into ``chunks`` (then ``None``, or the error that ended the parse)."""
         try:
             for chunk in self.parse:
-                chunks.put(chunk.events)
+                chunks.put(chunk)
             chunks.put(None)
         except BaseException as exc:
             chunks.put(exc)
 
-    def _analyse(self, chunks: queue.Queue[pl.DataFrame | BaseException | None]) -> int:
+    def _analyse(self, chunks: queue.Queue[Chunk | BaseException | None]) -> int:
         """Hand the chunks to the streaming analysis as they come, each with whatever other chunks are already
         waiting (up to ``BATCH_ROWS`` rows). Each ``add`` steps every worker it has lines for, and a step costs a
         tenth of a second or more whatever its size: a log read faster than it is analysed (a backlog) goes in
-        big batches, a live one chunk by chunk as soon as it is parsed. Returns the rows analysed."""
+        big batches, a live one chunk by chunk as soon as it is parsed. When the log went quiet after the batch
+        (its last chunk ``settled``), the analysis emits every request that has ended (``settle``) instead of
+        waiting for the next lines. Returns the rows analysed."""
         total = 0
         while True:
             item: object = chunks.get()
             batch: list[pl.DataFrame] = []
             rows = 0
-            while isinstance(item, pl.DataFrame):
-                batch.append(item)
-                rows += item.height
+            settled = False
+            while isinstance(item, Chunk):
+                batch.append(item.events)
+                rows += item.events.height
+                settled = item.settled
                 if rows >= BATCH_ROWS:
                     item = _MORE
                     break
@@ -142,6 +147,8 @@ class LiveAnalysis(threading.Thread):
             if batch:
                 self.streaming.add(pl.concat(batch, how="vertical_relaxed") if len(batch) > 1 else batch[0])
                 total += rows
+                if settled:
+                    self.streaming.settle()
             if isinstance(item, BaseException):
                 raise item
             if item is None:

@@ -11,7 +11,7 @@ import os
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -132,6 +132,8 @@ class Chunk:
     events: pl.DataFrame
     #: the input it was read from (inputs are read one after another: a new name means the last one ended)
     source: str = ""
+    #: the source went quiet after this chunk and nothing read is held back (``iter_parse(flush_idle=True)``)
+    settled: bool = False
 
 
 _UNUSED_BYTE = b"\x1f"  # the CSV reader's separator: a block holding it is split the slow way
@@ -343,7 +345,8 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
                log_format: str | None = None, redact: RedactOption = True, fast: bool | None = None,
                shapes: ShapeStore | None = None, progress: Progress | None = None,
                block_bytes: int | None = None, workers: int = WORKERS,
-               stop_reading: StopReading | None = None, columns: Sequence[str] | None = None) -> ParseRun:
+               stop_reading: StopReading | None = None, columns: Sequence[str] | None = None,
+               flush_idle: bool = False) -> ParseRun:
     """Stream events chunk by chunk, in input order; the returned run's ``diagnostics`` fill as it goes.
 
     Blocks are split into lines and cut at record boundaries in order; the heavy
@@ -352,17 +355,22 @@ def iter_parse(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Sou
     ``stop_reading(first_ts_us, latest_ts_us)`` (e.g. past ``--until``) ends the reading of a source
     early: an endless stream stops. ``columns``: the event columns the caller reads (default: all of
     ``EVENT_COLUMNS``); the others are not computed where that saves work (the streaming analysis reads 28).
+    ``flush_idle`` (follow mode): when a live stream goes quiet, its held last record and the blocks in flight
+    are handed on at once, the last chunk ``settled``; a record whose continuation lines come after the pause
+    is then cut (its late lines counted malformed).
     """
     keep = None if columns is None else frozenset(columns)
     return ParseRun(lambda diag: _chunks(inputs, diag, format=format, log_format=log_format, redact=redact,
                                          fast=fast, shapes=shapes, progress=progress, block_bytes=block_bytes,
-                                         workers=workers, stop_reading=stop_reading, columns=keep))
+                                         workers=workers, stop_reading=stop_reading, columns=keep,
+                                         flush_idle=flush_idle))
 
 
 def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source], diag: Diagnostics, *,
             format: str, log_format: str | None, redact: RedactOption, fast: bool | None,
             shapes: ShapeStore | None, progress: Progress | None, block_bytes: int | None, workers: int,
-            stop_reading: StopReading | None = None, columns: frozenset[str] | None = None) -> Iterator[Chunk]:
+            stop_reading: StopReading | None = None, columns: frozenset[str] | None = None,
+            flush_idle: bool = False) -> Iterator[Chunk]:
     sources = _as_sources(inputs)
     preload_grammar()
     classifier = Classifier(rules=shapes.load() if shapes is not None else {})
@@ -413,6 +421,24 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
             if parts:  # (nothing before the block's first line when it is the last record's start)
                 yield from submit_bytes(parts, first, block.origin, state)
 
+        def settle(state: _SourceState) -> Iterator[Chunk]:
+            """The source went quiet (``flush_idle``): the held record and every block in flight, handed on now."""
+            out: list[Chunk] = []
+            if state.carry is not None and state.carry.height:
+                out += submit(state.carry, state)
+                state.carry = None
+            if state.carry_bytes:
+                out += submit_bytes([(state.carry_bytes, len(state.carry_bytes))], state.carry_line_no,
+                                    source.name, state)
+                state.carry_bytes = b""
+            while pending:
+                out += _finish_chunk(pending.popleft().result(), diag, redact, pending_sources.popleft())
+            for chunk in out:
+                seen.add(chunk.events)
+            if out:
+                out[-1] = replace(out[-1], settled=True)
+            yield from out
+
         skipped: list[InputError] = []
         for source in sources:
             state: _SourceState | None = None
@@ -458,6 +484,8 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
                         lines, state.carry = _split_carry(lines, state.detection.compiled, max_hold)
                         if lines.height:
                             yield from submit(lines, state)
+                    if flush_idle and block.idle:
+                        yield from settle(state)
                     if (stop_reading is not None and seen.first is not None and seen.last is not None
                             and stop_reading(seen.first, seen.last)):
                         diag.warn(f"{source.name}: stopped reading after line {next_line_no - 1}: past the time "

@@ -33,6 +33,7 @@ class Block:
     data: bytes  # whole lines, UTF-8 as read (invalid bytes are replaced when decoded)
     bytes_read: int  # cumulative bytes consumed from the (decompressed) source
     oversize: int = 0  # lines longer than limits.max_line_bytes() replaced by a marker (see limits.py)
+    idle: bool = False  # a live stream went quiet after this block (``streams.StreamReader.idle``)
 
     @property
     def text(self) -> str:
@@ -286,7 +287,7 @@ def _stream_blocks(fh: BinaryIO, counter: CountingReader | None, name: str, bloc
         if max_line and len(carry) > max_line:
             skipping, carry = len(carry), b""
         if whole:
-            yield Block(name, whole, consumed, oversize)
+            yield Block(name, whole, consumed, oversize, idle=not carry and getattr(fh, "idle", False) is True)
 
 
 def _endless(name: str, size: int, pipe: bool) -> None:

@@ -3,9 +3,10 @@
 Blocking in ``read()`` on a pipe whose writer stays open ignores Ctrl-C once polars is imported:
 the signal may be delivered to one of its worker threads, and the main thread's ``read()`` is never
 interrupted. Here the main thread waits with ``select`` in short slices, so Python sees the pending
-signal within ``POLL_S``. A read also returns what has arrived once ``LATENCY_S`` passed since its
-first byte: ``kubectl logs -f | envoy-dissect analyze - --until ...`` progresses (and can stop)
-without waiting for a full block.
+signal within ``POLL_S``. A read also returns what has arrived once the stream has been quiet for
+``IDLE_S`` (then ``idle`` is true), or at the latest ``LATENCY_S`` after its first byte:
+``kubectl logs -f | envoy-dissect analyze - --until ...`` progresses (and can stop) without waiting for
+a full block, and follow mode hands on what a quiet log wrote last (``iter_parse(flush_idle=True)``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import time
 
 POLL_S = 0.2
 LATENCY_S = 1.0
+#: Seconds without a new byte after which a read returns what it has (the writer has paused).
+IDLE_S = 0.2
 _PIECE = 1 << 20
 
 
@@ -36,6 +39,8 @@ class StreamReader:
         self._buffer = bytearray()
         self._eof = False
         self.closed = False
+        #: the last ``read`` returned because nothing more came for ``IDLE_S``
+        self.idle = False
 
     def _wait(self, deadline: float | None) -> bool:
         """True when the descriptor is readable; False at ``deadline``. Returns to Python every POLL_S."""
@@ -49,10 +54,13 @@ class StreamReader:
 
     def _fill(self, want: int, deadline_after_first: float | None) -> None:
         deadline = None
+        self.idle = False
         while len(self._buffer) < want and not self._eof:
             if self._buffer and deadline is None and deadline_after_first is not None:
                 deadline = time.monotonic() + deadline_after_first
-            if not self._wait(deadline):
+            quiet = None if deadline is None else min(deadline, time.monotonic() + IDLE_S)
+            if not self._wait(quiet):
+                self.idle = quiet is not None and quiet < deadline  # type: ignore[operator]
                 return
             piece = os.read(self.fd, min(_PIECE, max(want - len(self._buffer), 1)))
             if not piece:
@@ -60,8 +68,8 @@ class StreamReader:
             self._buffer += piece
 
     def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (all until EOF when negative): fewer once LATENCY_S passed since the first
-        byte arrived; ``b""`` only at EOF."""
+        """Up to ``n`` bytes (all until EOF when negative): fewer once the stream was quiet for IDLE_S or
+        LATENCY_S passed since the first byte arrived; ``b""`` only at EOF."""
         want = n if n >= 0 else 1 << 62
         self._fill(want, LATENCY_S if n >= 0 else None)
         out = bytes(self._buffer[:want])
