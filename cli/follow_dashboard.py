@@ -24,6 +24,7 @@ def follow_into(registry: Registry, target: str, dissect_kw: dict[str, Any]) -> 
     pipe = LivePipe(name)
     engine = LiveAnalysis(pipe.source, format=dissect_kw.get("format", "auto"), log_format=dissect_kw.get("log_format"),
                           redact=dissect_kw.get("redact", True), on_finished=job.add_finished)
+    job.count_lines = lambda: engine.lines_read
     pump = Pump("envoy-dissect-dashboard-tail", follow_file(FileFollower(path), pipe))
 
     def watch() -> None:  # an analysis that ends (a bad format, the log unreadable) is shown as the job's error

@@ -7,6 +7,7 @@ It keeps the newest ``max_rows`` requests, so a server following a log for days 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,8 @@ class LiveJob(Job):
     max_rows: int = MAX_LIVE_ROWS
     #: requests finished since the follow began (the frame keeps the newest ``max_rows`` of them)
     seen_rows: int = 0
+    #: lines of the log read so far (the follow's parser: ``cli/follow_dashboard.py``)
+    count_lines: Callable[[], int] | None = None
 
     def add_finished(self, requests: pl.DataFrame, phases: pl.DataFrame) -> None:
         super().add_finished(requests, phases)
@@ -33,6 +36,10 @@ class LiveJob(Job):
             if self._partial_rows > self.max_rows:
                 kept = pl.concat(self._partial).tail(self.max_rows)
                 self._partial, self._partial_rows = [kept], kept.height
+
+    @property
+    def lines_read(self) -> int:
+        return self.count_lines() if self.count_lines is not None else 0
 
     @property
     def fraction(self) -> float:

@@ -17,6 +17,7 @@ from envoy_dissector.analysis.quality import RAISE_LEVEL_HINT
 from envoy_dissector.analysis.stats import percentiles
 from envoy_dissector.analysis.units import format_us, in_unit, table_unit
 from envoy_dissector.dashboard.datasets import Dataset, Job
+from envoy_dissector.dashboard.live_job import LiveJob
 from envoy_dissector.parser.errors import DissectorError
 
 MAX_LOG_LINES = 2000
@@ -184,7 +185,9 @@ JOB_PREFIX = "job:"
 
 
 def job_option(job: Job) -> dict[str, str]:
-    """The dropdown entry of an analysis still running (its provisional overview)."""
+    """The dropdown entry of an analysis still running (its provisional overview), or of a followed log."""
+    if isinstance(job, LiveJob):
+        return {"label": f"following: {job.name} · {job.seen_rows:,} requests so far", "value": JOB_PREFIX + job.id}
     return {"label": f"uploaded: {job.name} · analysing…", "value": JOB_PREFIX + job.id}
 
 
@@ -194,14 +197,24 @@ def provisional_overview(job: Job) -> list[Any]:
     r = job.partial()
     client = r.filter(~pl.col("internal"))
     complete = int(client["complete"].sum()) if client.height else 0
-    read = f"{job.done_bytes / 1e6:,.0f} of ~{(job.total_bytes or 0) / 1e6:,.0f} MB read"
-    head = [html.H3(f"{job.name} (analysing, {job.fraction:.0%})", id="overview-title"),
-            html.Div([card("requests so far", f"{client.height:,}", "overview-requests"),
-                      card("complete", f"{complete:,}", "overview-complete"),
-                      card("progress", read)], className="facts"),
-            html.Div("Provisional: the requests finished so far. Findings, workers, TLS handshakes and the "
-                     "event-loop queueing split appear when the analysis is done.", className="hint",
-                     id="overview-provisional")]
+    if isinstance(job, LiveJob):
+        head = [html.H3(f"{job.name} (following)", id="overview-title"),
+                html.Div([card("requests so far", f"{client.height:,}", "overview-requests"),
+                          card("complete", f"{complete:,}", "overview-complete"),
+                          card("lines read", f"{job.lines_read:,}", "overview-lines-read")], className="facts"),
+                html.Div(f"Live: the requests of {job.name} finished so far, redrawn as the log grows (the newest "
+                         f"{job.max_rows:,} kept). Findings, workers, TLS handshakes and the event-loop queueing "
+                         "split come from a whole analysis (envoy-dissect analyze).", className="hint",
+                         id="overview-provisional")]
+    else:
+        read = f"{job.done_bytes / 1e6:,.0f} of ~{(job.total_bytes or 0) / 1e6:,.0f} MB read"
+        head = [html.H3(f"{job.name} (analysing, {job.fraction:.0%})", id="overview-title"),
+                html.Div([card("requests so far", f"{client.height:,}", "overview-requests"),
+                          card("complete", f"{complete:,}", "overview-complete"),
+                          card("progress", read)], className="facts"),
+                html.Div("Provisional: the requests finished so far. Findings, workers, TLS handshakes and the "
+                         "event-loop queueing split appear when the analysis is done.", className="hint",
+                         id="overview-provisional")]
     if not client.height:
         return head
     summary = {"phases": percentiles(r), "capture_quality": {"timestamp_tick_us": 1}}

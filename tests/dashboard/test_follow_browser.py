@@ -47,4 +47,8 @@ def test_the_followed_log_grows_live_in_the_browser(dash_br, dashboard_process, 
                   what="more requests shown as the log grew")
     assert first < grown <= 51  # (the keepalive capture: 50 client requests and one admin request)
     shot(dash_br, artifacts, "follow-2-grown")
-    assert "Percentiles per phase" in dash_br.find_element("#overview").text
+    overview = dash_br.find_element("#overview").text
+    assert "Percentiles per phase" in overview
+    assert "envoy.log (following)" in overview and "uploaded" not in overview and "MB read" not in overview
+    assert f"{len(lines):,}" in dash_br.find_element("#overview-lines-read").text  # (every line of the log read)
+    assert f"following: {log} · " in dash_br.find_element("#dataset").text
