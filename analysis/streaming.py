@@ -322,7 +322,7 @@ class StreamingAnalysis:
         """A live source went quiet with nothing read held back (follow mode): every worker's window is stepped
         as if its log had gone on ``grace_us`` past its newest line, so the requests whose response has ended are
         emitted now instead of at the worker's next line. Requests still open (and forward lookups waiting)
-        stay; nothing is cut."""
+        stay; nothing is cut, and the window is kept whole (the next real step cuts it)."""
 
         def step(worker: _Worker, parts: list[pl.DataFrame], context: _Context) -> Apply:
             side, window = self._window_of(worker, parts, context, final=False)
@@ -330,7 +330,10 @@ class StreamingAnalysis:
             try:
                 if window is not None:
                     frame, start, newest, events = window
+                    carry, emitted = worker.carry, dict(worker.emitted)
                     self._stages(worker, (frame, start, newest + self.grace_us + 1, events), out)
+                    worker.window, worker.carry = frame, carry
+                    worker.emitted = {**emitted, **worker.emitted}
             finally:
                 out.sides.append(side())
             return lambda: self._apply(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -83,8 +84,8 @@ def test_watch_follows_the_pod_with_trace_on_and_restores_the_level(pod: Any, tm
         sent = [r.x_request_id for r in result.records]
         assert result.errors == 0 and len(sent) == 20
         deadline = time.monotonic() + 20
-        # appended while the watch runs (the last ones wait for later lines on their worker, or for the end)
-        while len(set(sent) & set(_ids(live))) < len(sent) // 2:
+        # appended while the watch runs, the last ones too once the log goes quiet (the flush on idle)
+        while len(set(sent) & set(_ids(live))) < len(sent):
             assert watch.poll() is None, err.read_text()
             assert time.monotonic() < deadline, (len(set(sent) & set(_ids(live))), err.read_text())
             time.sleep(0.2)
@@ -104,4 +105,6 @@ def test_watch_follows_the_pod_with_trace_on_and_restores_the_level(pod: Any, tm
     assert all(by_id[x]["status"] == 200 and by_id[x]["complete"] for x in sent)
     text = out.read_text()
     assert "envoy-dissector · watch shop: web-1/istio-proxy" in text  # the final report
-    assert "20 requests (20 complete)" in text
+    # (the 20 complete; the admin request that restores the level may add one cut request: its first lines were
+    # logged before the restore, at the pod's own level, which does not log them)
+    assert re.search(r"\b2[01] requests \(20 complete\)", text), text
