@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envoy_dissector.analysis.capture import Capture, dissect
-    from envoy_dissector.analysis.comparison import compare
     from envoy_dissector.analysis.findings import Finding
+    from envoy_dissector.analysis.outputs.comparison import compare
     from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PARTITION_PHASES, PHASE_COLUMNS, Milestone, Phase
     from envoy_dissector.parser.kinds import EventKind
 
@@ -21,7 +21,7 @@ __all__ = ["CONTRACT_COLUMNS", "PARTITION_PHASES", "PHASE_COLUMNS", "Capture", "
            "Phase", "compare", "dissect"]
 #: imported on first use, so ``envoy-dissect`` (cli/) starts without polars and can handle
 #: Ctrl-C during its own imports
-_HOME = {"Capture": "analysis.capture", "dissect": "analysis.capture", "compare": "analysis.comparison",
+_HOME = {"Capture": "analysis.capture", "dissect": "analysis.capture", "compare": "analysis.outputs.comparison",
          "Finding": "analysis.findings", "CONTRACT_COLUMNS": "analysis.schema", "PHASE_COLUMNS": "analysis.schema",
          "PARTITION_PHASES": "analysis.schema", "Milestone": "analysis.schema", "Phase": "analysis.schema",
          "EventKind": "parser.kinds"}

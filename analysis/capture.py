@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from envoy_dissector.analysis.facts import CaptureFacts, facts_of
+from envoy_dissector.analysis.engine.facts import CaptureFacts, facts_of
+from envoy_dissector.analysis.engine.pipeline import analyse
+from envoy_dissector.analysis.engine.reread import EventLines, LineReader
 from envoy_dissector.analysis.findings import Finding, all_findings
-from envoy_dissector.analysis.loop import worker_stats
-from envoy_dissector.analysis.pipeline import analyse
 from envoy_dissector.analysis.quality import (
     CaptureQuality,
     assess_facts,
@@ -21,10 +21,10 @@ from envoy_dissector.analysis.quality import (
     partial_requests,
     span_of,
 )
-from envoy_dissector.analysis.reread import EventLines, LineReader
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
+from envoy_dissector.analysis.stages.loop import worker_stats
+from envoy_dissector.analysis.stages.stitch import Stitching
 from envoy_dissector.analysis.stats import grouped, percentiles
-from envoy_dissector.analysis.stitch import Stitching
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
@@ -62,7 +62,7 @@ class Capture:
     name: str = "capture"
     #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
     stitching: Stitching = field(default_factory=Stitching)
-    #: capture-wide facts the summary reads besides the frames (``analysis/facts.py``), the same whether the
+    #: capture-wide facts the summary reads besides the frames (``analysis/engine/facts.py``), the same whether the
     #: capture was analysed whole or streamed
     facts: CaptureFacts
     #: event-loop queueing windows: request_uid, where, start_us, end_us, dur_us, conn_ids (served meanwhile)
@@ -199,23 +199,23 @@ class Capture:
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """The log records of one request: its stream's lines and its connections' lines during its life.
-        A streamed capture reads them again from its input file (``analysis/reread.py``)."""
+        A streamed capture reads them again from its input file (``analysis/engine/reread.py``)."""
         row = self._request_row(request)
         if self.line_index is None:
             raise ValueError("this streamed capture was read from stdin, log text or several files: its log "
                              "records were not kept; analyse one file, or use dissect(), to read a request's lines")
         return self.line_index.lines(row)
 
-    # Figures: the same code the dashboard uses (analysis/figures.py).
+    # Figures: the same code the dashboard uses (analysis/outputs/figures.py).
     def waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
-        from envoy_dissector.analysis import figures
+        from envoy_dissector.analysis.outputs import figures
 
         row = self._request_row(request)
         return figures.waterfall(row, self.request_phases(row))
 
     def stitched_waterfall(self, request: str | int | dict[str, Any]) -> go.Figure:
-        """The call this request belongs to across two proxies (see :mod:`envoy_dissector.analysis.stitch`)."""
-        from envoy_dissector.analysis import figures
+        """The call this request belongs to across two proxies (see :mod:`envoy_dissector.analysis.stages.stitch`)."""
+        from envoy_dissector.analysis.outputs import figures
 
         row = self._request_row(request)
         if row.get("peer_request_uid") is None:
@@ -227,18 +227,19 @@ class Capture:
         return figures.stitched_waterfall(outer, self.request_phases(outer), inner, self.request_phases(inner), offset)
 
     def phase_distribution(self) -> go.Figure:
-        from envoy_dissector.analysis import figures
+        from envoy_dissector.analysis.outputs import figures
 
         return figures.phase_distribution(self.requests)
 
     def event_loop(self, thread: int | None = None, start: int | None = None, end: int | None = None) -> go.Figure:
-        from envoy_dissector.analysis import figures
+        from envoy_dissector.analysis.outputs import figures
 
         return figures.event_loop(self.loop, thread=thread, start_us=start, end_us=end, internal=self.internal_work())
 
     def internal_work(self) -> pl.DataFrame:
         """Envoy's own work on its threads (tracing flushes, filter calls such as ext_authz, health checks), one
-        row per burst: ``origin, thread, start_us, end_us, kind, label, work_uid, owner_uid`` (analysis/internal.py)."""
+        row per burst: ``origin, thread, start_us, end_us, kind, label, work_uid, owner_uid``
+        (analysis/stages/internal.py)."""
         if "internal_work" not in self._cache:
             self._cache["internal_work"] = self.facts.work_bursts().select(
                 "origin", "thread", "start_us", "end_us", "kind", "label", "work_uid", "owner_uid")

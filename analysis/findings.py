@@ -11,7 +11,8 @@ from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.internal import (
+from envoy_dissector.analysis.schema import Phase
+from envoy_dissector.analysis.stages.internal import (
     AUTHZ,
     HEALTH_CHECK_RESULT_KINDS,
     RATE_LIMIT,
@@ -19,8 +20,7 @@ from envoy_dissector.analysis.internal import (
     is_work_row,
     work_bursts,
 )
-from envoy_dissector.analysis.loop import WAITED_US
-from envoy_dissector.analysis.schema import Phase
+from envoy_dissector.analysis.stages.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.kinds import EventKind

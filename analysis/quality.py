@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from envoy_dissector.analysis.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.findings import Finding
-from envoy_dissector.analysis.requests import SOCKET_KINDS
 from envoy_dissector.analysis.schema import PHASE_SPANS
+from envoy_dissector.analysis.stages.fallbacks import BOUNDARY_NAMES
+from envoy_dissector.analysis.stages.requests import SOCKET_KINDS
 from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import DissectorError, ExitCode

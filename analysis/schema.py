@@ -51,7 +51,7 @@ class Phase(StrEnum):
 
 #: the phases that partition a request's life (they sum to ``total_us``)
 PARTITION_PHASES: tuple[Phase, ...] = tuple(p for p in Phase if p is not Phase.LOOP_QUEUE)
-#: each phase measured between two boundaries (b0..b9, analysis/phases.py); ``upstream_connect`` and
+#: each phase measured between two boundaries (b0..b9, analysis/stages/phases.py); ``upstream_connect`` and
 #: ``tls_handshake`` are carved out of ``router``'s span, so they have no span of their own here
 PHASE_SPANS: tuple[tuple[Phase, str, str], ...] = (
     (Phase.DOWNSTREAM_READ, "b0", "b1"), (Phase.HEADER_PARSE, "b1", "b2"), (Phase.FILTER_CHAIN, "b2", "b3"),
@@ -98,15 +98,15 @@ REQUEST_DETAIL_SCHEMA: dict[str, pl.DataType] = {
     "outcome": pl.String(),  # ok, local reply: <details>, stream reset, cut by the capture, ...
     "link": pl.String(),  # how the upstream connection was linked: attached, pool-line-...
     "new_upstream_conn": pl.Boolean(),  # the request waited for a new upstream connection
-    # the connection its last attempt failed to open, and that connection's own error (analysis/failures.py)
+    # the connection its last attempt failed to open, and that connection's own error (analysis/stages/failures.py)
     "failed_upstream_conn_id": pl.Int64(), "failed_upstream_error": pl.String(),
-    **{f"b{i}": pl.Int64() for i in range(10)},  # phase boundaries (analysis/phases.py)
+    **{f"b{i}": pl.Int64() for i in range(10)},  # phase boundaries (analysis/stages/phases.py)
     "boundary_fallbacks": pl.String(), "missing_boundaries": pl.String(), "unmeasured_phases": pl.String(),
     # on an internal request: what it was (internal.WorkKind), its own worker time, the same for tracer flushes
     "internal_kind": pl.String(), "internal_work_us": pl.Int64(), "flush_work_us": pl.Int64(),
     "downstream_tls_handshake_us": pl.Int64(),  # handshake before the connection's first request (outside total)
 }
-#: Requests stitched across origins (analysis/stitch.py).
+#: Requests stitched across origins (analysis/stages/stitch.py).
 PEER_SCHEMA: dict[str, pl.DataType] = {"peer_origin": pl.String(), "peer_request_uid": pl.String(),
                                        "network_out_us": pl.Int64(), "network_back_us": pl.Int64()}
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
-from envoy_dissector.analysis.pipeline import analyse
+from envoy_dissector.analysis.engine.pipeline import analyse
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 

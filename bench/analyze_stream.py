@@ -57,7 +57,7 @@ def reference_seconds() -> float:
 
 def child(path: str, out: str, whole: bool, profile: bool) -> None:
     import envoy_dissector.cli  # noqa: F401  (first: it sets the CLI's allocator settings before polars loads)
-    from envoy_dissector.analysis import streaming
+    from envoy_dissector.analysis.engine import streaming
     from envoy_dissector.cli.main import main
 
     steps: dict[str, float] = {}
@@ -70,7 +70,7 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
 
     streaming.StreamingAnalysis.finish = timed_finish  # type: ignore[method-assign]
     if os.environ.get("BENCH_PREFETCH"):
-        from envoy_dissector.analysis import stream_capture
+        from envoy_dissector.analysis.engine import stream_capture
 
         stream_capture.PREFETCH = int(os.environ["BENCH_PREFETCH"])
         defaults = list(stream_capture.dissect_stream.__kwdefaults__ or {})
@@ -79,7 +79,7 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
     for env, kw in (("BENCH_PARSE_WORKERS", "parse_workers"), ("BENCH_WINDOW", "window_events"),
                     ("BENCH_BLOCK", "block_bytes")):
         if os.environ.get(env):
-            from envoy_dissector.analysis import stream_capture
+            from envoy_dissector.analysis.engine import stream_capture
 
             assert kw in (stream_capture.dissect_stream.__kwdefaults__ or {})
             stream_capture.dissect_stream.__kwdefaults__[kw] = int(os.environ[env])  # type: ignore[index]

@@ -50,8 +50,8 @@ def check_batch(cases: list[str], log_format: str | None, analyse: bool) -> str:
     """Sources, envelope, wrappers, grammar path and accounting per input; with ``analyse`` also the
     reconstruction, report, summary and trace of the whole batch."""
     from envoy_dissector.analysis.capture import dissect
-    from envoy_dissector.analysis.report import render
-    from envoy_dissector.analysis.trace_export import trace_events
+    from envoy_dissector.analysis.outputs.report import render
+    from envoy_dissector.analysis.outputs.trace_export import trace_events
     from envoy_dissector.parser.errors import DissectorError
     from envoy_dissector.parser.pipeline import parse_text
 

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.export import COLUMN_CHOICES, kind_of, summary_json, write
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.outputs.export import COLUMN_CHOICES, kind_of, summary_json, write
+from envoy_dissector.analysis.outputs.report import render
+from envoy_dissector.analysis.outputs.terminal import report_width
 from envoy_dissector.analysis.quality import require_request_lines
-from envoy_dissector.analysis.report import render
 from envoy_dissector.analysis.select import checked_regex, read_until, select
-from envoy_dissector.analysis.stream_capture import dissect_stream
-from envoy_dissector.analysis.terminal import report_width
 from envoy_dissector.cli.argtypes import MAX_COUNT, count
 from envoy_dissector.cli.follow import add_follow_arguments, run_follow
 from envoy_dissector.cli.otel_output import add_otel_arguments, otel_outputs, refuse_with_follow

@@ -11,8 +11,8 @@ import json
 import sys
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.comparison import compare, render_comparison
-from envoy_dissector.analysis.terminal import report_width
+from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
+from envoy_dissector.analysis.outputs.terminal import report_width
 from envoy_dissector.parser.errors import UsageError
 from envoy_dissector.parser.sources import expand
 

@@ -23,13 +23,13 @@ from typing import Any, TextIO
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.export import kind_of, write
+from envoy_dissector.analysis.engine.stream_capture import PARSE_WORKERS
+from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
+from envoy_dissector.analysis.outputs.export import kind_of, write
 from envoy_dissector.analysis.outputs.live import LiveWindow, render_line, render_screen
-from envoy_dissector.analysis.report import render
+from envoy_dissector.analysis.outputs.report import render
+from envoy_dissector.analysis.outputs.terminal import report_width, terminal_safe
 from envoy_dissector.analysis.schema import ANALYSED_COLUMNS
-from envoy_dissector.analysis.stream_capture import PARSE_WORKERS
-from envoy_dissector.analysis.streaming import StreamingAnalysis
-from envoy_dissector.analysis.terminal import report_width, terminal_safe
 from envoy_dissector.cli.argtypes import positive_number
 from envoy_dissector.cli.live_files import LiveFiles
 from envoy_dissector.cli.parse import redaction_of

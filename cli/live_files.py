@@ -13,8 +13,8 @@ from typing import IO
 
 import polars as pl
 
-from envoy_dissector.analysis.csv_safe import neutralise_formulas
-from envoy_dissector.analysis.export import kind_of
+from envoy_dissector.analysis.outputs.csv_safe import neutralise_formulas
+from envoy_dissector.analysis.outputs.export import kind_of
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, REQUEST_FRAME_SCHEMA
 from envoy_dissector.parser.errors import OutputError
 

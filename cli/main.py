@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn, TextIO
 
-from envoy_dissector.analysis.terminal import SafeStdout, StdoutError, terminal_safe
+from envoy_dissector.analysis.outputs.terminal import SafeStdout, StdoutError, terminal_safe
 from envoy_dissector.parser.errors import DissectorError, ExitCode, OutputError, UsageError
 
 SUBCOMMANDS = ("parse", "analyze", "compare", "fleet", "lab", "kube", "watch", "dashboard")

@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from envoy_dissector.analysis.csv_safe import neutralise_formulas
-from envoy_dissector.analysis.output_file import output_path
+from envoy_dissector.analysis.outputs.csv_safe import neutralise_formulas
+from envoy_dissector.analysis.outputs.output_file import output_path
 from envoy_dissector.cli.progress import progress_for
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, OutputError, UsageError

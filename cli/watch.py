@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from envoy_dissector.analysis.export import COLUMN_CHOICES
+from envoy_dissector.analysis.outputs.export import COLUMN_CHOICES
 from envoy_dissector.cli.argtypes import MAX_COUNT, count
 from envoy_dissector.cli.follow import add_follow_arguments, follow
 from envoy_dissector.cli.kube import _connect, parse_duration

@@ -9,7 +9,7 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
-from envoy_dissector.analysis import figures
+from envoy_dissector.analysis.outputs import figures
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callback_input import checked

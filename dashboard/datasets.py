@@ -37,8 +37,8 @@ from typing import Any, Literal
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.schema import REQUEST_FRAME_SCHEMA
-from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.sources import Source

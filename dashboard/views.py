@@ -1,7 +1,7 @@
 """Pure builders of the dashboard's view contents: a dataset (or frames) in, Dash components out.
 
 Everything a callback shows is made here, so it is testable without a browser and callbacks stay a
-few lines. Figures come from :mod:`envoy_dissector.analysis.figures` (shared with notebooks).
+few lines. Figures come from :mod:`envoy_dissector.analysis.outputs.figures` (shared with notebooks).
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from envoy_dissector.analysis import figures
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import SEVERITY_ORDER, Finding, imbalances
+from envoy_dissector.analysis.outputs import figures
 from envoy_dissector.analysis.quality import RAISE_LEVEL_HINT
 from envoy_dissector.analysis.stats import percentiles
 from envoy_dissector.analysis.units import format_us, in_unit, table_unit

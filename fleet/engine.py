@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from envoy_dissector.analysis.capture import dissect
+from envoy_dissector.analysis.stages.stitch import stitch
 from envoy_dissector.analysis.stats import SUMMARY_COLUMNS, percentiles
-from envoy_dissector.analysis.stitch import stitch
 from envoy_dissector.parser.errors import DissectorError, ExitCode, UsageError
 
 if TYPE_CHECKING:

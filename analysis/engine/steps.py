@@ -1,6 +1,6 @@
 """Where the streaming analysis' window steps run: threads, each worker's steps in turn, outputs in given order.
 
-``StreamingAnalysis`` (``analysis/streaming.py``) decides *what* a step does (the windowing: a worker's window,
+``StreamingAnalysis`` (``analysis/engine/streaming.py``) decides *what* a step does (the windowing: a worker's window,
 carry, finished requests); ``Steps`` decides *where and when* it runs. A step is two parts: its work on the state of
 a few keys (a worker's window, carry, loop slices, …), which runs after those keys' previous steps and beside the
 steps of other keys (``STEP_THREADS``), and what it adds to the shared output, returned by the work as an

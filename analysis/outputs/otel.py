@@ -35,8 +35,8 @@ from opentelemetry.trace import SpanKind as OtelKind
 from opentelemetry.trace.status import Status, StatusCode
 
 from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.output_file import output_path
 from envoy_dissector.analysis.outputs.otel_spans import BATCH_REQUESTS, Span, SpanKind, capture_spans
+from envoy_dissector.analysis.outputs.output_file import output_path
 from envoy_dissector.analysis.outputs.trace_context import CONTEXT_SCHEMA, trace_contexts
 from envoy_dissector.parser.errors import OutputError, UsageError
 from envoy_dissector.parser.redact import RedactOption

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
 from envoy_dissector.analysis.stats import QUANTILES, percentile_expr
 

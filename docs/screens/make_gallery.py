@@ -107,7 +107,8 @@ def figure_png(driver: Any, fig: go.Figure, path: Path, work: Path) -> None:
 
 
 def notebook_figures(driver: Any, out: Path, work: Path) -> None:
-    from envoy_dissector.analysis import dissect, figures
+    from envoy_dissector.analysis import dissect
+    from envoy_dissector.analysis.outputs import figures
     from envoy_dissector.analysis.stats import counted
 
     baseline = dissect(str(BASELINE))
@@ -126,8 +127,8 @@ def notebook_figures(driver: Any, out: Path, work: Path) -> None:
 
 def terminal_reports(out: Path) -> None:
     from envoy_dissector.analysis import dissect
-    from envoy_dissector.analysis.comparison import compare, render_comparison
-    from envoy_dissector.analysis.report import render
+    from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
+    from envoy_dissector.analysis.outputs.report import render
 
     for name, log in FIXTURES.items():
         cap = dissect(str(log))

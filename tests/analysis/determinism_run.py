@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from envoy_dissector.analysis import stream_capture
+from envoy_dissector.analysis.engine import stream_capture
 from envoy_dissector.cli import analyze
 from envoy_dissector.cli.main import main
 

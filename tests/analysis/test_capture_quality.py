@@ -225,6 +225,6 @@ def test_span_comes_from_all_records_and_rate_from_the_traffic() -> None:
 
 
 def cap_report(cap: object) -> str:
-    from envoy_dissector.analysis.report import render
+    from envoy_dissector.analysis.outputs.report import render
 
     return render(cap)  # type: ignore[arg-type]

@@ -18,8 +18,8 @@ import pytest
 from excerpts import at_levels, excerpt_truth
 from truth import Truth, discover, fixture_ids, from_lab, matched, truth, within
 
-from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.analysis.stages.fallbacks import BOUNDARY_SOURCES
 from envoy_dissector.lab.run import run_scenario
 from envoy_dissector.lab.scenarios import get_scenario
 

@@ -8,12 +8,12 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.engine.reread import request_records
 from envoy_dissector.analysis.findings import health_checks, record_gaps
-from envoy_dissector.analysis.internal import work_bursts
-from envoy_dissector.analysis.loop import worker_threads
 from envoy_dissector.analysis.quality import assess, capture_span
-from envoy_dissector.analysis.reread import request_records
-from envoy_dissector.analysis.tls import counts
+from envoy_dissector.analysis.stages.internal import work_bursts
+from envoy_dissector.analysis.stages.loop import worker_threads
+from envoy_dissector.analysis.stages.tls import counts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LOGS = ["istio-thread/health-check/envoy.log.gz", "istio-thread/ext-authz/envoy.log.gz",

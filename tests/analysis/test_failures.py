@@ -1,4 +1,4 @@
-"""Failed upstream connects (analysis/failures.py): linked to the connection that failed, measured as
+"""Failed upstream connects (analysis/stages/failures.py): linked to the connection that failed, measured as
 upstream_connect / tls_handshake, and ``failure_reason`` equal to what Envoy's own access log says."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from truth import FIXTURES, Truth, discover
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.failures import response_flags
+from envoy_dissector.analysis.stages.failures import response_flags
 from envoy_dissector.parser.kinds import EventKind
 
 #: Lab captures of retries to a closed port (Envoy 1.40 as it logs; legacy-1.19 is converted text whose

@@ -7,7 +7,8 @@ import plotly.io as pio
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis import dissect, figures
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.outputs import figures
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_log_content_reaches_plotly_escaped(tmp_path):
     from pathlib import Path
 
     from envoy_dissector.analysis import dissect
-    from envoy_dissector.analysis.figures import event_loop, plain, waterfall
+    from envoy_dissector.analysis.outputs.figures import event_loop, plain, waterfall
 
     text = gzip.decompress(Path("fixtures/istio-thread/lua-cpu/envoy.log.gz").read_bytes()).decode()
     text = text.replace("':path', '/'", "':path', '/<a href=\"http://evil.example/\">x</a>'")

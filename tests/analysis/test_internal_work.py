@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 from truth import Truth, from_lab, matched, truth
 
-from envoy_dissector.analysis.internal import WorkKind
+from envoy_dissector.analysis.stages.internal import WorkKind
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.lab.envoy import HEALTH_CHECK_PATH
 from envoy_dissector.lab.run import run_scenario

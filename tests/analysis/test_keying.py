@@ -1,4 +1,4 @@
-"""Cheaper keys give the same groups: analysis/origins.py (no ``origin`` key when a frame holds one) and the
+"""Cheaper keys give the same groups: analysis/engine/origins.py (no ``origin`` key when a frame holds one) and the
 streaming intake's split of a chunk by thread."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.origins import group_per_origin, sole_origin
-from envoy_dissector.analysis.streaming import _per_thread
+from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.engine.origins import group_per_origin, sole_origin
+from envoy_dissector.analysis.engine.streaming import _per_thread
 
 
 def _lines(origins: list[str | None]) -> pl.DataFrame:

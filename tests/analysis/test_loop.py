@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
-from envoy_dissector.analysis.loop import BEFORE_READ, UNATTRIBUTED_IDLE_US, WAIT_POINTS
-from envoy_dissector.analysis.pipeline import analyse
-from envoy_dissector.analysis.requests import _main_threads
+from envoy_dissector.analysis.engine.pipeline import analyse
+from envoy_dissector.analysis.stages.loop import BEFORE_READ, UNATTRIBUTED_IDLE_US, WAIT_POINTS
+from envoy_dissector.analysis.stages.requests import _main_threads
 
 ALL = discover()
 THREADED = [t for t in ALL if t.has_thread_ids and t.origin_prefix is None]
@@ -240,9 +240,9 @@ def test_competitors_match_the_naive_listing(seed: int, explode_rows: int, monke
     """(``explode_rows``: the slice rows listed at once; 7 makes many batches)"""
     import random
 
-    from envoy_dissector.analysis import loop as loop_module
-    from envoy_dissector.analysis.loop import _served_during, render_queueing
     from envoy_dissector.analysis.schema import QUEUEING_SCHEMA, conform
+    from envoy_dissector.analysis.stages import loop as loop_module
+    from envoy_dissector.analysis.stages.loop import _served_during, render_queueing
 
     monkeypatch.setattr(loop_module, "EXPLODE_ROWS", explode_rows)
 
@@ -285,7 +285,7 @@ def test_lane_packing_matches_naive_first_fit(seed: int, monkeypatch: pytest.Mon
 
     import numpy as np
 
-    from envoy_dissector.analysis.loop import _Lane
+    from envoy_dissector.analysis.stages.loop import _Lane
 
     monkeypatch.setattr(_Lane, "MERGE_AT", 4)  # exercise the buffer merges
     rnd = random.Random(seed)

@@ -12,9 +12,9 @@ from polars.testing import assert_frame_equal
 from truth import FIXTURES
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.carry import carried
-from envoy_dissector.analysis.stream_capture import dissect_stream
-from envoy_dissector.analysis.streaming import MARGIN_ROWS, StreamingAnalysis
+from envoy_dissector.analysis.engine.carry import carried
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.engine.streaming import MARGIN_ROWS, StreamingAnalysis
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
@@ -128,7 +128,7 @@ def test_many_inputs_are_analysed_one_after_another(small_files: list[Path],
 def test_event_loop_queueing_is_the_same_in_blocks_of_any_size(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The event-loop model looks its wait points up a block of rows at a time (memory bounded by a block): any
     block size gives the same queues, windows and phase rows, in the same order."""
-    from envoy_dissector.analysis import loop
+    from envoy_dissector.analysis.stages import loop
 
     log = FIXTURES / rel / "envoy.log.gz"
     whole = dissect(str(log))
@@ -143,8 +143,8 @@ def test_event_loop_queueing_is_the_same_in_blocks_of_any_size(rel: str, monkeyp
 def test_conclude_gives_the_same_frames_for_a_requests_frame_of_many_chunks() -> None:
     """``conclude`` owns its requests frame and makes it one chunk per column a column at a time: a frame of many
     parts (as the spill gives back) concludes to the same frames as one of one chunk."""
-    from envoy_dissector.analysis.pipeline import conclude, split_restarts, stage
-    from envoy_dissector.analysis.tls import handshakes
+    from envoy_dissector.analysis.engine.pipeline import conclude, split_restarts, stage
+    from envoy_dissector.analysis.stages.tls import handshakes
 
     events = pl.concat([c.events for c in iter_parse(str(FIXTURES / "istio-thread" / "workers" / "envoy.log.gz"))])
     events, _ = split_restarts(events.filter(pl.col("ts_us").is_not_null()).cast(EVENT_SCHEMA))  # type: ignore[arg-type]

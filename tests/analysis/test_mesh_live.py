@@ -25,7 +25,7 @@ from truth import CHECKED_MILESTONES, Truth, agreement, from_lab, matched
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.tls import handshakes
+from envoy_dissector.analysis.stages.tls import handshakes
 from envoy_dissector.lab.mesh import run_mesh
 
 pytestmark = pytest.mark.skipif(shutil.which("envoy") is None or shutil.which("openssl") is None,

@@ -13,7 +13,7 @@ import pytest
 from truth import ABS_TOLERANCE_US, FIXTURES, REL_TOLERANCE, Truth, capture_of, discover, fixture_ids, matched, truth
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.report import WIDTH, render
+from envoy_dissector.analysis.outputs.report import WIDTH, render
 from envoy_dissector.analysis.stats import counted, median, percentiles
 from envoy_dissector.analysis.units import format_us, in_unit
 from envoy_dissector.dashboard import views

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, matched, truth
 
-from envoy_dissector.analysis.phases import BOUNDARIES
 from envoy_dissector.analysis.schema import PARTITION_PHASES, PHASE_COLUMNS, PHASE_SPANS, Phase
+from envoy_dissector.analysis.stages.phases import BOUNDARIES
 
 ALL = discover()
 SEED_DIR = FIXTURES / "old-format" / "seed000"

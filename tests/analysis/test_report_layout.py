@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.comparison import compare, render_comparison
-from envoy_dissector.analysis.report import render
-from envoy_dissector.analysis.terminal import MAX_WIDTH, report_width
+from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
+from envoy_dissector.analysis.outputs.report import render
+from envoy_dissector.analysis.outputs.terminal import MAX_WIDTH, report_width
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LOGS = sorted({*FIXTURES.rglob("envoy.log*"), *FIXTURES.rglob("*.log.gz")})

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from truth import CHECKED_MILESTONES, FIXTURES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
-from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.engine.asof import asof
 
 ALL = discover()
 MICRO = [t for t in ALL if t.microseconds]

@@ -1,4 +1,4 @@
-"""A streamed capture reads a request's log lines again from its input file (analysis/reread.py): the same
+"""A streamed capture reads a request's log lines again from its input file (analysis/engine/reread.py): the same
 records as the whole-file capture keeps, for gzip and plain files, every format, and index entries small
 enough that requests straddle them."""
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from envoy_dissector.analysis import dissect, reread
-from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.engine import reread
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import iter_parse

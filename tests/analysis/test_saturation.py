@@ -7,7 +7,7 @@ import pytest
 from truth import Truth, discover, fixture_ids
 
 from envoy_dissector.analysis.findings import saturated_workers
-from envoy_dissector.analysis.loop import WAITED_US
+from envoy_dissector.analysis.stages.loop import WAITED_US
 
 ALL = [t for t in discover() if t.origin_prefix is None]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from envoy_dissector.analysis.streaming import StreamingAnalysis
+from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 from envoy_dissector.parser.pipeline import parse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -1,4 +1,4 @@
-"""Finished output spilled to parquet parts (analysis/spill.py) comes back whole, in order, and leaves no files."""
+"""Finished output spilled to parquet parts (analysis/engine/spill.py) comes back whole, in order, and leaves no files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,9 +8,9 @@ import pytest
 from polars.testing import assert_frame_equal
 from truth import FIXTURES, capture_of
 
-from envoy_dissector.analysis.spill import Spill
-from envoy_dissector.analysis.stream_capture import dissect_stream
-from envoy_dissector.analysis.streaming import StreamingAnalysis
+from envoy_dissector.analysis.engine.spill import Spill
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 
 SCHEMA: dict[str, pl.DataType] = {"uid": pl.String(), "n": pl.Int64()}
 

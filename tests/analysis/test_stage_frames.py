@@ -8,10 +8,7 @@ import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids
 
 from envoy_dissector.analysis import Capture, dissect
-from envoy_dissector.analysis.loop import infer_threads, loop_queue, slices
-from envoy_dissector.analysis.phases import attribute_phases
-from envoy_dissector.analysis.pipeline import analyse, split_restarts
-from envoy_dissector.analysis.requests import build_requests, connection_links
+from envoy_dissector.analysis.engine.pipeline import analyse, split_restarts
 from envoy_dissector.analysis.schema import (
     COSTED_REQUEST_SCHEMA,
     DOWNSTREAM_TLS_SCHEMA,
@@ -27,8 +24,11 @@ from envoy_dissector.analysis.schema import (
     WORKER_SCHEMA,
 )
 from envoy_dissector.analysis.stages.cost import with_sidecar_added
-from envoy_dissector.analysis.stitch import stitch
-from envoy_dissector.analysis.tls import downstream_waits
+from envoy_dissector.analysis.stages.loop import infer_threads, loop_queue, slices
+from envoy_dissector.analysis.stages.phases import attribute_phases
+from envoy_dissector.analysis.stages.requests import build_requests, connection_links
+from envoy_dissector.analysis.stages.stitch import stitch
+from envoy_dissector.analysis.stages.tls import downstream_waits
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
 TRUTHS = discover()

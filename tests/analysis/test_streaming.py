@@ -1,4 +1,4 @@
-"""The streaming analysis (analysis/streaming.py) gives what the whole-file analysis gives, on every fixture.
+"""The streaming analysis (analysis/engine/streaming.py) gives what the whole-file analysis gives, on every fixture.
 
 Each capture is parsed in tiny blocks (a few lines per chunk) and its workers' windows are cut every few hundred
 events, so requests straddle chunk and window boundaries everywhere; the requests, phases and loop frames (sorted
@@ -22,8 +22,8 @@ from truth import FIXTURES, capture_of, discover
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.engine import steps
-from envoy_dissector.analysis.internal import HealthCheckBursts, WorkKind
-from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.stages.internal import HealthCheckBursts, WorkKind
 from envoy_dissector.parser.errors import InputError
 
 #: bytes per parser block: a few lines, so every chunk boundary cuts some request
@@ -126,7 +126,7 @@ def test_workers_fed_alike_step_in_different_chunks(monkeypatch: pytest.MonkeyPa
     """Two workers fed at the same rate would reach a window's growth in the same chunk and step back to back,
     stalling the parser behind them; every worker but the first takes its first step early, by a share of a
     window that differs between workers. The result does not change."""
-    from envoy_dissector.analysis import streaming
+    from envoy_dissector.analysis.engine import streaming
 
     first_step: dict[int, int] = {}  # worker thread -> its pending rows at its first step
     order: list[int] = []  # worker threads in the order they appeared
@@ -176,7 +176,7 @@ def test_window_steps_on_their_own_thread_give_what_steps_in_line_give(log: Path
     and health-check bursts made beside its stages, added after them): the same batches in the same order (a
     batch's own row order is polars' either way), the same requests and loop frames row for row, the same phase
     rows and summary."""
-    from envoy_dissector.analysis import streaming
+    from envoy_dissector.analysis.engine import streaming
 
     threads: set[str] = set()
     side_threads: set[str] = set()
@@ -211,7 +211,7 @@ def test_window_steps_on_their_own_thread_give_what_steps_in_line_give(log: Path
 
 
 def test_a_failing_window_step_is_raised_to_the_caller_and_its_thread_ends(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envoy_dissector.analysis import streaming
+    from envoy_dissector.analysis.engine import streaming
 
     calls = 0
     build = streaming.build_requests

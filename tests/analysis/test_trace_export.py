@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import envoy_dissector.analysis as ed
-from envoy_dissector.analysis.trace_export import trace_events
+from envoy_dissector.analysis.outputs.trace_export import trace_events
 
 ROOT = Path(__file__).resolve().parents[2]
 

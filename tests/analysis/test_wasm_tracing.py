@@ -20,9 +20,9 @@ import pytest
 from truth import FIXTURES, Truth, from_lab, matched, truth
 
 from envoy_dissector.analysis import compare, dissect
+from envoy_dissector.analysis.stages.tracing import is_flush
+from envoy_dissector.analysis.stages.wasm import vm_calls
 from envoy_dissector.analysis.stats import counted
-from envoy_dissector.analysis.tracing import is_flush
-from envoy_dissector.analysis.wasm import vm_calls
 from envoy_dissector.lab.run import run_scenario
 
 WASM_TOLERANCE = 0.25

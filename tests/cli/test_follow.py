@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.outputs.live import LiveWindow, render_line, render_screen
 from envoy_dissector.analysis.stats import counted, percentile
-from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.cli.main import main
 from envoy_dissector.cli.tail import FileFollower, LivePipe, follow_file
 

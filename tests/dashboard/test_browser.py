@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.dashboard.datasets import Registry
 from tests.dashboard.browser_steps import TIMEOUT, open_tab, shot, until, upload
 

@@ -17,7 +17,7 @@ import pytest
 import requests
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.analysis.stream_capture import dissect_stream
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.dashboard.datasets import new_id
 from envoy_dissector.dashboard.upload import save_stream
 from envoy_dissector.parser.redact import REDACTED

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.findings import Finding, imbalance
 from envoy_dissector.analysis.schema import Phase
-from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callbacks import session_view, slowest_request
 from envoy_dissector.dashboard.datasets import Registry

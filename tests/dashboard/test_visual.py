@@ -14,9 +14,10 @@ import plotly.graph_objects as go
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis import dissect, figures
-from envoy_dissector.analysis.comparison import compare
-from envoy_dissector.analysis.loop import UNATTRIBUTED_IDLE_US
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.outputs import figures
+from envoy_dissector.analysis.outputs.comparison import compare
+from envoy_dissector.analysis.stages.loop import UNATTRIBUTED_IDLE_US
 from envoy_dissector.analysis.stats import counted
 from tests.dashboard.browser_steps import TIMEOUT, until
 

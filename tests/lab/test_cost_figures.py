@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.comparison import compare, render_comparison
-from envoy_dissector.analysis.report import render
+from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
+from envoy_dissector.analysis.outputs.report import render
 from envoy_dissector.analysis.stages.cost import request_cpu
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.cli.main import main

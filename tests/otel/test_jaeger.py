@@ -26,8 +26,8 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.schema import PARTITION_PHASES, Phase
-from envoy_dissector.analysis.stream_capture import dissect_stream
 from envoy_dissector.cli.main import main
 from tests.otel.jaeger import BUILD_TIMEOUT_S, Jaeger, Unavailable, find_or_build, running_jaeger
 

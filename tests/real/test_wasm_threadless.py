@@ -13,7 +13,7 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.wasm import vm_calls
+from envoy_dissector.analysis.stages.wasm import vm_calls
 
 DATA = Path(__file__).resolve().parent / "data" / "wasm-stats-2-workers.istio-thread.log.gz"
 KEY = ["downstream_conn_id", "stream_id"]

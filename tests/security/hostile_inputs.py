@@ -127,10 +127,10 @@ def check_capture(text: str, out_dir: Path, log_format: str | None = None, outpu
     import polars as pl
 
     from envoy_dissector.analysis.capture import dissect
-    from envoy_dissector.analysis.export import write
-    from envoy_dissector.analysis.report import render
+    from envoy_dissector.analysis.outputs.export import write
+    from envoy_dissector.analysis.outputs.report import render
+    from envoy_dissector.analysis.outputs.trace_export import trace_events
     from envoy_dissector.analysis.select import select
-    from envoy_dissector.analysis.trace_export import trace_events
     from envoy_dissector.cli.parse import EventSink
     from envoy_dissector.parser.errors import DissectorError
     from envoy_dissector.parser.pipeline import parse_text

@@ -8,11 +8,11 @@ from typing import Any, Literal
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.csv_safe import neutralise_formulas
-from envoy_dissector.analysis.output_file import output_path
+from envoy_dissector.analysis.outputs.csv_safe import neutralise_formulas
+from envoy_dissector.analysis.outputs.output_file import output_path
+from envoy_dissector.analysis.outputs.trace_export import trace_events
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, PEER_SCHEMA
 from envoy_dissector.analysis.stages.cost import summary_entry
-from envoy_dissector.analysis.trace_export import trace_events
 from envoy_dissector.parser.errors import UsageError
 
 SUFFIXES = (".trace.json", ".parquet", ".csv", ".jsonl", ".json")

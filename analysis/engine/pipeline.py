@@ -5,13 +5,13 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
-from envoy_dissector.analysis.phases import attribute_phases
-from envoy_dissector.analysis.requests import build_requests, connection_links
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.stages.cost import with_sidecar_added
-from envoy_dissector.analysis.stitch import Stitching, stitch
-from envoy_dissector.analysis.tls import downstream_waits, handshakes
+from envoy_dissector.analysis.stages.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
+from envoy_dissector.analysis.stages.phases import attribute_phases
+from envoy_dissector.analysis.stages.requests import build_requests, connection_links
+from envoy_dissector.analysis.stages.stitch import Stitching, stitch
+from envoy_dissector.analysis.stages.tls import downstream_waits, handshakes
 from envoy_dissector.parser.kinds import EventKind
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import _thread_slices
-from envoy_dissector.analysis.order import in_order
+from envoy_dissector.analysis.engine.order import in_order
 from envoy_dissector.analysis.schema import LOOP_SCHEMA
+from envoy_dissector.analysis.stages.loop import _thread_slices
 from envoy_dissector.parser.kinds import EventKind
 
 LINE_COLUMNS = ("origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events")

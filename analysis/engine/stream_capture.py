@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envoy_dissector.analysis.capture import Capture, _as_source, _label
-from envoy_dissector.analysis.reread import index_for
-from envoy_dissector.analysis.schema import ANALYSED_COLUMNS
-from envoy_dissector.analysis.spill import MEMORY_BUDGET
-from envoy_dissector.analysis.streaming import (
+from envoy_dissector.analysis.engine.reread import index_for
+from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET
+from envoy_dissector.analysis.engine.streaming import (
     GRACE_US,
     IDLE_US,
     MAX_OPEN_REQUESTS,
@@ -20,6 +19,7 @@ from envoy_dissector.analysis.streaming import (
     Emit,
     StreamingAnalysis,
 )
+from envoy_dissector.analysis.schema import ANALYSED_COLUMNS
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import WORKERS, ShapeStore, iter_parse
 from envoy_dissector.parser.redact import RedactOption
@@ -89,7 +89,7 @@ def dissect_stream(source: Any, *, format: str = "auto", log_format: str | None 
                    window_events: int = WINDOW_EVENTS, max_open: int = MAX_OPEN_REQUESTS,
                    block_bytes: int | None = None, prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET,
                    parse_workers: int = PARSE_WORKERS, background_steps: bool = True) -> Capture:
-    """Like ``dissect``, with the analysis streamed worker by worker (``analysis/streaming.py``).
+    """Like ``dissect``, with the analysis streamed worker by worker (``analysis/engine/streaming.py``).
 
     The capture has the same requests, phases, loop, diagnostics and summary; its ``events``/``records`` are
     empty (``facts`` holds what the summary reads from them); ``request_lines`` reads a request's lines again

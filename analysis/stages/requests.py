@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.asof import asof
-from envoy_dissector.analysis.failures import failed_connects, failure_reason
-from envoy_dissector.analysis.origins import group_per_origin
+from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.engine.origins import group_per_origin
 from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
+from envoy_dissector.analysis.stages.failures import failed_connects, failure_reason
 from envoy_dissector.parser.kinds import EventKind
 
 CONN = ["origin", "conn_id"]
@@ -367,7 +367,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # The downstream connection's first line (loop model: a request cannot be read before it) ...
     streams = streams.join(up_first.select(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
                            maintain_order="left")
-    # A last attempt that failed to connect: linked to the connection that failed (analysis/failures.py). It is
+    # A last attempt that failed to connect: linked to the connection that failed (analysis/stages/failures.py). It is
     # not ``upstream_conn_id``, which is Envoy's %UPSTREAM_CONNECTION_ID% (none: no connection was established).
     streams = failed_connects(streams, failure_lines, up_first, _real_threads(streams))
     streams = streams.with_columns(

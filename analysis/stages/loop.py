@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.schema import (
     LOOP_SCHEMA,
     PHASES_SCHEMA,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from envoy_dissector.analysis.findings import health_checks, record_gaps
-from envoy_dissector.analysis.internal import BURSTS_SCHEMA, work_bursts
-from envoy_dissector.analysis.loop import worker_threads
 from envoy_dissector.analysis.quality import RecordFacts
-from envoy_dissector.analysis.tls import counts_of, handshakes
+from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA, work_bursts
+from envoy_dissector.analysis.stages.loop import worker_threads
+from envoy_dissector.analysis.stages.tls import counts_of, handshakes
 
 STARTED_SCHEMA = {"origin": pl.String(), "thread": pl.Int64()}
 

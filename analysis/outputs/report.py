@@ -12,11 +12,11 @@ import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import Finding
+from envoy_dissector.analysis.outputs.terminal import MAX_WIDTH
 from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.analysis.stages.stitch import render_stitching
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
-from envoy_dissector.analysis.stitch import render_stitching
-from envoy_dissector.analysis.terminal import MAX_WIDTH
 from envoy_dissector.analysis.units import in_unit, table_unit
 
 WIDTH = MAX_WIDTH

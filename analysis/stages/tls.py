@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.origins import group_per_origin
-from envoy_dissector.analysis.requests import TLS_KINDS
+from envoy_dissector.analysis.engine.origins import group_per_origin
+from envoy_dissector.analysis.stages.requests import TLS_KINDS
 from envoy_dissector.parser.kinds import EventKind
 
 HANDSHAKE_SCHEMA = {"origin": pl.String(), "conn_id": pl.Int64(), "direction": pl.String(),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.parser.kinds import EventKind
 
 #: Reset reasons of a connection that never carried the request (Envoy's ``StreamResetReason`` strings).

@@ -5,7 +5,7 @@ serialises the spans and sends them through Envoy's async HTTP client — an int
 id 0, ``cluster 'zipkin' match for URL '/api/v2/spans'``) with its own router, pool and codec lines, and
 later the collector's answer on the upstream connection. Its worker time and the client requests it delayed
 (charged to their ``tracing_us``) are measured like every internal work's, in
-:mod:`envoy_dissector.analysis.internal`.
+:mod:`envoy_dissector.analysis.stages.internal`.
 """
 from __future__ import annotations
 

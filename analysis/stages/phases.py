@@ -6,7 +6,7 @@ b3 router start (route match) · b4 pool ready · b5 request written to the upst
 b6 upstream read event · b7 response headers at the router · b8 response fully encoded ·
 b9 last byte written downstream.
 Without its own line a boundary falls back to the nearest line that marks the same moment
-(analysis/fallbacks.py: debug-level captures have no socket lines); one with no line at all
+(analysis/stages/fallbacks.py: debug-level captures have no socket lines); one with no line at all
 takes the value of the next one that exists (its phase is empty);
 each boundary is clipped to be at least the previous one, so phases never go negative
 and always sum to ``total_us = b9 - b0``. ``upstream_connect`` is carved out of the
@@ -16,10 +16,21 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.fallbacks import BOUNDARY_SOURCES, UNMEASURED_WITHOUT, boundary_sources, raw_boundaries
-from envoy_dissector.analysis.internal import charged_rows, charged_shares, internal_streams, own_work, work_bursts
 from envoy_dissector.analysis.schema import PHASE_SPANS, PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
-from envoy_dissector.analysis.wasm import wasm_rows
+from envoy_dissector.analysis.stages.fallbacks import (
+    BOUNDARY_SOURCES,
+    UNMEASURED_WITHOUT,
+    boundary_sources,
+    raw_boundaries,
+)
+from envoy_dissector.analysis.stages.internal import (
+    charged_rows,
+    charged_shares,
+    internal_streams,
+    own_work,
+    work_bursts,
+)
+from envoy_dissector.analysis.stages.wasm import wasm_rows
 from envoy_dissector.parser.kinds import EventKind
 
 BOUNDARIES = ("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9")
@@ -43,7 +54,7 @@ def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
 def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     """``<phase>_us`` columns, ``total_us`` and ``envoy_duration_us``; connect time is carved out of the router
     span."""
-    # A new connection's milestones, else the one the last attempt failed to open (analysis/failures.py).
+    # A new connection's milestones, else the one the last attempt failed to open (analysis/stages/failures.py).
     cx_from = pl.coalesce("us_cx_beg_us", "failed_cx_beg_ts")
     hs_to = pl.coalesce("us_hs_end_us", "failed_hs_end_ts")
     cx_beg = pl.max_horizontal("b3", pl.min_horizontal("b4", cx_from))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.parser.kinds import EventKind
 
 UPSTREAM_CONN = ["origin", "upstream_conn_id"]

@@ -51,17 +51,14 @@ from typing import Any
 
 import polars as pl
 
-from envoy_dissector.analysis.carry import MAX_CARRIED_CONNECTIONS, carried
+from envoy_dissector.analysis.engine.carry import MAX_CARRIED_CONNECTIONS, carried
+from envoy_dissector.analysis.engine.facts import STARTED_SCHEMA, CaptureFacts
+from envoy_dissector.analysis.engine.loop_stream import WorkerSlices
+from envoy_dissector.analysis.engine.order import in_order
+from envoy_dissector.analysis.engine.pipeline import Analysis, conclude, restart_note, stage
+from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET, Spill
 from envoy_dissector.analysis.engine.steps import Apply, Steps
-from envoy_dissector.analysis.facts import STARTED_SCHEMA, CaptureFacts
 from envoy_dissector.analysis.findings import health_checks, record_gaps
-from envoy_dissector.analysis.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
-from envoy_dissector.analysis.loop import worker_threads
-from envoy_dissector.analysis.loop_stream import WorkerSlices
-from envoy_dissector.analysis.order import in_order
-from envoy_dissector.analysis.phases import attribute_phases
-from envoy_dissector.analysis.pipeline import Analysis, conclude, restart_note, stage
-from envoy_dissector.analysis.requests import SOCKET_KINDS, build_requests
 from envoy_dissector.analysis.schema import (
     ANALYSED_COLUMNS,
     LOOP_SCHEMA,
@@ -69,8 +66,11 @@ from envoy_dissector.analysis.schema import (
     PHASES_SCHEMA,
     REQUEST_FRAME_SCHEMA,
 )
-from envoy_dissector.analysis.spill import MEMORY_BUDGET, Spill
-from envoy_dissector.analysis.tls import connection_facts, handshakes, handshakes_of, merge_facts
+from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
+from envoy_dissector.analysis.stages.loop import worker_threads
+from envoy_dissector.analysis.stages.phases import attribute_phases
+from envoy_dissector.analysis.stages.requests import SOCKET_KINDS, build_requests
+from envoy_dissector.analysis.stages.tls import connection_facts, handshakes, handshakes_of, merge_facts
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 

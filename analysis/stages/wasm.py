@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.asof import asof
+from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.parser.kinds import EventKind
 
 ENTER, EXIT = EventKind.WASM_VM_ENTER, EventKind.WASM_VM_EXIT

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.requests import TLS_KINDS
+from envoy_dissector.analysis.stages.requests import TLS_KINDS
 from envoy_dissector.parser.kinds import EventKind
 
 #: connections whose rows a carry keeps at most (the ones whose last kept row is latest)

@@ -6,7 +6,7 @@ Besides client requests, Envoy makes requests of its own, each with its own rout
   answer (``ext_authz`` ``http_service``, rate limit, Lua ``httpCall``): an async-client stream (connection
   id 0) started inside the request's ``decodeHeaders``; the filter's ``decode headers called`` line that
   follows it returns a stop status. The call belongs to that request (its *owner*);
-* **tracing flushes** — the tracer's span batches to its collector (:mod:`~envoy_dissector.analysis.tracing`);
+* **tracing flushes** — the tracer's span batches to its collector (:mod:`~envoy_dissector.analysis.stages.tracing`);
 * **other internal requests** — async-client streams no filter waited for;
 * **health checks** — Envoy's active health checker (``hc response_code=…`` on the checker's connection).
   Envoy runs it on the main thread, so it competes with the workers for CPU but never holds a worker's loop.
@@ -26,9 +26,9 @@ from enum import StrEnum
 
 import polars as pl
 
-from envoy_dissector.analysis.loop import IDLE_GAP_US
-from envoy_dissector.analysis.order import in_order
-from envoy_dissector.analysis.tracing import is_flush
+from envoy_dissector.analysis.engine.order import in_order
+from envoy_dissector.analysis.stages.loop import IDLE_GAP_US
+from envoy_dissector.analysis.stages.tracing import is_flush
 from envoy_dissector.parser.kinds import EventKind
 
 _THREAD = ["origin", "thread"]

@@ -5,7 +5,7 @@ from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.origins import sole_origin
+from envoy_dissector.analysis.engine.origins import sole_origin
 
 
 def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str, by: list[str],

@@ -10,8 +10,8 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
-from envoy_dissector.analysis.internal import WorkKind
 from envoy_dissector.analysis.schema import PHASE_COLUMNS, Phase
+from envoy_dissector.analysis.stages.internal import WorkKind
 from envoy_dissector.analysis.stats import counted, percentile
 from envoy_dissector.analysis.units import format_us
 
@@ -180,7 +180,7 @@ def latency_over_time(requests: pl.DataFrame) -> go.Figure:
     return _layout(fig, "Latency over time" + (" (colour: event-loop queueing)" if queued else ""))
 
 
-#: Fill and outline of each kind of Envoy's own work in the event-loop view (analysis/internal.py ``WorkKind``).
+#: Fill and outline of each kind of Envoy's own work in the event-loop view (analysis/stages/internal.py ``WorkKind``).
 INTERNAL_WORK_COLOURS: dict[str, tuple[str, str]] = {
     WorkKind.TRACING_FLUSH: ("#ff7f00", "#a65628"), WorkKind.EXT_AUTHZ: ("#f781bf", "#984ea3"),
     WorkKind.RATE_LIMIT: ("#a6d854", "#4d9221"), WorkKind.FILTER_CALL: ("#ffd92f", "#b8860b"),

@@ -9,7 +9,7 @@ A request's lines are then parsed again from shortly before its first line until
 ``AFTER_US`` past the end of its life, reading at most ``MAX_BYTES`` of text (a request alive for minutes
 in a busy log shows the lines of its first ``MAX_BYTES``).
 
->>> from envoy_dissector.analysis.stream_capture import dissect_stream
+>>> from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 >>> cap = dissect_stream("fixtures/istio-thread/keepalive/envoy.log.gz")
 >>> uid = cap.requests.filter("complete")["request_uid"][0]
 >>> cap.request_lines(uid).height > 0
