@@ -30,7 +30,9 @@ def test_the_followed_log_grows_live_in_the_browser(dash_br, dashboard_process, 
     dash_br.server_url = server.url
     dash_br.wait_for_contains_text("#dataset", "envoy.log", timeout=TIMEOUT)
     dash_br.wait_for_contains_text("#job-message", "following the log", timeout=TIMEOUT)
-    assert _requests_shown(dash_br) == 0
+    # the overview card is drawn by a callback after the job message: wait for it, then it must read zero
+    shown = until(lambda: (n := _requests_shown(dash_br)) is not None and (n,), what="the overview's request count")
+    assert shown == (0,)
 
     def grow(upto: int) -> None:  # the log grows while the page stays open
         done = len(log.read_bytes().splitlines())
