@@ -22,6 +22,7 @@ from envoy_dissector.analysis.quality import (
     span_of,
 )
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
+from envoy_dissector.analysis.stages.cost import capture_cost, summary_entry
 from envoy_dissector.analysis.stages.loop import worker_stats
 from envoy_dissector.analysis.stages.stitch import Stitching
 from envoy_dissector.analysis.stats import grouped, percentiles
@@ -149,7 +150,8 @@ class Capture:
         return out
 
     def summary(self) -> dict[str, Any]:
-        """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups. The same
+        """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups, what the
+        sidecar cost (``cost``: one origin's entry, or one per origin; docs/cost.md). The same
         capture gives the same summary: the run's work counters (``RUN_COUNTERS``) are left out."""
         workers = self.workers()
         quality = self.quality()
@@ -167,6 +169,7 @@ class Capture:
             "stitching": self.stitching.as_dict(),
             "by": {by: grouped(self.requests, by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
+            "cost": summary_entry(self.cost()),
         }
         if not self.requests.select((~pl.col("internal") & pl.col("complete")).any()).item():
             summary["partial_requests"] = partial_requests(self.requests)
@@ -269,8 +272,6 @@ class Capture:
         """What the sidecar cost, one ``stages.cost.Cost`` per origin (docs/cost.md): added latency with and
         without the trace-logging observer, CPU per 1000 requests, the throughput ceiling."""
         if "cost" not in self._cache:
-            from envoy_dissector.analysis.stages.cost import capture_cost
-
             self._cache["cost"] = capture_cost(self.requests, self.loop, self.workers(), gaps=self.facts.gaps,
                                                busy_measured=self.quality().socket_lines)
         return self._cache["cost"]

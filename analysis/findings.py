@@ -12,6 +12,7 @@ from typing import Literal
 import polars as pl
 
 from envoy_dissector.analysis.schema import Phase
+from envoy_dissector.analysis.stages.cost import BACK_TO_BACK_US, record_cost_from_gaps
 from envoy_dissector.analysis.stages.internal import (
     AUTHZ,
     HEALTH_CHECK_RESULT_KINDS,
@@ -330,14 +331,14 @@ def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
     streaming): ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between, so that
     gap is about the cost of formatting and writing one record."""
     r = counted(requests)
-    if gaps.len() < 5 or r.height == 0:
+    per_line = record_cost_from_gaps(gaps)  # the report's and summary's per-record cost: one definition
+    if per_line is None or r.height == 0:
         return []
-    per_line = median(gaps) or 0.0
     lines = median(r["log_lines"])
     cost = per_line * lines if lines is not None else None
     return [Finding(
         "observer-effect", "info", f"Trace logging itself costs about {per_line:.1f} µs per log record",
-        f"median gap between back-to-back records ({gaps.len()} samples); "
+        f"mean back-to-back record gap of at most {BACK_TO_BACK_US} µs ({gaps.len()} samples); "
         + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer."
            if cost is not None else ""),
         "Phases with many log lines (header parsing, filters) are inflated by this much; turn trace logging "

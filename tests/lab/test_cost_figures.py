@@ -93,6 +93,24 @@ def test_summary_json_has_the_cost_entry_per_origin(tmp_path: Path) -> None:
     assert len(by_origin) == 2 and all("ceiling_rps" in entry for entry in by_origin.values())
 
 
+def test_capture_summary_has_the_same_cost_as_summary_json(tmp_path: Path) -> None:
+    out = tmp_path / "one.json"
+    assert main(["analyze", "-q", str(WORKERS), "-o", str(out)]) == 0
+    written = json.loads(out.read_text())["cost"]
+    assert json.loads(json.dumps(dissect(str(WORKERS)).summary()["cost"])) == written
+    several = dissect(str(MULTI_POD)).summary()
+    assert set(several["cost"]) == {o["origin"] for o in several["capture"]["origins"]}
+
+
+def test_the_observer_finding_and_the_report_say_one_per_record_cost(lua) -> None:  # type: ignore[no-untyped-def]
+    """Both are the mean back-to-back gap (stages.cost.record_cost_from_gaps), not the finding's old median."""
+    finding = next(f for f in lua.findings() if f.id == "observer-effect")
+    per_record = lua.cost()[0].record_cost_us
+    assert per_record is not None
+    assert f"about {per_record:.1f} µs per log record" in finding.title
+    assert f"trace logging {per_record:.1f} µs per record" in render(lua)
+
+
 def test_a_capture_without_socket_lines_measures_no_cpu_or_ceiling() -> None:
     cost = dissect(str(DEBUG)).cost()[0]
     assert cost.sidecar_added_us["p50"] is not None
