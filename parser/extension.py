@@ -25,14 +25,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from envoy_dissector.parser import limits
-from envoy_dissector.parser.distinct import Distinct, distinct_by_categories
-from envoy_dissector.parser.layouts import CONTINUATION, HEADER_RECORD_LINE, MESSAGE_CONTINUES
 from envoy_dissector.parser.logformat import JsonFormat, TextFormat
+
+if TYPE_CHECKING:  # polars, numpy and the modules that use them are imported where a step runs: `--version`
+    import polars as pl  # asks ``status`` and must not pay their import (0.15 CPU-s)
+
+    from envoy_dissector.parser.distinct import Distinct
 
 _native: ModuleType | None
 _why_missing = ""
@@ -97,11 +98,15 @@ class _Column:
 
 def _series(columns: dict[str, tuple[Any, Any]], name: str) -> pl.Series:
     """The extension's column ``name`` as a Series."""
+    import polars as pl
+
     return pl.Series(_Column(columns[name])).alias(name)
 
 
 def _frame(columns: dict[str, tuple[Any, Any]], names: Sequence[str]) -> pl.DataFrame:
     """The extension's columns ``names`` (those it gave) as a frame."""
+    import polars as pl
+
     return pl.DataFrame([_series(columns, name) for name in names if name in columns])
 
 
@@ -149,6 +154,8 @@ def scan_text(parts: Sequence[tuple[bytes, int]], first_line_no: int, fmt: TextF
     first numbered ``first_line_no``); None: the polars path takes this block (``envelope.split_text``)."""
     if not scans(fmt):
         return None
+    from envoy_dissector.parser.layouts import CONTINUATION, MESSAGE_CONTINUES
+
     found = _module().scan_text(list(parts), first_line_no, fmt.start_plain, fmt.prefix_can_be_empty,
                                 fmt.suffix_plain, CONTINUATION, MESSAGE_CONTINUES, limits.max_line_bytes())
     if found is None:
@@ -161,6 +168,8 @@ def scan_text(parts: Sequence[tuple[bytes, int]], first_line_no: int, fmt: TextF
 def last_start(data: bytes, fmt: TextFormat) -> int | None:
     """Byte offset of the last line of ``data`` that starts a record (as ``pipeline._last_start`` decides it), for
     a format the scan takes (``scans``)."""
+    from envoy_dissector.parser.layouts import HEADER_RECORD_LINE
+
     found: int | None = _module().last_start(data, fmt.start, HEADER_RECORD_LINE, limits.max_line_bytes())
     return found
 
@@ -180,6 +189,8 @@ class RecordClasses:
 def record_classes(loggers: pl.Series, first_lines: pl.Series) -> RecordClasses | None:
     """``classify_distinct``'s record classes, (logger, id-prefix form, rest of the first line), in one compiled
     pass; None: the polars path takes them (``classify._class_rows``, the reference)."""
+    import polars as pl
+
     if not enabled() or loggers.dtype != pl.String or first_lines.dtype != pl.String:
         return None
     found = _module().record_classes(loggers.__arrow_c_stream__(), first_lines.__arrow_c_stream__())
@@ -193,6 +204,10 @@ def distinct(values: pl.Series, *, from_byte: int = 0, head_chars: int | None = 
 
     One compiled hashing pass where the extension is on, else a categorical cast (``distinct_by_categories``):
     the same groups, numbered alike."""
+    import polars as pl
+
+    from envoy_dissector.parser.distinct import Distinct, distinct_by_categories
+
     if from_byte and head_chars is not None:
         raise ValueError("from_byte or head_chars, not both")
     if enabled() and values.dtype in (pl.String, pl.Binary) and (head_chars is None or values.dtype == pl.String):
