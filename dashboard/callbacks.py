@@ -10,7 +10,6 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
 from envoy_dissector.analysis.outputs import figures
-from envoy_dissector.analysis.stats import counted
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callback_input import checked
 from envoy_dissector.dashboard.datasets import Dataset, Registry
@@ -94,12 +93,8 @@ def _highlight(state: dict[str, Any] | None, ds: Dataset) -> list[int] | None:
 
 
 def slowest_request(ds: Dataset) -> str | None:
-    r = counted(ds.capture.requests)
-    if r.height == 0:
-        r = ds.capture.requests
-    if r.height == 0:
-        return None
-    return str(r.sort("total_us", descending=True, nulls_last=True)["request_uid"][0])
+    """The slowest complete client request (else the slowest request): chosen once, when the dataset was held."""
+    return ds.slowest_uid
 
 
 def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None) -> None:
@@ -107,6 +102,9 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
     registry.on_evict(pager.forget)
     lines = Memo()
     registry.on_evict(lines.forget)
+    # views of a whole dataset, the same for every session and read on every visit: computed once per dataset
+    whole = Memo()
+    registry.on_evict(whole.forget)
 
     def callback(*deps: Any, **kw: Any) -> Any:
         """``app.callback`` with the arguments checked against the function's annotations."""
@@ -165,7 +163,9 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if polled:
             return no_update, no_update
         ds = dataset(dataset_id, session)
-        return (views.overview(ds) if ds else "Choose a dataset, or upload a log."), None
+        if ds is None:
+            return "Choose a dataset, or upload a log.", None
+        return whole.get((ds.id, "overview"), lambda: views.overview(ds)), None
 
     @callback(Output("quality-banner", "children"), Input("dataset", "value"), State("session", "data"))
     def show_quality_banner(dataset_id: str | None, session: dict[str, Any] | None) -> Any:
@@ -220,7 +220,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if uid is None:
             return {}, None, "This capture has no requests.", None
         try:
-            fig, side = views.waterfall_view(ds.capture, uid)
+            fig, side = views.waterfall_view(ds, uid)
         except KeyError:
             return {}, None, f"Request {uid} is not in this dataset.", None
         hint = ("Click a row in Requests to open another request." if selected and selected.get("uid") == uid
@@ -239,7 +239,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if uid is None:
             return None
         try:
-            return lines.get((ds.id, uid), lambda: views.log_lines(ds.capture, uid))
+            return lines.get((ds.id, uid), lambda: views.log_lines(ds, uid))
         except KeyError:
             return f"Request {uid} is not in this dataset."
 
@@ -257,7 +257,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         if uid is None or wait is None or conn is None:
             return no_update, no_update, no_update
         try:
-            start, end, thread = views.wait_window(ds.capture, uid, wait, LOOP_MARGIN_US)
+            start, end, thread = views.wait_window(ds, uid, wait, LOOP_MARGIN_US)
         except KeyError:
             return no_update, no_update, no_update
         return {"dataset": ds.id, "start": start, "end": end, "highlight": [conn]}, "loop", thread
@@ -313,8 +313,9 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
         ds = dataset(dataset_id, session)
         if ds is None:
             return {}, None, []
-        return (figures.utilisation(ds.capture.loop), views.workers_panel(ds.capture.workers()),
-                views.thread_options(ds.capture))
+        return whole.get((ds.id, "workers"), lambda: (figures.utilisation(ds.capture.loop),
+                                                       views.workers_panel(ds.capture.workers()),
+                                                       views.thread_options(ds.capture)))
 
     # -- compare -------------------------------------------------------------------------------------
     @callback(Output("compare-table-div", "children"), Output("compare-graph", "figure"),

@@ -25,6 +25,7 @@ import inspect
 import secrets
 import shutil
 import struct
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ import polars as pl
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.schema import REQUEST_FRAME_SCHEMA
+from envoy_dissector.dashboard.held import Detail, Held, hold
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import DissectorError
 from envoy_dissector.parser.sources import Source
@@ -81,7 +83,10 @@ class Dataset:
 
     id: str
     name: str
-    capture: Capture
+    #: the capture as held (``held.py``): the narrow requests frame, no phases or queueing rows
+    capture: Capture = field(repr=False)
+    #: the per-request detail on disk (full rows, phases, queueing windows)
+    detail: Detail
     #: session token of the browser session that uploaded it; ``None`` = shared read-only (demo, CLI)
     owner: str | None
     #: when it was uploaded (an upload's analysis may end after a later one's) or loaded
@@ -90,19 +95,34 @@ class Dataset:
     used: float = field(default_factory=time.time)
     #: files or directories that belong to this dataset only (spill files...), removed when it is dropped
     files: tuple[Path, ...] = ()
-    _summary: dict[str, Any] | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: ``Capture.summary()`` of the whole capture (computed when it was held)
+    summary_dict: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: the slowest complete client request (else the slowest), shown before one is chosen
+    slowest_uid: str | None = None
+    client_requests: int = 0
+
+    @classmethod
+    def of(cls, held: Held, **kw: Any) -> Dataset:
+        return cls(capture=held.capture, detail=held.detail, summary_dict=held.summary, slowest_uid=held.slowest_uid,
+                   client_requests=held.client_requests, **kw)
 
     @property
     def shared(self) -> bool:
         return self.owner is None
 
     def summary(self) -> dict[str, Any]:
-        """``Capture.summary()``, computed once."""
-        with self._lock:
-            if self._summary is None:
-                self._summary = self.capture.summary()
-            return self._summary
+        """``Capture.summary()`` of the whole capture."""
+        return self.summary_dict
+
+    def request(self, request: str | dict[str, Any]) -> dict[str, Any]:
+        """``Capture.request``: one full request row by ``request_uid`` or ``x_request_id`` (``KeyError``)."""
+        return self.detail.row(request)
+
+    def request_phases(self, row: dict[str, Any]) -> pl.DataFrame:
+        return self.detail.phases(row)
+
+    def request_queueing(self, row: dict[str, Any]) -> pl.DataFrame:
+        return self.detail.queueing(row)
 
     def release(self) -> None:
         """Remove the dataset's own files (called when it is dropped from the registry)."""
@@ -249,8 +269,14 @@ class Registry:
         its own least recently used dataset is dropped (never another session's). ``created``: when it was
         uploaded (default now); a new dataset counts as used then, so uploads analysed at once keep their order."""
         stamp = time.time() if created is None else created
-        ds = Dataset(id=new_id(), name=name, capture=capture, owner=owner, files=tuple(files), created=stamp,
-                     used=stamp)
+        held_dir = Path(tempfile.mkdtemp(prefix="envoy-dissect-held-"))
+        try:
+            held = hold(capture, held_dir)
+        except BaseException:
+            shutil.rmtree(held_dir, ignore_errors=True)
+            raise
+        ds = Dataset.of(held, id=new_id(), name=name, owner=owner, files=(*files, held_dir), created=stamp,
+                        used=stamp)
         with self._lock:
             self._datasets[ds.id] = ds
             if owner is not None:

@@ -2,8 +2,9 @@
 
 The grid asks for rows ``startRow..endRow`` with its ``sortModel`` and ``filterModel``; filtering,
 searching and sorting run in polars here, and only the requested block (100 rows) goes to the
-browser, so a million requests page as fast as a hundred. Filtered and sorted frames are cached per
-(dataset, filter, sort, search) so scrolling is a slice.
+browser, so a million requests page as fast as a hundred. The row positions a filter and sort select are
+cached per (dataset, filter, sort, search) — 4 bytes a row, not a copy of the frame — so scrolling gathers a
+block of rows.
 
 >>> import polars as pl
 >>> f = pl.DataFrame({"path": ["/a", "/b", "/ab"], "status": [200, 503, 200]})
@@ -45,13 +46,14 @@ _STATUS = re.compile(r"^\s*(\d{3})\s*$")
 
 
 def grid_frame(requests: pl.DataFrame) -> pl.DataFrame:
-    """The output-contract columns as the grid shows them (``stream_id`` as text: it exceeds 2^53), client
-    requests first (the proxy's own ``/ready`` probes and stats scrapes after them, each in capture order)."""
+    """The output-contract columns the grid shows, client requests first (the proxy's own ``/ready`` probes and
+    stats scrapes after them, each in capture order). A frame already in that order (a dataset's, ``held.py``)
+    is not copied: the columns are shared."""
     cols = [c for c in CONTRACT_COLUMNS if c in requests.columns]
     out = requests.select(cols)
-    if "internal" in cols:
+    if "internal" in cols and not out["internal"].is_sorted(nulls_last=True):
         out = out.sort("internal", nulls_last=True, maintain_order=True)
-    return out.with_columns(pl.col("stream_id").cast(pl.String)) if "stream_id" in cols else out
+    return out
 
 
 #: a duration or count with thousands separators (ids, status codes and epoch milestones are written as they are)
@@ -195,11 +197,18 @@ def search_expr(text: str | None) -> pl.Expr | None:
     return expr
 
 
-def apply_sort_model(frame: pl.DataFrame, sort_model: list[dict[str, Any]] | None) -> pl.DataFrame:
-    keys: dict[str, bool] = {}  # one key per column (its first mention): a model naming a column twice adds no work
+def _sort_keys(frame: pl.DataFrame, sort_model: list[dict[str, Any]] | None) -> dict[str, bool]:
+    """``{column: descending}``, one key per column (its first mention): a model naming a column twice adds no
+    work."""
+    keys: dict[str, bool] = {}
     for m in (sort_model if isinstance(sort_model, list) else [])[: 4 * len(frame.columns)]:
         if isinstance(m, dict) and isinstance(m.get("colId"), str) and m["colId"] in frame.columns:
             keys.setdefault(m["colId"], m.get("sort") == "desc")
+    return keys
+
+
+def apply_sort_model(frame: pl.DataFrame, sort_model: list[dict[str, Any]] | None) -> pl.DataFrame:
+    keys = _sort_keys(frame, sort_model)
     if not keys:
         return frame
     return frame.sort(list(keys), descending=list(keys.values()), nulls_last=True)
@@ -215,8 +224,26 @@ def query(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,
     return apply_sort_model(out, sort_model)
 
 
+def positions(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,
+              sort_model: list[dict[str, Any]] | None = None, search: str | None = None) -> pl.Series | None:
+    """The row positions of ``query``'s answer (``None``: every row, in the frame's order). Only the columns
+    the filter and sort read are materialised."""
+    expr, found, keys = filter_expr(frame, filter_model), search_expr(search), _sort_keys(frame, sort_model)
+    if expr is None and found is None and not keys:
+        return None
+    rows = frame.lazy().with_row_index("__row")
+    for e in (expr, found):
+        if e is not None:
+            rows = rows.filter(e.fill_null(False))
+    if keys:
+        rows = rows.sort(list(keys), descending=list(keys.values()), nulls_last=True, maintain_order=True)
+    return rows.select("__row").collect()["__row"]
+
+
 def to_rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """JSON-ready rows."""
+    """JSON-ready rows (``stream_id`` as text: it exceeds 2^53, where JavaScript numbers round)."""
+    if "stream_id" in frame.columns and frame.schema["stream_id"] != pl.String:
+        frame = frame.with_columns(pl.col("stream_id").cast(pl.String))
     return frame.to_dicts()
 
 
@@ -228,10 +255,11 @@ def _row_index(value: Any, default: int) -> int:
 
 
 class Pager:
-    """Caches filtered/sorted frames (LRU) and serves blocks of rows for the infinite row model."""
+    """Caches the row positions of filtered/sorted grid states (LRU) and serves blocks of rows for the
+    infinite row model."""
 
     def __init__(self, max_entries: int = 12) -> None:
-        self._cache: OrderedDict[tuple[Any, ...], pl.DataFrame] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], pl.Series | None] = OrderedDict()
         self._frames: OrderedDict[str, pl.DataFrame] = OrderedDict()
         self._lock = threading.Lock()
         self.max_entries = max_entries
@@ -257,18 +285,22 @@ class Pager:
         end = min(end, start + 1000)  # a page, never the whole capture
         key = (dataset_id, json.dumps(request.get("filterModel") or {}, sort_keys=True, default=str),
                json.dumps(request.get("sortModel") or [], sort_keys=True, default=str), (search or "").strip())
+        base = self._base(dataset_id, requests)
         with self._lock:
-            frame = self._cache.get(key)
-            if frame is not None:
+            known = key in self._cache
+            order = self._cache.get(key)
+            if known:
                 self._cache.move_to_end(key)
-        if frame is None:
-            frame = query(self._base(dataset_id, requests), filter_model=request.get("filterModel"),
-                          sort_model=request.get("sortModel"), search=search)
+        if not known:
+            order = positions(base, filter_model=request.get("filterModel"), sort_model=request.get("sortModel"),
+                              search=search)
             with self._lock:
-                self._cache[key] = frame
+                self._cache[key] = order
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
-        return {"rowData": to_rows(frame.slice(start, end - start)), "rowCount": frame.height}
+        if order is None:
+            return {"rowData": to_rows(base.slice(start, end - start)), "rowCount": base.height}
+        return {"rowData": to_rows(base[order.slice(start, end - start)]), "rowCount": order.len()}
 
     def prune(self, keep: set[str]) -> None:
         """Drop cached frames of datasets that are gone (evicted from the registry)."""

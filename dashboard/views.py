@@ -30,14 +30,10 @@ TITLE_LINE_PX = 22
 us = format_us
 
 
-def client_requests(capture: Capture) -> int:
-    return capture.requests.filter(~pl.col("internal")).height
-
-
 def dataset_options(datasets: list[Dataset]) -> list[dict[str, str]]:
     """Dropdown options: ``{"label", "value"}`` for each visible dataset."""
     return [{"label": (d.name if d.shared else f"uploaded: {d.name}")
-             + f" · {client_requests(d.capture)} requests", "value": d.id} for d in datasets]
+             + f" · {d.client_requests} requests", "value": d.id} for d in datasets]
 
 
 def _table(header: list[str], rows: list[list[Any]], *, id: str | None = None,
@@ -232,11 +228,11 @@ def competing_connections(queueing: pl.DataFrame) -> list[dict[str, Any]]:
                 "where", "start_us", "end_us", "dur_us", "conn_ids").iter_rows()]
 
 
-def wait_window(capture: Capture, uid: str, wait: int, margin_us: int) -> tuple[int, int, int | None]:
+def wait_window(ds: Dataset, uid: str, wait: int, margin_us: int) -> tuple[int, int, int | None]:
     """``(start, end, thread)`` to show in the event loop for the request's ``wait``-th queueing point
     (its whole life when there is no such point), with ``margin_us`` either side."""
-    row = capture.request(uid)
-    waits = competing_connections(capture.request_queueing(row))
+    row = ds.request(uid)
+    waits = competing_connections(ds.request_queueing(row))
     w = waits[wait] if 0 <= wait < len(waits) else {}
     start = int(w.get("start_us") or row.get("life_start_us") or 0) - margin_us
     end = int(w.get("end_us") or row.get("life_end_us") or 0) + margin_us
@@ -293,14 +289,24 @@ def competing_panel(waits: list[dict[str, Any]]) -> html.Div:
                     id="competing")
 
 
-def waterfall_view(capture: Capture, uid: str) -> tuple[Any, list[Any]]:
+def waterfall_view(ds: Dataset, uid: str) -> tuple[Any, list[Any]]:
     """Figure and side panel for one request."""
-    row = capture.request(uid)
-    phases = capture.request_phases(row)
+    row = ds.request(uid)
+    phases = ds.request_phases(row)
     # A call stitched across two proxies (x-request-id in two origins): both timelines, the inbound nested.
-    fig = capture.stitched_waterfall(row) if row.get("peer_request_uid") else figures.waterfall(row, phases)
-    side = [request_facts(row), competing_panel(competing_connections(capture.request_queueing(row)))]
+    fig = stitched_waterfall(ds, row) if row.get("peer_request_uid") else figures.waterfall(row, phases)
+    side = [request_facts(row), competing_panel(competing_connections(ds.request_queueing(row)))]
     return clear_of_modebar(fig), side
+
+
+def stitched_waterfall(ds: Dataset, row: dict[str, Any]) -> Any:
+    """``Capture.stitched_waterfall`` from the dataset's detail on disk: the call this request belongs to
+    across two proxies, the outbound side outside."""
+    peer = ds.request(row["peer_request_uid"])
+    outer, inner = (row, peer) if row.get("network_out_us") is not None else (peer, row)
+    offset = next((c.offset_us for c in ds.capture.stitching.clock_offsets
+                   if c.from_ == outer["origin"] and c.to == inner["origin"]), 0)
+    return figures.stitched_waterfall(outer, ds.request_phases(outer), inner, ds.request_phases(inner), offset)
 
 
 def clear_of_modebar(fig: Any) -> Any:
@@ -318,11 +324,12 @@ def clear_of_modebar(fig: Any) -> Any:
     return fig
 
 
-def log_lines(capture: Capture, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:
+def log_lines(ds: Dataset, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:
     """The request's own log records (already redacted by the parser), as text. A streamed capture reads them
     again from its input file; one read from stdin or several files cannot, and says so."""
+    row = ds.request(uid)
     try:
-        lines = capture.request_lines(uid)
+        lines = ds.capture.request_lines(row)
     except (ValueError, OSError, DissectorError) as exc:
         return html.Div(f"The log lines cannot be shown: {exc}", className="hint", id="log-lines-unavailable")
     shown = lines.head(limit)

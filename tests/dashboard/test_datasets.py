@@ -139,7 +139,7 @@ def test_job_analyses_in_background_reports_progress_and_keeps_the_file_while_th
     assert reg.poll("other") == ([], [])
     assert reg.job(job.id, "other") is None
     uid = ds.capture.requests.filter("complete")["request_uid"][0]
-    assert ds.capture.request_lines(uid).equals(dissect(Source("upstream-delay.log.gz", path=FIXTURE)).request_lines(uid))
+    assert ds.capture.request_lines(ds.request(uid)).equals(dissect(Source("upstream-delay.log.gz", path=FIXTURE)).request_lines(uid))
     assert reg.forget(ds.id, "t") and not path.exists()
 
 

@@ -23,10 +23,12 @@ def big(n: int = 1_000_000) -> pl.DataFrame:
     })
 
 
-def test_grid_frame_has_the_contract_columns_and_text_stream_ids(requests):
+def test_grid_frame_has_the_contract_columns_and_rows_text_stream_ids(requests):
     frame = grid.grid_frame(requests)
     assert tuple(frame.columns) == CONTRACT_COLUMNS
-    assert frame.schema["stream_id"] == pl.String  # > 2^53: JavaScript numbers would round it
+    rows = grid.Pager().rows("d", requests, {"startRow": 0, "endRow": 5})["rowData"]
+    assert rows and all(isinstance(r["stream_id"], str) for r in rows)  # > 2^53: JavaScript numbers would round it
+    assert grid.grid_frame(frame)["total_us"].to_list() == frame["total_us"].to_list()  # (in order: not copied)
 
 
 def test_column_defs_cover_the_contract():
@@ -86,8 +88,8 @@ def test_pager_serves_blocks_of_a_million_rows_from_one_query(monkeypatch):
     f = big()
     pager = grid.Pager()
     queries = []
-    real_query = grid.query
-    monkeypatch.setattr(grid, "query", lambda *a, **kw: queries.append(kw) or real_query(*a, **kw))
+    real_positions = grid.positions
+    monkeypatch.setattr(grid, "positions", lambda *a, **kw: queries.append(kw) or real_positions(*a, **kw))
     req = {"startRow": 0, "endRow": 100, "sortModel": [{"colId": "total_us", "sort": "desc"}],
            "filterModel": {"path": {"filterType": "text", "type": "equals", "filter": "/b"}}}
     first = pager.rows("big", f, req)
@@ -142,3 +144,18 @@ def test_client_requests_come_first_by_default(requests):
     assert internal == sorted(internal), "every client request before the first internal one"
     clients = requests.filter(~pl.col("internal"))["request_uid"].to_list()
     assert frame["request_uid"].to_list()[: len(clients)] == clients, "each group in capture order"
+
+
+def test_a_page_is_the_querys_rows_and_the_cache_holds_positions_not_rows():
+    f = big(5000)
+    req = {"startRow": 100, "endRow": 300, "sortModel": [{"colId": "status", "sort": "desc"}, {"colId": "total_us"}],
+           "filterModel": {"path": {"filterType": "text", "operator": "OR", "conditions": [
+               {"filterType": "text", "type": "equals", "filter": "/a"},
+               {"filterType": "text", "type": "startsWith", "filter": "/api"}]}}}
+    pager = grid.Pager()
+    page = pager.rows("d", f, req, search="svc")
+    want = grid.query(grid.grid_frame(f), filter_model=req["filterModel"], sort_model=req["sortModel"], search="svc")
+    assert page["rowCount"] == want.height > 300
+    assert [r["total_us"] for r in page["rowData"]] == want["total_us"].slice(100, 200).to_list()
+    (held,) = pager._cache.values()
+    assert held is not None and held.len() == want.height and held.dtype.is_integer()  # positions, not a frame copy

@@ -48,36 +48,39 @@ def test_overview_numbers_findings_and_figures(reg_and_ds):
 def test_competing_connections_and_waterfall(reg_and_ds):
     _, lua, _ = reg_and_ds
     uid = slowest_request(lua)
-    row = lua.capture.request(uid)
-    waits = views.competing_connections(lua.capture.request_queueing(row))
+    row = lua.request(uid)  # (read back from the dataset's detail on disk: the held frame is narrow)
+    assert row == dissect("fixtures/istio-thread/lua-cpu/envoy.log.gz", name="lua").request(uid)
+    waits = views.competing_connections(lua.request_queueing(row))
     assert waits and all(isinstance(c, int) for w in waits for c in w["conns"])
     # the structured connections are the ones the phases frame's loop_queue rows show as text
-    shown = lua.capture.request_phases(row).filter(pl.col("phase") == Phase.LOOP_QUEUE).sort("start_us")["detail"]
+    shown = lua.request_phases(row).filter(pl.col("phase") == Phase.LOOP_QUEUE).sort("start_us")["detail"]
     assert [f"{w['where']}: " + " + ".join(f"C{c}" for c in w["conns"]) for w in waits if w["conns"]] == [
         d for d in shown.to_list() if "no other connection" not in d]
     assert any(w["conns"] for w in waits)
     assert row["downstream_conn_id"] not in {c for w in waits for c in w["conns"]}
-    start, end, thread = views.wait_window(lua.capture, uid, 0, 1000)
+    start, end, thread = views.wait_window(lua, uid, 0, 1000)
     assert (start, end) == (waits[0]["start_us"] - 1000, waits[0]["end_us"] + 1000) and thread == row["thread"]
-    start, _, _ = views.wait_window(lua.capture, uid, 99, 0)
+    start, _, _ = views.wait_window(lua, uid, 99, 0)
     assert start == row["life_start_us"]
-    fig, side = views.waterfall_view(lua.capture, uid)
+    fig, side = views.waterfall_view(lua, uid)
     labels = " ".join(str(y) for t in fig.data for y in (t.y or []))
     assert "envoy.filters.http.lua" in labels and "upstream_wait" in labels
     facts = text_of(side[0])
     assert "upstream connection" in facts and ("NEW connection" in facts or "reused" in facts)
     assert f'"{row["outcome"]}"' in facts
-    lines = text_of(views.log_lines(lua.capture, uid))
+    lines = text_of(views.log_lines(lua, uid))
     assert "new stream" in lines
 
 
 def test_log_lines_of_a_streamed_capture_are_read_again_or_explained():
     path = "fixtures/istio-thread/lua-cpu/envoy.log.gz"
-    streamed = dissect_stream(path)
-    uid = slowest_request(Registry().add(streamed, name="s", owner=None))
-    assert text_of(views.log_lines(streamed, uid)) == text_of(views.log_lines(dissect(path), uid))
-    from_text = dissect_stream(gzip.decompress(Path(path).read_bytes()).decode())  # no file to read again
-    shown = text_of(views.log_lines(from_text, from_text.requests["request_uid"][0]))
+    reg = Registry()
+    streamed = reg.add(dissect_stream(path), name="s", owner=None)
+    uid = slowest_request(streamed)
+    assert text_of(views.log_lines(streamed, uid)) == text_of(views.log_lines(reg.add(dissect(path), name="w",
+                                                                                          owner=None), uid))
+    from_text = reg.add(dissect_stream(gzip.decompress(Path(path).read_bytes()).decode()), name="t", owner=None)
+    shown = text_of(views.log_lines(from_text, from_text.capture.requests["request_uid"][0]))
     assert "log-lines-unavailable" in shown and "stdin, log text or several files" in shown
 
 
