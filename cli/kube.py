@@ -59,20 +59,27 @@ def parse_duration(text: str, *, option: str) -> float:
     return seconds
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pods", nargs="*", metavar="POD", help="pod names (or use -l)")
-    p.add_argument("-l", "--selector", metavar="SELECTOR", help="label selector, e.g. app=reviews")
+def add_cluster_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *,
+                        request_timeout_help: str = "longest wait for each API response, or each chunk of a log "
+                                                    "stream, however slowly the server sends (default 60s; "
+                                                    "connect timeout 10s)") -> None:
+    """Where the pods are and how to reach the API server: -n, -c, --kubeconfig, --context and the timeouts
+    (``fetch``, ``capture``, ``watch``, ``dashboard --follow pod/NAME``; read by :func:`connect`)."""
     p.add_argument("-n", "--namespace", metavar="NS", help="namespace (default: the context's, else default)")
     p.add_argument("-c", "--container", default=DEFAULT_CONTAINER, metavar="NAME",
                    help=f"container (default {DEFAULT_CONTAINER})")
     p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, "
                                                         "then the in-cluster service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
-    p.add_argument("--request-timeout", default="60s", metavar="DURATION",
-                   help="longest wait for each API response, or each chunk of a log stream, however slowly the "
-                        "server sends (default 60s; connect timeout 10s)")
+    p.add_argument("--request-timeout", default="60s", metavar="DURATION", help=request_timeout_help)
     p.add_argument("--exec-timeout", default="60s", metavar="DURATION",
                    help="longest run of a kubeconfig exec credential plugin before it is stopped (default 60s)")
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pods", nargs="*", metavar="POD", help="pod names (or use -l)")
+    p.add_argument("-l", "--selector", metavar="SELECTOR", help="label selector, e.g. app=reviews")
+    add_cluster_options(p)
     p.add_argument("--max-log-requests", type=int, default=5, metavar="N",
                    help="log streams fetched at once (default 5, like kubectl)")
     p.add_argument("--allow-no-trace", action="store_true",
@@ -127,9 +134,15 @@ def _warn(text: str) -> None:
 
 
 def _connect(args: argparse.Namespace) -> tuple[Kube, list[PodTarget]]:
-    require_extra("kube", f"envoy-dissect {args.command}")
     if args.max_log_requests < 1:
         raise UsageError("--max-log-requests must be at least 1")
+    return connect(args, list(args.pods), args.selector, command=args.command)
+
+
+def connect(args: argparse.Namespace, pods: list[str], selector: str | None, *,
+            command: str) -> tuple[Kube, list[PodTarget]]:
+    """The cluster :func:`add_cluster_options` names, and ``pods`` (or the ``selector``'s) in it."""
+    require_extra("kube", f"envoy-dissect {command}")
     read_timeout = parse_duration(args.request_timeout, option="--request-timeout")
     if read_timeout <= 0:
         raise UsageError("--request-timeout must be positive")
@@ -139,7 +152,7 @@ def _connect(args: argparse.Namespace) -> tuple[Kube, list[PodTarget]]:
     kube = load(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace,
                 read_timeout_s=read_timeout, exec_timeout_s=exec_timeout)
     try:
-        targets = resolve_pods(kube, list(args.pods), args.selector, args.container, warn=_warn)
+        targets = resolve_pods(kube, pods, selector, args.container, warn=_warn)
     except BaseException:
         kube.close()
         raise

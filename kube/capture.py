@@ -168,8 +168,12 @@ def _restore_all(kube: Kube, raised: list[PodCapture]) -> list[str]:
 
 
 def run_capture(kube: Kube, caps: list[PodCapture], duration_s: float, *, level: str = "trace",
-                sleep: Callable[[float], None] = time.sleep) -> None:
+                sleep: Callable[[float], None] = time.sleep,
+                before_restore: Callable[[], None] | None = None) -> None:
     """Raise every pod to ``level``, wait ``duration_s``, restore every raised pod (always).
+
+    ``before_restore`` runs first when the wait ends, however it ends (``watch`` closes its log streams there,
+    so the admin requests that restore the levels are not read); the levels are restored even if it fails.
 
     Raises:
         LevelRestoreError: some pod could not be restored (after trying all of them); chained to
@@ -192,6 +196,11 @@ def run_capture(kube: Kube, caps: list[PodCapture], duration_s: float, *, level:
         raise
     finally:
         with signals_deferred() as received:
+            try:
+                if before_restore is not None:
+                    before_restore()
+            except Exception as exc:
+                failure = failure or exc
             errors = _restore_all(kube, raised)
         if errors:
             message = "; ".join(errors)
@@ -200,6 +209,8 @@ def run_capture(kube: Kube, caps: list[PodCapture], duration_s: float, *, level:
             raise LevelRestoreError(message) from failure
         if received and failure is None:
             raise KeyboardInterrupt
+        if failure is not None:
+            raise failure
 
 
 #: A window whose first line comes this much after trace went on has lost its beginning.

@@ -36,6 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -876,3 +877,43 @@ def admin_levels(admin_port: int) -> dict[str, str]:
         if sep:
             levels[name] = level
     return levels
+
+
+@dataclass
+class SidecarPod:
+    """One pod whose istio-proxy is a real Envoy (in front of the lab's upstream), behind a running stand-in."""
+
+    api: ApiServerStandIn
+    envoy: Any  # SidecarEnvoy
+    kubeconfig: Path
+    namespace: str
+    name: str
+
+
+@contextmanager
+def sidecar_pod(tmp_path: Path, *, namespace: str = "shop", name: str = "web-1") -> Iterator[SidecarPod]:
+    """A real Envoy as ``name``'s istio-proxy (``istio-thread`` log format, at warning with http:debug, as a pod
+    someone debugged once), its stderr the container log, reachable by ``admin``'s kubeconfig."""
+    from envoy_dissector.lab.envoy import EnvoyConfig, EnvoySettings, free_port
+    from envoy_dissector.lab.formats import LOG_FORMATS
+    from envoy_dissector.lab.upstream import UpstreamServer, UpstreamSettings
+
+    upstream = UpstreamServer(UpstreamSettings(), tmp_path / "upstream.jsonl").start()
+    api = ApiServerStandIn(tmp_path / "api").start()
+    config = EnvoyConfig(settings=EnvoySettings(log_level="info"), upstream_port=upstream.port,
+                         listener_port=free_port(), log_format=LOG_FORMATS["istio-thread"], work_dir=tmp_path / "web")
+    envoy = sidecar_envoy_class()(config)
+    try:
+        log = api.new_log(name).follow(config.stderr_path)
+        envoy.start()
+        assert admin_post(envoy.admin_port, "level=warning")[0] == 200
+        assert admin_post(envoy.admin_port, "paths=http:debug")[0] == 200
+        api.add_user("admin", "admin-token")
+        api.add_pod(Pod(name=name, namespace=namespace, labels={"app": "web"}, admin_port=envoy.admin_port,
+                        containers={"istio-proxy": Container("istio-proxy", log)}))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", "admin-token", namespace=namespace)
+        yield SidecarPod(api, envoy, kubeconfig, namespace, name)
+    finally:
+        envoy.stop()
+        api.stop()
+        upstream.stop()
