@@ -34,13 +34,15 @@ MIXES: Final = {
     "plain": EnvoySettings(concurrency=1),
     "lua-cpu": EnvoySettings(concurrency=1, lua_cpu_ms=0.5),
 }
-#: Closed-loop connections per ladder step; the first steps are paced (one connection, a pause between
-#: requests, :data:`PACED_THINK_US`) so that some step runs the worker under half busy whatever the mix; the
-#: steps between powers of two make a step near half busy likely (CPU per request falls as load rises: the
-#: nearer half busy, the nearer the ceiling's cost).
-LADDER: Final = (1, 1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-#: The pause between requests (µs) of the paced steps, by step.
-PACED_THINK_US: Final = {0: 3_000, 1: 1_000}
+#: Closed-loop connections per ladder step. The first steps are paced (4 connections, each pausing between
+#: requests, :data:`PACED_THINK_US`) so that some step runs the worker under half busy whatever the mix, with
+#: several connections as a moderately loaded proxy serves many clients whose events sometimes share a
+#: wake-up (one connection never lets them, which no production proxy sees); the steps between powers of two
+#: make a step near half busy likely.
+LADDER: Final = (4, 4, 4, 4, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+#: The pause between requests (µs) of the paced steps, by step: 4 connections at 16, 8, 4, 2 ms is about 250,
+#: 500, 1,000, 2,000 requests/s, under half busy for the plain mix at all four and for lua-cpu at the first two.
+PACED_THINK_US: Final = {0: 16_000, 1: 8_000, 2: 4_000, 3: 2_000}
 #: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder
 #: once it has reached :data:`MIN_TOP_CONNECTIONS` (one noisy step early on must not end it before saturation).
 RISE: Final = 1.05

@@ -44,6 +44,17 @@ MIN_DENSE_SLICES: Final = 20
 CEILING_MODEL_UNCERTAINTY: Final = 0.15
 #: ``--concurrency`` values the ceiling is extrapolated to (besides the capture's own worker count).
 CONCURRENCY_STEPS: Final = (1, 2, 4, 8)
+#: A slice longer than :data:`STALL_FACTOR` × the median slice of its shape (event kind and record count) plus
+#: :data:`STALL_US` held time off the CPU (the worker descheduled inside the event: another task's time slice
+#: on a busy core is several hundred µs or more): it counts as the median. Cold caches after an idle worker
+#: stretch a slice too, but by less than twice (docs/cost.md: the variants tried against /proc).
+STALL_FACTOR: Final = 2
+STALL_US: Final = 300
+#: A slice starting at most this long after the worker's previous slice ended found the worker already running
+#: ("warm": no wake-up from idle, caches hot); saturated, every slice is.
+WARM_GAP_US: Final = 5
+#: Warm slices of a shape needed to take their median as the shape's cost at saturation.
+MIN_WARM_SLICES: Final = 10
 
 
 def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.DataFrame:
@@ -89,6 +100,28 @@ def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
         w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
 
 
+def corrected_slices(slices: pl.DataFrame) -> pl.DataFrame:
+    """Slices (``busy_us``: wall time) with ``cpu_us`` (without the time off the CPU: a slice longer than
+    :data:`STALL_FACTOR` × its shape's median + :data:`STALL_US` counts as the median; ``stall_us`` the rest)
+    and ``saturated_us`` (what the slice would cost on a worker that never idles: a slice that woke the worker
+    counts at most as the median of its shape's warm slices, those that began within :data:`WARM_GAP_US` of the
+    previous one, when there are :data:`MIN_WARM_SLICES`; else as it is). A shape is an event kind and a record
+    count, per origin. Drops ``end_us`` and ``kind``."""
+    shape = ["origin", "kind", "lines"]
+    median = pl.col("busy_us").median().over(shape)
+    stalled = pl.col("busy_us") > STALL_FACTOR * median + STALL_US
+    out = slices.with_columns(cpu_us=pl.when(stalled).then(median).otherwise(pl.col("busy_us")).cast(pl.Float64))
+    after = pl.col("start_us") - pl.col("end_us").shift(1).over("origin", "thread", order_by="start_us")
+    out = out.with_columns(warm=after.is_not_null() & (after <= WARM_GAP_US))
+    warm_median = pl.col("cpu_us").filter(pl.col("warm")).median().over(shape)
+    warm_count = pl.col("warm").sum().over(shape)
+    return out.with_columns(
+        stall_us=pl.col("busy_us") - pl.col("cpu_us"),
+        saturated_us=pl.when(~pl.col("warm") & (warm_count >= MIN_WARM_SLICES))
+        .then(pl.min_horizontal(warm_median, pl.col("cpu_us"))).otherwise(pl.col("cpu_us")),
+    ).drop("end_us", "kind", "warm")
+
+
 def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     """The loop's slices inside each origin's traffic window (clipped to it, ``busy_us``), each with the client
     request that owns it (``request_uid``; null: nobody's). A slice of a downstream connection belongs to the
@@ -96,10 +129,10 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     read); of an upstream connection, to the latest request that began before it and used that connection
     (one request at a time on an HTTP/1.1 upstream connection)."""
     client = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null())
-    slices = loop.join(traffic_windows(requests), on="origin").with_columns(
+    slices = corrected_slices(loop.join(traffic_windows(requests), on="origin").with_columns(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
-        pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "lines",
-                                          busy_us=pl.col("e") - pl.col("s"))
+        pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
+                                          busy_us=pl.col("e") - pl.col("s")))
     # A request begins with the slice holding its first read (its `socket event` line comes a little before).
     down = asof(client.select("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
                 slices, left_on="life", right_on="start_us", by=["origin", "conn_id"], strategy="backward",
@@ -115,32 +148,42 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
 
 
 def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_cost: float | None) -> pl.DataFrame:
-    """Per complete client request: ``own_cpu_us`` (its slices), ``cpu_us`` (plus its equal share of its
-    worker's unowned slices), ``own_lines`` and ``observer_us`` (``record_cost`` × its records, plus the
-    logging share of its worker's busy time × the time it queued behind others; null without a cost)."""
+    """Per complete client request: ``own_cpu_us`` (its slices' CPU, :func:`corrected_slices`), ``cpu_us``
+    (plus its equal share of its worker's unowned slices), ``stall_us`` (the same for the time off the CPU taken
+    out: ``cpu_us + stall_us`` is its slices' wall time), ``saturated_cpu_us`` (the same at saturation: the
+    ceiling's cost), ``own_lines`` and ``observer_us`` (``record_cost`` × its records, plus the logging share of
+    its worker's CPU × the time it queued behind others; null without a cost)."""
     slices = owned_slices(requests, loop)
     client = requests.filter(~pl.col("internal") & pl.col("complete"))
+    figures = ("cpu_us", "stall_us", "saturated_us")
     own = slices.filter(pl.col("request_uid").is_not_null()).group_by("request_uid").agg(
-        own_cpu_us=pl.col("busy_us").sum(), own_lines=pl.col("lines").sum())
+        *(pl.col(f).sum().alias(f"own_{f}") for f in figures), own_lines=pl.col("lines").sum())
     per_worker = client.group_by("origin", "thread").agg(n=pl.len())
+    unowned = pl.col("request_uid").is_null()
     worker = slices.group_by("origin", "thread").agg(
-        shared_us=pl.col("busy_us").filter(pl.col("request_uid").is_null()).sum(),
-        worker_busy_us=pl.col("busy_us").sum(), worker_lines=pl.col("lines").sum())
+        *(pl.col(f).filter(unowned).sum().alias(f"shared_{f}") for f in figures),
+        worker_cpu_us=pl.col("cpu_us").sum(), worker_lines=pl.col("lines").sum())
     out = (client.select("request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us",
                          "sidecar_added_us")
            .join(own, on="request_uid", how="left")
            .join(worker.join(per_worker, on=["origin", "thread"]), on=["origin", "thread"], how="left"))
     cost = pl.lit(record_cost, dtype=pl.Float64)
-    logging_share = (cost * pl.col("worker_lines") / pl.col("worker_busy_us")).clip(0, 1)
+    logging_share = (cost * pl.col("worker_lines") / pl.col("worker_cpu_us")).clip(0, 1)
     queued = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
+
+    def with_share(figure: str) -> pl.Expr:
+        return pl.col(f"own_{figure}").fill_null(0) + pl.col(f"shared_{figure}").fill_null(0) / pl.col("n")
+
     return out.with_columns(
         own_cpu_us=pl.col("own_cpu_us").fill_null(0),
         own_lines=pl.col("own_lines").fill_null(0),
+        cpu_us=with_share("cpu_us"),
+        stall_us=with_share("stall_us"),
+        saturated_cpu_us=with_share("saturated_us"),
     ).with_columns(
-        cpu_us=pl.col("own_cpu_us") + pl.col("shared_us").fill_null(0) / pl.col("n"),
         observer_us=cost * pl.col("own_lines") + logging_share * queued,
-    ).select("request_uid", "origin", "thread", "own_cpu_us", "cpu_us", "own_lines", "observer_us",
-             "sidecar_added_us")
+    ).select("request_uid", "origin", "thread", "own_cpu_us", "cpu_us", "stall_us", "saturated_cpu_us",
+             "own_lines", "observer_us", "sidecar_added_us")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,20 +247,21 @@ def _quantiles(values: pl.Series) -> dict[str, int | None]:
 
 
 def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
-    """The ceiling from one origin's :func:`request_cpu` rows (see the module doc and docs/cost.md)."""
-    rows = per_request.filter(pl.col("thread").is_not_null() & pl.col("cpu_us").is_not_null())
+    """The ceiling from one origin's :func:`request_cpu` rows, at each request's ``saturated_cpu_us`` (see the
+    module doc and docs/cost.md)."""
+    rows = per_request.filter(pl.col("thread").is_not_null() & pl.col("saturated_cpu_us").is_not_null())
     total = rows.height
-    if total == 0 or rows["cpu_us"].sum() <= 0:
+    if total == 0 or rows["saturated_cpu_us"].sum() <= 0:
         return None
-    by_worker = rows.group_by("thread").agg(n=pl.len(), busy=pl.col("cpu_us").sum()).sort("thread")
+    by_worker = rows.group_by("thread").agg(n=pl.len(), busy=pl.col("saturated_cpu_us").sum()).sort("thread")
     workers = {int(t): 1e6 * n / busy for t, n, busy in by_worker.iter_rows() if busy > 0}
     if not workers:
         return None
     # The pod saturates when its busiest worker does, the traffic split as it was: worker w takes share n_w/N.
     pod = min(workers[int(t)] * total / n for t, n, busy in by_worker.iter_rows() if busy > 0)
-    mean = 1e6 * total / float(rows["cpu_us"].sum())
+    mean = 1e6 * total / float(rows["saturated_cpu_us"].sum())
     balance = pod / (len(workers) * mean)
-    cpu = rows["cpu_us"].cast(pl.Float64)
+    cpu = rows["saturated_cpu_us"].cast(pl.Float64)
     sd = float(cpu.std() or 0.0)  # type: ignore[arg-type]
     sampling = 1.96 * sd / math.sqrt(total) / float(cpu.mean() or 1.0)  # type: ignore[arg-type]
     rel = math.hypot(sampling, CEILING_MODEL_UNCERTAINTY)

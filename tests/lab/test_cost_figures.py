@@ -11,7 +11,7 @@ import pytest
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
 from envoy_dissector.analysis.outputs.report import render
-from envoy_dissector.analysis.stages.cost import request_cpu
+from envoy_dissector.analysis.stages.cost import corrected_slices, request_cpu
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.cli.main import main
 
@@ -47,14 +47,43 @@ def test_sidecar_added_is_the_time_in_the_proxy_not_waiting_for_the_upstream(lua
 
 
 def test_cpu_per_request_adds_up_to_the_workers_busy_time(workers) -> None:  # type: ignore[no-untyped-def]
-    """Own slices plus an equal share of the unowned ones: nothing counted twice, nothing lost."""
+    """Own slices plus an equal share of the unowned ones, the time off the CPU apart: nothing counted twice,
+    nothing lost."""
     cost = workers.cost()[0]
     per = request_cpu(workers.requests, workers.loop, cost.record_cost_us)
     busy = workers.workers().filter(pl.col("requests") > 0)["busy_us"].sum()
     assert per.height == counted(workers.requests).height
-    assert per["cpu_us"].sum() == pytest.approx(busy, rel=1e-9)
+    assert (per["cpu_us"] + per["stall_us"]).sum() == pytest.approx(busy, rel=1e-9)
+    assert (per["stall_us"] >= 0).all() and (per["saturated_cpu_us"] <= per["cpu_us"] + 1e-9).all()
     assert (per["own_cpu_us"] <= per["cpu_us"]).all()
-    assert cost.cpu_ms_per_1000_requests == pytest.approx(busy / per.height)
+    assert cost.cpu_ms_per_1000_requests == pytest.approx(per["cpu_us"].mean())
+
+
+def test_a_slice_stretched_off_the_cpu_counts_as_its_shapes_median() -> None:
+    """Twelve identical events take 40 µs; one took 900 (the worker descheduled inside it): it counts 40."""
+    rows = [{"origin": "o", "thread": 1, "conn_id": 7, "start_us": i * 1_000, "end_us": i * 1_000 + 40,
+             "kind": "read", "lines": 9, "busy_us": 40} for i in range(12)]
+    rows.append({**rows[0], "start_us": 20_000, "end_us": 20_900, "busy_us": 900})
+    slices = corrected_slices(pl.DataFrame(rows))
+    assert slices["cpu_us"].to_list() == [40.0] * 13
+    assert slices["stall_us"].sum() == 860
+
+
+def test_a_slice_that_woke_the_worker_costs_its_shapes_warm_median_at_saturation() -> None:
+    """Cold slices (after an idle gap) take 80 µs, the same event on a running worker 50: saturated, 50."""
+    rows = []
+    for i in range(12):  # a 30-µs slice of another shape wakes the worker, the `read` follows at once
+        rows.append({"origin": "o", "thread": 1, "conn_id": 7, "start_us": i * 1_000, "end_us": i * 1_000 + 30,
+                     "kind": "write", "lines": 3, "busy_us": 30})
+        rows.append({"origin": "o", "thread": 1, "conn_id": 8, "start_us": i * 1_000 + 32,
+                     "end_us": i * 1_000 + 82, "kind": "read", "lines": 9, "busy_us": 50})
+        rows.append({"origin": "o", "thread": 1, "conn_id": 8, "start_us": i * 1_000 + 500,
+                     "end_us": i * 1_000 + 580, "kind": "read", "lines": 9, "busy_us": 80})
+    slices = corrected_slices(pl.DataFrame(rows)).sort("start_us")
+    read = slices.filter(pl.col("lines") == 9)
+    assert read["saturated_us"].to_list() == [50.0] * 24
+    assert read["cpu_us"].sum() == 12 * (50 + 80)
+    assert slices.filter(pl.col("lines") == 3)["saturated_us"].to_list() == [30.0] * 12  # never warm: as it is
 
 
 def test_the_pod_ceiling_is_where_the_busiest_worker_saturates(workers) -> None:  # type: ignore[no-untyped-def]
