@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from envoy_dissector.analysis.engine.spill import constant_columns, with_constants
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.stages.cost import with_sidecar_added
 from envoy_dissector.analysis.stages.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
@@ -114,9 +115,11 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     out = list(notes)
     # (a frame of many parts whose columns differ in chunks is copied whole by the next step that adds a
     # column: each is made one chunk here, one column at a time)
-    columns = requests.get_columns()
+    # (a constant column, spill.py, stays one value: ``get_columns`` would materialise it)
+    schema, height, fixed = requests.schema, requests.height, constant_columns(requests)
+    columns = requests.drop(list(fixed)).get_columns()
     del requests
-    requests = pl.DataFrame(one_chunk_each(columns))
+    requests = with_constants(one_chunk_each(columns), fixed, schema, height)
     requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     requests, queueing = loop_queue(requests, loop)
@@ -128,10 +131,11 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)
     phases = pl.concat([phases, render_queueing(queueing)])
-    columns = requests.get_columns()
+    schema, height, fixed = requests.schema, requests.height, constant_columns(requests)
+    columns = requests.drop(list(fixed)).get_columns()
     order = requests.select(pl.arg_sort_by(REQUEST_ORDER, nulls_last=True)).to_series()
     del requests
-    requests = pl.DataFrame(in_order_of(columns, order))
+    requests = with_constants(in_order_of(columns, order), fixed, schema, height)
     requests, stitching = stitch(requests)
     incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
     if incomplete:

@@ -8,7 +8,7 @@ import pytest
 from polars.testing import assert_frame_equal
 from truth import FIXTURES, capture_of
 
-from envoy_dissector.analysis.engine.spill import Spill
+from envoy_dissector.analysis.engine.spill import Spill, constant_columns, with_constants
 from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 
@@ -93,3 +93,45 @@ def test_streaming_with_every_batch_spilled_equals_the_whole_file(rel: str, monk
         assert_frame_equal(ours.select(columns).sort(columns, nulls_last=True),
                            theirs.select(columns).sort(columns, nulls_last=True))
     assert list(tmp_path.glob("envoy-dissect-spill-*")) == []
+
+
+WIDE: dict[str, pl.DataType] = {"uid": pl.String(), "never": pl.Int64(), "note": pl.String(), "origin": pl.String(),
+                                "conns": pl.List(pl.Int64()), "part": pl.String()}
+
+
+def _wide(start: int, rows: int, part: str) -> pl.DataFrame:
+    return pl.DataFrame({"uid": [f"r{i}" for i in range(start, start + rows)], "never": [None] * rows,
+                         "note": [None] * rows, "origin": ["/var/log/a-long-origin-path/envoy.log"] * rows,
+                         "conns": [None] * rows, "part": [part] * rows}, schema=WIDE)
+
+
+def test_a_column_of_one_value_comes_back_as_a_constant_column(tmp_path: Path) -> None:
+    """A column holding one value on every row of every part (only nulls; one origin) comes back as one value that
+    polars does not materialise; a column constant within each part but not across them comes back whole."""
+    rows = 100_000
+    spill = Spill({"a": WIDE}, budget=0, directory=tmp_path)
+    spill.add("a", _wide(0, rows, "first"))
+    spill.add("a", _wide(rows, rows, "second"))
+    spill._budget = 1 << 30  # (the last batch stays in memory)
+    spill.add("a", _wide(2 * rows, 10, "second"))
+    expected = pl.concat([_wide(0, rows, "first"), _wide(rows, rows, "second"), _wide(2 * rows, 10, "second")])
+    out = spill.take("a")
+    assert_frame_equal(out, expected)
+    assert out.schema == pl.Schema(WIDE)
+    for name in ("never", "note", "origin", "conns"):
+        assert out.select(name).estimated_size() < 1024, f"{name} was materialised"
+    assert out.select("part").estimated_size() >= rows  # (materialised: at least a byte a row)
+    assert constant_columns(out) == {"never": None, "note": None, "origin": "/var/log/a-long-origin-path/envoy.log",
+                                     "conns": None}
+
+
+def test_constant_columns_are_found_by_value() -> None:
+    frame = pl.DataFrame({"n": [1, 1, 1], "m": [1, None, 1], "f": [float("nan"), 1.0, 1.0], "s": ["x", "x", "x"],
+                          "b": [True, False, True], "z": [None, None, None]})
+    assert constant_columns(frame) == {"n": 1, "s": "x", "z": None}
+    assert constant_columns(frame.head(1)) == {}
+    rebuilt = with_constants([frame["m"]], {"n": 1, "z": None}, {"n": pl.Int64(), "m": pl.Int64(), "z": pl.Null()},
+                             3)
+    assert_frame_equal(rebuilt, frame.select("n", "m", "z"))
+    only = with_constants([], {"n": 1}, {"n": pl.Int64()}, 3)
+    assert only["n"].to_list() == [1, 1, 1]
