@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import socket
+from collections.abc import Callable
 
 from envoy_dissector.cli.argtypes import port, positive_number
 from envoy_dissector.parser.errors import ExitCode, UsageError
@@ -42,9 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="browser sessions holding uploads at once; more are refused until one is idle (default 16)")
     p.add_argument("--session-idle-minutes", type=positive_number(at_most=MAX_IDLE_MINUTES), default=60, metavar="M",
                    help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
-    p.add_argument("--follow", metavar="FILE",
-                   help="also follow this growing log (rotation handled): every browser sees its requests as they "
-                        "finish (docs/follow.md)")
+    p.add_argument("--follow", metavar="FILE|pod/NAME",
+                   help="also follow this growing log (rotation handled), or a pod's sidecar log through the "
+                        "Kubernetes API (trace on while the server runs, restored when it stops): every browser "
+                        "sees its requests as they finish (docs/follow.md)")
     p.add_argument("--demo", action="store_true", help="load the bundled demo captures even with CAPTURE given")
     p.add_argument("--format", default="auto", choices=["auto", *FORMAT_IDS], metavar="FORMAT",
                    help=f"envelope format of CAPTURE: {', '.join(['auto', *FORMAT_IDS])} (default: auto, detected)")
@@ -53,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep secret header values of CAPTURE (uploads are always redacted; loopback only)")
     p.add_argument("--debug", action="store_true",
                    help="Dash debug mode on Flask's development server (reloader, dev tools; loopback only)")
+    from envoy_dissector.cli.kube import add_cluster_options
+
+    add_cluster_options(p.add_argument_group("the pod of --follow pod/NAME"))
     p.set_defaults(run=run)
 
 
@@ -99,22 +104,31 @@ def run(args: argparse.Namespace) -> int:
     try:
         with private_tmp.private_tempdir() as tmp_root:
 
+            on_stop: list[Callable[[], None]] = []  # (a followed pod's levels restored)
+
             def stop(signum: int, _frame: object) -> None:
-                # skips atexit and the analysis threads: remove the files now, then leave
+                # skips atexit and the analysis threads: end the follow and remove the files now, then leave
+                for end in on_stop:
+                    end()
                 private_tmp.remove(tmp_root)
                 os._exit(ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED)
 
             for sig in handlers:
                 signal.signal(sig, stop)
-            serve_dashboard(args, loopback, token)
+            try:
+                serve_dashboard(args, loopback, token, on_stop)
+            finally:
+                for end in on_stop:
+                    end()
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     return 0
 
 
-def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None) -> None:
-    """Build the app and serve it until interrupted."""
+def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None,
+                    on_stop: list[Callable[[], None]]) -> None:
+    """Build the app and serve it until interrupted (``on_stop`` gets what ends a ``--follow``)."""
     from envoy_dissector.dashboard.access import AccessPolicy
     from envoy_dissector.dashboard.app import create_app
     from envoy_dissector.dashboard.server import serve
@@ -131,7 +145,7 @@ def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None)
 
         registry = Registry(max_datasets=args.max_datasets, max_sessions=args.max_sessions,
                             session_idle_s=args.session_idle_minutes * 60)
-        follow_into(registry, args.follow, dissect_kw)
+        on_stop.append(follow_into(registry, args.follow, dissect_kw, args).stop)
     demo = True if args.demo else (False if registry is not None and not captures else None)
     app = create_app(captures, demo=demo, max_upload_mb=args.max_upload_mb,
                      max_datasets=args.max_datasets, max_sessions=args.max_sessions,
