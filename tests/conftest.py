@@ -63,6 +63,7 @@ SLOW: tuple[str, ...] = (
     "tests/analysis/test_determinism.py",
     "tests/dashboard/test_redacted_tmp.py",
     "tests/kube/test_kube_hostile.py",
+    "tests/kube/test_follow_pod.py",
     "tests/analysis/test_capture_quality.py::test_no_cut_ever_turns_a_client_request_internal",
     "tests/analysis/test_wasm_tracing.py::test_compare_cli_prints_every_phase",
     "tests/parser/test_classify.py::test_fast_path_agrees_with_slow_path",
