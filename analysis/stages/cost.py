@@ -50,6 +50,8 @@ CONCURRENCY_STEPS: Final = (1, 2, 4, 8)
 #: stretch a slice too, but by less than twice (docs/cost.md: the variants tried against /proc).
 STALL_FACTOR: Final = 2
 STALL_US: Final = 300
+#: A shape with fewer slices than this is judged by the median of its event kind's slices instead.
+MIN_SHAPE_SLICES: Final = 5
 #: A slice starting at most this long after the worker's previous slice ended found the worker already running
 #: ("warm": no wake-up from idle, caches hot); saturated, every slice is.
 WARM_GAP_US: Final = 5
@@ -106,9 +108,11 @@ def corrected_slices(slices: pl.DataFrame) -> pl.DataFrame:
     and ``saturated_us`` (what the slice would cost on a worker that never idles: a slice that woke the worker
     counts at most as the median of its shape's warm slices, those that began within :data:`WARM_GAP_US` of the
     previous one, when there are :data:`MIN_WARM_SLICES`; else as it is). A shape is an event kind and a record
-    count, per origin. Drops ``end_us`` and ``kind``."""
+    count, per origin (with fewer than :data:`MIN_SHAPE_SLICES` slices, the event kind alone). Drops ``end_us``
+    and ``kind``."""
     shape = ["origin", "kind", "lines"]
-    median = pl.col("busy_us").median().over(shape)
+    median = (pl.when(pl.len().over(shape) >= MIN_SHAPE_SLICES).then(pl.col("busy_us").median().over(shape))
+              .otherwise(pl.col("busy_us").median().over("origin", "kind")))
     stalled = pl.col("busy_us") > STALL_FACTOR * median + STALL_US
     out = slices.with_columns(cpu_us=pl.when(stalled).then(median).otherwise(pl.col("busy_us")).cast(pl.Float64))
     after = pl.col("start_us") - pl.col("end_us").shift(1).over("origin", "thread", order_by="start_us")
@@ -266,7 +270,7 @@ def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
     sampling = 1.96 * sd / math.sqrt(total) / float(cpu.mean() or 1.0)  # type: ignore[arg-type]
     rel = math.hypot(sampling, CEILING_MODEL_UNCERTAINTY)
     steps = sorted({*CONCURRENCY_STEPS, len(workers)})
-    return Ceiling(pod=pod, low=pod * (1 - rel), high=pod * (1 + rel), workers=workers, balance=balance,
+    return Ceiling(pod=pod, low=pod * max(0.0, 1 - rel), high=pod * (1 + rel), workers=workers, balance=balance,
                    concurrency={n: n * mean * balance for n in steps})
 
 

@@ -98,7 +98,8 @@ def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: st
 @pytest.mark.parametrize("mix", [pytest.param(m, marks=_WALL_TIME_SLICES) if m != "plain" else m for m in MIXES])
 def test_cpu_per_1000_requests_is_envoys_own_cpu_time(ladders, mix: str) -> None:  # type: ignore[no-untyped-def]
     out, ladder = ladders[mix]
-    for step in (_moderate_step(ladder), _top_step(ladder)):
+    # (CPU is compared with /proc at the same step: the top step need not have saturated Envoy)
+    for step in (_moderate_step(ladder), _top_step(ladder, check=False)):
         predicted = _cost(out / step["dir"]).cpu_ms_per_1000_requests
         measured = step["worker_cpu_ms_per_1000"]  # utime + stime of Envoy's worker thread per 1000 requests
         assert predicted is not None

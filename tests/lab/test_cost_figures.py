@@ -69,6 +69,15 @@ def test_a_slice_stretched_off_the_cpu_counts_as_its_shapes_median() -> None:
     assert slices["stall_us"].sum() == 860
 
 
+def test_a_rare_shape_is_judged_by_its_event_kinds_median() -> None:
+    """A shape seen once is its own median: it is judged against the slices of its event kind instead."""
+    rows = [{"origin": "o", "thread": 1, "conn_id": 7, "start_us": i * 1_000, "end_us": i * 1_000 + 60,
+             "kind": "read", "lines": 9, "busy_us": 60} for i in range(6)]
+    rows.append({**rows[0], "start_us": 50_000, "end_us": 300_000, "lines": 44, "busy_us": 250_000})
+    slices = corrected_slices(pl.DataFrame(rows))
+    assert slices["cpu_us"].to_list() == [60.0] * 7
+
+
 def test_a_slice_that_woke_the_worker_costs_its_shapes_warm_median_at_saturation() -> None:
     """Cold slices (after an idle gap) take 80 µs, the same event on a running worker 50: saturated, 50."""
     rows = []
