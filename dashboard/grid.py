@@ -46,14 +46,9 @@ _STATUS = re.compile(r"^\s*(\d{3})\s*$")
 
 
 def grid_frame(requests: pl.DataFrame) -> pl.DataFrame:
-    """The output-contract columns the grid shows, client requests first (the proxy's own ``/ready`` probes and
-    stats scrapes after them, each in capture order). A frame already in that order (a dataset's, ``held.py``)
-    is not copied: the columns are shared."""
-    cols = [c for c in CONTRACT_COLUMNS if c in requests.columns]
-    out = requests.select(cols)
-    if "internal" in cols and not out["internal"].is_sorted(nulls_last=True):
-        out = out.sort("internal", nulls_last=True, maintain_order=True)
-    return out
+    """The output-contract columns the grid shows (the columns shared, not copied; the rows in capture order:
+    ``positions`` puts client requests first)."""
+    return requests.select(c for c in CONTRACT_COLUMNS if c in requests.columns)
 
 
 #: a duration or count with thousands separators (ids, status codes and epoch milestones are written as they are)
@@ -226,9 +221,12 @@ def query(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,
 
 def positions(frame: pl.DataFrame, *, filter_model: dict[str, Any] | None = None,
               sort_model: list[dict[str, Any]] | None = None, search: str | None = None) -> pl.Series | None:
-    """The row positions of ``query``'s answer (``None``: every row, in the frame's order). Only the columns
-    the filter and sort read are materialised."""
+    """The row positions of ``query``'s answer (``None``: every row, in the frame's order), client requests
+    before the proxy's own ``/ready`` probes and stats scrapes where the sort leaves a tie (by default: each
+    group in capture order). Only the columns the filter and sort read are materialised."""
     expr, found, keys = filter_expr(frame, filter_model), search_expr(search), _sort_keys(frame, sort_model)
+    if "internal" in frame.columns and "internal" not in keys and not frame["internal"].is_sorted(nulls_last=True):
+        keys["internal"] = False
     if expr is None and found is None and not keys:
         return None
     rows = frame.lazy().with_row_index("__row")

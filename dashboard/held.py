@@ -9,8 +9,8 @@ the queueing windows to parquet in a private directory, and keeps in memory the 
 text as enums (one copy of each distinct value). :class:`Detail` reads one request's row, phases or windows back
 (row groups of ``ROW_GROUP`` rows: one is read, found by position or by the uid's statistics).
 
-The requests are kept client requests first, each group in capture order (the grid's order), so a row's
-position in the frame is its row in the parquet file.
+The held frame shares its columns with the whole one (no copy while both are alive, at the analysis's peak)
+and keeps its order, so a row's position in the frame is its row in the parquet file.
 
 >>> from envoy_dissector.analysis.capture import dissect
 >>> import tempfile
@@ -31,6 +31,7 @@ import polars as pl
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.schema import CONTRACT_COLUMNS, QUEUEING_SCHEMA
 from envoy_dissector.analysis.stats import counted
+from envoy_dissector.parser.errors import DissectorError
 
 #: Columns of the requests frame the dashboard keeps in memory: the grid's, and what the overview's figures read.
 HELD_COLUMNS: tuple[str, ...] = (*CONTRACT_COLUMNS, "life_start_us")
@@ -38,6 +39,8 @@ HELD_COLUMNS: tuple[str, ...] = (*CONTRACT_COLUMNS, "life_start_us")
 REPEATED_TEXT: tuple[str, ...] = ("origin", "method", "authority", "path", "protocol", "failure_reason")
 #: Rows per parquet row group: reading one request reads one group.
 ROW_GROUP = 4096
+#: lz4: written in a fraction of zstd's time (the files are a few percent of the frames anyway)
+PARQUET: dict[str, Any] = {"row_group_size": ROW_GROUP, "statistics": True, "compression": "lz4"}
 
 
 @dataclass(frozen=True)
@@ -100,21 +103,33 @@ def hold(capture: Capture, directory: Path) -> Held:
     and narrow the frames held in memory."""
     summary = capture.summary()  # (computes and caches findings, workers, cost, quality on the whole frames)
     capture.internal_work()
-    requests = capture.requests.sort("internal", nulls_last=True, maintain_order=True)
+    requests = capture.requests
     directory.mkdir(parents=True, exist_ok=True)
-    requests.write_parquet(directory / "requests.parquet", row_group_size=ROW_GROUP, statistics=True)
+    requests.write_parquet(directory / "requests.parquet", **PARQUET)
     capture.phases.sort("request_uid", maintain_order=True).write_parquet(
-        directory / "phases.parquet", row_group_size=ROW_GROUP, statistics=True)
+        directory / "phases.parquet", **PARQUET)
     capture.queueing.sort("request_uid", maintain_order=True).write_parquet(
-        directory / "queueing.parquet", row_group_size=ROW_GROUP, statistics=True)
+        directory / "queueing.parquet", **PARQUET)
     narrow = requests.select(c for c in HELD_COLUMNS if c in requests.columns).with_columns(
         pl.col(c).cast(pl.Enum(requests[c].drop_nulls().unique().sort())) for c in REPEATED_TEXT
         if c in requests.columns and requests.schema[c] == pl.String)
     slim = dataclasses.replace(capture, requests=narrow, phases=capture.phases.clear(),
                                queueing=pl.DataFrame(schema=QUEUEING_SCHEMA))
-    return Held(capture=slim, summary=summary,
-                detail=Detail(directory, narrow["request_uid"], requests["x_request_id"].cast(pl.String)),
-                slowest_uid=_slowest(narrow), client_requests=int((~narrow["internal"]).sum()))
+    detail, slowest = Detail(directory, narrow["request_uid"], narrow["x_request_id"]), _slowest(narrow)
+    if slowest is not None:
+        _index_lines(slim, detail.row(slowest))
+    return Held(capture=slim, summary=summary, detail=detail, slowest_uid=slowest,
+                client_requests=int((~narrow["internal"]).sum()))
+
+
+def _index_lines(capture: Capture, row: dict[str, Any]) -> None:
+    """Read one request's lines now, so that the pass over the whole file that indexes them for reading again
+    (``analysis/engine/reread.py``; a gzip upload decompressed and redacted) is part of the analysis, not of the
+    first view that asks (it grows with the file: seconds for a large upload)."""
+    try:
+        capture.request_lines(row)
+    except (ValueError, OSError, DissectorError):  # (the view says why, when asked)
+        pass
 
 
 def _slowest(requests: pl.DataFrame) -> str | None:
@@ -123,7 +138,8 @@ def _slowest(requests: pl.DataFrame) -> str | None:
         r = requests
     if r.height == 0:
         return None
-    return str(r.sort("total_us", descending=True, nulls_last=True)["request_uid"][0])
+    at = r["total_us"].arg_max()
+    return str(r["request_uid"][at if at is not None else 0])
 
 
 __all__ = ["HELD_COLUMNS", "Detail", "Held", "hold"]

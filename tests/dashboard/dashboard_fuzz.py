@@ -9,6 +9,7 @@ bench/fuzz_dashboard.py (the speed goal: no answer slower than 2 s; how long eac
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import string
 import threading
@@ -109,24 +110,35 @@ def upload_body(rng: random.Random) -> bytes:
     return SMALL.read_bytes()
 
 
-def timed(out: list[tuple[str, int, float]], label: str, post: Callable[..., requests.Response], url: str,
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(out: list[Answer], label: str, post: Callable[..., requests.Response], url: str, pid: int,
           **kw: Any) -> None:
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds(pid)
     try:
         status = post(url, timeout=30, **kw).status_code
     except requests.Timeout:  # no answer within the timeout: a hang, a failure
         status = -3
     except requests.RequestException as exc:  # a refused upload's connection may close while it is sent
         status = -1 if "Connection" in type(exc).__name__ or "Connection" in str(exc) else -2
-    out.append((label, status, time.perf_counter() - t0))
+    out.append((label, status, time.perf_counter() - t0, cpu_seconds(pid) - cpu0))
+
+
+#: label (the callback's output or ``upload``), HTTP status (or -1 connection closed by a refusal, -2 another client
+#: error, -3 no answer within the timeout), seconds, the server's CPU seconds meanwhile (its own work when one
+#: thread asks at a time; with several, the others' too)
+Answer = tuple[str, int, float, float]
 
 
 @dataclass
 class FuzzRun:
-    """Every answer (label: the callback's output or ``upload``; HTTP status, or -1 connection closed by a refusal,
-    -2 another client error, -3 no answer within the timeout; seconds) and the server's RSS over the run."""
+    """Every answer (``Answer``) and the server's RSS over the run."""
 
-    results: list[tuple[str, int, float]] = field(default_factory=list)
+    results: list[Answer] = field(default_factory=list)
     rss_baseline: int = 0
     rss_peak: int = 0
 
@@ -136,7 +148,7 @@ class FuzzRun:
             counts[status] = counts.get(status, 0) + 1
         return dict(sorted(counts.items()))
 
-    def failed(self) -> list[tuple[str, int, float]]:
+    def failed(self) -> list[Answer]:
         """Answers that are errors: a 5xx but the documented 503 (a full registry or spool budget), or none."""
         return [r for r in self.results if (r[1] >= 500 and r[1] != 503) or r[1] in (-2, -3)]
 
@@ -179,15 +191,15 @@ def fuzz(server: DashboardProcess, *, seed: int, calls: int, uploads: int, threa
                 elif rng.random() < 0.3 and pattern(spec) is None:
                     values[k] = junk(rng)
             payload = body(dep["output"], spec_entry, values, valid)
-            timed(run.results, dep["output"], client.post, f"{server.base}{DISPATCH}", json=payload)
+            timed(run.results, dep["output"], client.post, f"{server.base}{DISPATCH}", server.pid, json=payload)
             if uploads and i % every == 0:
                 data = upload_body(rng)
                 odd = "".join(rng.choice(string.ascii_letters + string.punctuation) for _ in range(rng.randint(0, 40)))
                 headers = {"X-Dissector-Session": rng.choice([new_id(), session["token"], odd]),
                            "Content-Type": rng.choice(["application/octet-stream", "text/plain", "x/y"])}
                 params = {"name": text(rng, 300), **({"log_format": text(rng)} if rng.random() < 0.2 else {})}
-                timed(run.results, "upload", client.post, f"{server.base}{UPLOAD}", params=params, data=data,
-                      headers=headers)
+                timed(run.results, "upload", client.post, f"{server.base}{UPLOAD}", server.pid, params=params,
+                      data=data, headers=headers)
 
     with RssSampler(server.pid) as rss:
         workers = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
