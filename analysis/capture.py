@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from envoy_dissector.analysis.engine.facts import CaptureFacts, facts_of
-from envoy_dissector.analysis.engine.pipeline import analyse
-from envoy_dissector.analysis.engine.reread import EventLines, LineReader
+from envoy_dissector.analysis.engine.events import CaptureEvents, events_of
+from envoy_dissector.analysis.engine.facts import CaptureFacts
+from envoy_dissector.analysis.engine.reread import LineReader, index_for, request_records
+from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET
+from envoy_dissector.analysis.engine.stream_capture import PARSE_WORKERS, PREFETCH, regular_files, stream
+from envoy_dissector.analysis.engine.streaming import GRACE_US, IDLE_US, MAX_OPEN_REQUESTS, WINDOW_EVENTS, Emit
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.quality import (
     CaptureQuality,
@@ -27,10 +30,9 @@ from envoy_dissector.analysis.stages.loop import worker_stats
 from envoy_dissector.analysis.stages.stitch import Stitching
 from envoy_dissector.analysis.stats import grouped, percentiles
 from envoy_dissector.analysis.units import format_us
-from envoy_dissector.parser.errors import InputError
-from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore, iter_parse
+from envoy_dissector.parser.pipeline import Diagnostics, ShapeStore
 from envoy_dissector.parser.redact import RedactOption
-from envoy_dissector.parser.schema import EVENT_SCHEMA, RECORD_COLUMNS
+from envoy_dissector.parser.schema import RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, text_source
 
 if TYPE_CHECKING:
@@ -47,10 +49,6 @@ RUN_COUNTERS = ("grammar_calls", "fallback_lines")
 class Capture:
     """Everything known about one capture (one or several logs analysed together)."""
 
-    #: one row per log record: line_no, ts_us, thread, level, logger, source, conn_id, stream_id, message, origin
-    records: pl.DataFrame
-    #: records + kind + typed fields (a streamed capture, ``dissect_stream``, keeps none: this frame is empty)
-    events: pl.DataFrame
     #: one row per HTTP stream (``REQUEST_FRAME_SCHEMA``): the output-contract columns, then the declared detail
     requests: pl.DataFrame
     #: long form: request_uid, phase, detail, start_us, end_us, dur_us, part_of_total
@@ -63,15 +61,37 @@ class Capture:
     name: str = "capture"
     #: requests stitched across origins by x-request-id (several proxies of one call), and clock offsets
     stitching: Stitching = field(default_factory=Stitching)
-    #: capture-wide facts the summary reads besides the frames (``analysis/engine/facts.py``), the same whether the
-    #: capture was analysed whole or streamed
+    #: capture-wide facts the summary reads besides the frames (``analysis/engine/facts.py``), gathered as the
+    #: input was read
     facts: CaptureFacts
+    #: where ``events`` and ``records`` come from: kept while the input was read, or read again on first use
+    #: (``analysis/engine/events.py``)
+    event_source: CaptureEvents
     #: event-loop queueing windows: request_uid, where, start_us, end_us, dur_us, conn_ids (served meanwhile)
     queueing: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=QUEUEING_SCHEMA))
-    #: where a request's lines are read: the events in memory (``dissect``), or a streamed capture's input file
-    #: read again (``None``: a streamed capture of stdin, log text or several files)
+    #: where a request's lines are read again, one stretch of its input file (``analysis/engine/reread.py``);
+    #: ``None``: from ``events`` (log text, several files, stdin)
     line_index: LineReader | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Every log record with its kind and typed fields (``EVENT_SCHEMA``), as the analysis read them: each
+        restart run its own origin, inferred lanes as threads where the format logs none. Read again from the
+        input on first use unless kept (``dissect(keep_events=True)``); input that cannot be read twice (stdin,
+        a pipe) without kept events raises ``EventsNotKept``."""
+        return self.event_source.frame()
+
+    @property
+    def records(self) -> pl.DataFrame:
+        """One row per log record: line_no, ts_us, thread, level, logger, source, conn_id, stream_id, message,
+        origin (``events``' record columns)."""
+        return self.events.select(RECORD_COLUMNS)
+
+    @property
+    def holds_events(self) -> bool:
+        """Whether ``events`` is in memory (kept, or already read again): asking for it costs nothing."""
+        return self.event_source.held
 
     @property
     def format(self) -> str:
@@ -201,12 +221,11 @@ class Capture:
         return self.queueing.filter(pl.col("request_uid") == uid).sort("start_us")
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
-        """The log records of one request: its stream's lines and its connections' lines during its life.
-        A streamed capture reads them again from its input file (``analysis/engine/reread.py``)."""
+        """The log records of one request: its stream's lines and its connections' lines during its life,
+        read again from a stretch of its input file (``analysis/engine/reread.py``), else from ``events``."""
         row = self._request_row(request)
         if self.line_index is None:
-            raise ValueError("this streamed capture was read from stdin, log text or several files: its log "
-                             "records were not kept; analyse one file, or use dissect(), to read a request's lines")
+            return request_records(self.events, row)
         return self.line_index.lines(row)
 
     # Figures: the same code the dashboard uses (analysis/outputs/figures.py).
@@ -307,8 +326,13 @@ def _label(source: Any, name: str | None) -> str:
 
 def dissect(source: Any, *, format: str = "auto", log_format: str | None = None, redact: RedactOption = True,
             progress: Callable[[int], None] | None = None, name: str | None = None,
-            shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None) -> Capture:
-    """Parse and analyse a capture.
+            shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None,
+            keep_events: bool = False, on_finished: Emit | None = None, grace_us: int = GRACE_US,
+            idle_us: int = IDLE_US, window_events: int = WINDOW_EVENTS, max_open: int = MAX_OPEN_REQUESTS,
+            block_bytes: int | None = None, prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET,
+            parse_workers: int = PARSE_WORKERS, background_steps: bool = True) -> Capture:
+    """Parse and analyse a capture, worker by worker as it is read (``analysis/engine/streaming.py``): memory
+    stays bounded whatever the input's size.
 
     Args:
         source: a path, glob, ``.gz`` file, ``-`` (stdin), a list of those, or the log text itself.
@@ -318,21 +342,30 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
         shapes: where the grammar's verdicts per message shape are kept between runs (default: this run
             only; ``envoy_dissector.parser.shape_cache`` is the on-disk store the CLI and dashboard use).
         stop_reading: ``(first_ts_us, latest_ts_us) -> bool``; true stops reading (see ``read_until``).
+        keep_events: keep ``events`` in memory while reading (as large as the input), instead of reading the
+            input again when they are asked for; the only way to have them for stdin or a pipe.
+
+    The engine's own settings: ``on_finished(requests, phases)`` sees each batch of finished requests as it is
+    emitted; ``grace_us``, ``idle_us``, ``window_events``, ``max_open`` (``streaming.py``); ``block_bytes``,
+    ``parse_workers`` and ``prefetch`` (chunks parsed ahead) for the parser; finished output beyond
+    ``spill_budget`` bytes waits in parquet parts (``spill.py``); ``background_steps``: window steps on threads
+    of their own while the next chunks are read (the same result as in line). Sources are analysed one after
+    another: a file's workers are finished when the next file begins.
 
     >>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")
     >>> cap.requests.filter("complete").height > 0
     True
     """
-    run = iter_parse(_as_source(source), format=format, log_format=log_format, redact=redact, shapes=shapes,
-                     progress=progress, stop_reading=stop_reading)
-    chunks = [c.events for c in run]
-    diag = run.diagnostics
-    if not chunks:
-        raise InputError("nothing parseable: no log record found")
-    events = pl.concat(chunks) if len(chunks) > 1 else chunks[0]
-    result = analyse(events.cast(EVENT_SCHEMA))  # type: ignore[arg-type]
-    label = _label(source, name)
-    return Capture(records=result.events.select(RECORD_COLUMNS), events=result.events, requests=result.requests,
-                   phases=result.phases, loop=result.loop, diagnostics_info=diag, notes=result.notes, name=label,
-                   stitching=result.stitching, queueing=result.queueing,
-                   facts=facts_of(result.events, result.requests), line_index=EventLines(result.events))
+    src = _as_source(source)
+    done = stream(src, format=format, log_format=log_format, redact=redact, progress=progress, shapes=shapes,
+                  stop_reading=stop_reading, on_finished=on_finished, grace_us=grace_us, idle_us=idle_us,
+                  window_events=window_events, max_open=max_open, block_bytes=block_bytes, prefetch=prefetch,
+                  spill_budget=spill_budget, parse_workers=parse_workers, background_steps=background_steps,
+                  keep_events=keep_events, read_ahead=regular_files(source))
+    result = done.analysis
+    events = events_of(src, kept=done.kept, format=format, log_format=log_format, redact=redact, shapes=shapes,
+                       stop_reading=stop_reading)
+    return Capture(requests=result.requests, phases=result.phases, loop=result.loop,
+                   diagnostics_info=done.diagnostics, notes=result.notes, name=_label(source, name),
+                   stitching=result.stitching, queueing=result.queueing, facts=done.facts, event_source=events,
+                   line_index=index_for(src, format=format, log_format=log_format, redact=redact))

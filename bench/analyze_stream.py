@@ -70,19 +70,20 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
 
     streaming.StreamingAnalysis.finish = timed_finish  # type: ignore[method-assign]
     if os.environ.get("BENCH_PREFETCH"):
+        from envoy_dissector.analysis import capture
         from envoy_dissector.analysis.engine import stream_capture
 
         stream_capture.PREFETCH = int(os.environ["BENCH_PREFETCH"])
-        defaults = list(stream_capture.dissect_stream.__kwdefaults__ or {})
+        defaults = list(capture.dissect.__kwdefaults__ or {})
         assert "prefetch" in defaults
-        stream_capture.dissect_stream.__kwdefaults__["prefetch"] = stream_capture.PREFETCH  # type: ignore[index]
+        capture.dissect.__kwdefaults__["prefetch"] = stream_capture.PREFETCH  # type: ignore[index]
     for env, kw in (("BENCH_PARSE_WORKERS", "parse_workers"), ("BENCH_WINDOW", "window_events"),
                     ("BENCH_BLOCK", "block_bytes")):
         if os.environ.get(env):
-            from envoy_dissector.analysis.engine import stream_capture
+            from envoy_dissector.analysis import capture
 
-            assert kw in (stream_capture.dissect_stream.__kwdefaults__ or {})
-            stream_capture.dissect_stream.__kwdefaults__[kw] = int(os.environ[env])  # type: ignore[index]
+            assert kw in (capture.dissect.__kwdefaults__ or {})
+            capture.dissect.__kwdefaults__[kw] = int(os.environ[env])  # type: ignore[index]
     argv = ["analyze", path, "-o", out, "-q", *(["--whole"] if whole else [])]
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):

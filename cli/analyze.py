@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from envoy_dissector.analysis.capture import dissect
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.outputs.export import COLUMN_CHOICES, kind_of, summary_json, write
 from envoy_dissector.analysis.outputs.report import render
 from envoy_dissector.analysis.outputs.terminal import report_width
@@ -83,8 +82,8 @@ def add_arguments(p: argparse.ArgumentParser, *, captures: bool = True) -> None:
                    help="with --follow FILE: start at the file's end (only lines written from now on)")
     add_follow_arguments(p)
     p.add_argument("--whole", action="store_true",
-                   help="analyse the whole capture at once instead of worker by worker as it is read "
-                        "(memory grows with the file; docs/scale.md says when the two can differ)")
+                   help="keep the capture's events in memory as it is read (memory grows with the file) "
+                        "instead of reading the input again where an output needs them (docs/scale.md)")
 
 
 def describe_filters(args: argparse.Namespace) -> str:
@@ -113,10 +112,11 @@ def analyse(sources: list[Source], args: argparse.Namespace) -> int:
         if pattern:
             checked_regex(option, pattern)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
-    how = dissect if getattr(args, "whole", False) or otel.needs_whole(sources) else dissect_stream
+    keep = getattr(args, "whole", False) or otel.needs_whole(sources)
     with progress_for(sources, quiet=args.quiet, desc="analysing") as advance:
-        capture = how(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
-                      progress=advance, name=name, shapes=shape_cache, stop_reading=read_until(args.until))
+        capture = dissect(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
+                          progress=advance, name=name, shapes=shape_cache, stop_reading=read_until(args.until),
+                          keep_events=keep)
     require_request_lines(capture.quality(), name)
     capture = select(capture, since=args.since, until=args.until, authority=args.authority, path=args.path,
                      status=args.status)

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.engine.events import NoEvents
 from envoy_dissector.analysis.engine.stream_capture import PARSE_WORKERS
 from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 from envoy_dissector.analysis.outputs.export import kind_of, write
@@ -38,7 +39,6 @@ from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, UsageError
 from envoy_dissector.parser.pipeline import Chunk, iter_parse
 from envoy_dissector.parser.redact import RedactOption
-from envoy_dissector.parser.schema import RECORD_COLUMNS
 from envoy_dissector.parser.sources import Source, shown_name
 
 #: Seconds between two refreshes of the view (``--refresh``).
@@ -60,6 +60,9 @@ BATCH_ROWS = 200_000
 QUEUED_CHUNKS = 16
 #: Options of ``analyze`` that select requests; the follow view shows every request.
 _FILTERS = ("since", "until", "authority", "path", "status")
+#: Why a followed capture has no events: the log it read goes on growing, so reading it again gives more.
+FOLLOWED_EVENTS = ("a followed log's events are not kept (it goes on growing): analyse the file once it is "
+                   "written to have them")
 
 
 def _never(_first_us: int, _latest_us: int) -> bool:
@@ -100,11 +103,10 @@ class LiveAnalysis(threading.Thread):
                 raise InputError("nothing parseable: no log record was read before the follow ended",
                                  path=self.source.name)
             result = self.streaming.finish()
-            self.capture = Capture(records=result.events.select(RECORD_COLUMNS), events=result.events,
-                                   requests=result.requests, phases=result.phases, loop=result.loop,
+            self.capture = Capture(requests=result.requests, phases=result.phases, loop=result.loop,
                                    diagnostics_info=self.parse.diagnostics, notes=result.notes,
                                    name=self.source.name, stitching=result.stitching, queueing=result.queueing,
-                                   facts=self.streaming.facts)
+                                   facts=self.streaming.facts, event_source=NoEvents(FOLLOWED_EVENTS))
         except BaseException as exc:  # raised again in the main thread
             self.error = exc
         finally:

@@ -43,7 +43,8 @@ class OtelOutputs:
         return output.endswith(OTLP_SUFFIX)
 
     def needs_whole(self, sources: Sequence[Source]) -> bool:
-        """Whether the capture must be analysed whole: its input cannot be read twice for the trace headers."""
+        """Whether the capture must keep its events as it is read: its input cannot be read twice for the trace
+        headers."""
         return bool(self) and not all(s.path is not None and s.path.is_file() for s in sources)
 
     def export(self, capture: Capture, sources: Sequence[Source], args: argparse.Namespace) -> None:
@@ -53,7 +54,8 @@ class OtelOutputs:
         from envoy_dissector.analysis.outputs.trace_context import read_contexts
 
         redact = redaction_of(args)
-        contexts = (trace_contexts_of(capture) if capture.events.height
+        # (events in memory: read from them; else the files' header dumps are read again, not their whole events)
+        contexts = (trace_contexts_of(capture) if capture.holds_events
                     else read_contexts(list(sources), format=args.format, log_format=args.log_format, redact=redact,
                                        shapes=shape_cache))
         for path in self.files:

@@ -37,8 +37,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.capture import Capture, dissect
 from envoy_dissector.analysis.schema import REQUEST_FRAME_SCHEMA
 from envoy_dissector.dashboard.held import Detail, Held, hold
 from envoy_dissector.parser import shape_cache
@@ -239,12 +238,12 @@ class Registry:
         max_pending: analyses a session may have queued or running at once.
         session_idle_s: a session unused this long is dropped (with its datasets) when room is needed.
         workers: analyses run at once; more uploads wait in the queue.
-        analyse: the function building a ``Capture`` (``dissect_stream``: bounded memory, and the finished
+        analyse: the function building a ``Capture`` (``dissect``: bounded memory, and the finished
             requests reach the job as they come, for the provisional overview; tests may pass a slower one).
     """
 
     def __init__(self, *, max_datasets: int = 4, max_sessions: int = 16, max_pending: int = 4,
-                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect_stream) -> None:
+                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect) -> None:
         self.max_datasets = max(1, max_datasets)
         self.max_sessions = max(1, max_sessions)
         self.max_pending = max(1, max_pending)
@@ -476,8 +475,7 @@ def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path,
     CLI arguments)."""
     out = []
     for src, label in sources:
-        capture = dissect_stream(src if isinstance(src, Source) else str(src), name=label, shapes=shape_cache,
-                                 **dissect_kw)
+        capture = dissect(src if isinstance(src, Source) else str(src), name=label, shapes=shape_cache, **dissect_kw)
         out.append(registry.add(capture, name=label, owner=None))
     return out
 

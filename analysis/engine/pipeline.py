@@ -1,4 +1,5 @@
-"""The analysis pipeline: events -> requests, phases, loop. Pure functions over frames, no I/O."""
+"""The analysis stages in order, as the engine (``streaming.py``) runs them on a window: ``stage`` (threads,
+requests, phases, loop slices), then ``conclude`` on the finished requests. Pure functions over frames, no I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from envoy_dissector.analysis.stages.loop import has_thread_ids, infer_threads, 
 from envoy_dissector.analysis.stages.phases import attribute_phases
 from envoy_dissector.analysis.stages.requests import build_requests, connection_links
 from envoy_dissector.analysis.stages.stitch import Stitching, stitch
-from envoy_dissector.analysis.stages.tls import downstream_waits, handshakes
+from envoy_dissector.analysis.stages.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
 
 
@@ -22,7 +23,8 @@ def _no_queueing() -> pl.DataFrame:
 
 @dataclass(frozen=True)
 class Analysis:
-    events: pl.DataFrame  # with inferred threads filled in when the format has none
+    """What the engine (``streaming.StreamingAnalysis``) gives: the frames of a capture but its events."""
+
     requests: pl.DataFrame  # REQUEST_FRAME_SCHEMA: the contract columns, then the declared detail and peers
     phases: pl.DataFrame  # PHASES_SCHEMA
     loop: pl.DataFrame  # LOOP_SCHEMA
@@ -67,22 +69,17 @@ class Concluded:
     queueing: pl.DataFrame
 
 
-def analyse(events: pl.DataFrame) -> Analysis:
-    """Rebuild requests, attribute phases and model the event loop."""
-    # records without a usable time (an impossible date; a format without one) cannot be placed on a
-    # timeline: they stay in the events frame (and in diagnostics) but take no part in the analysis
+def analysed_events(events: pl.DataFrame) -> pl.DataFrame:
+    """The events as the analysis reads them (``Capture.events``): each restart run its own origin, connections
+    placed on inferred lanes where the format logs no thread ids. Records without a usable time (an impossible
+    date; a format without one) cannot be placed on a timeline: they take no part, and come last."""
     timeless = events.filter(pl.col("ts_us").is_null())
     if timeless.height:
         events = events.filter(pl.col("ts_us").is_not_null())
-    events, restarts = split_restarts(events)
-    staged = stage(events, [restart_note(restarts)] if restarts else [])
-    if staged.requests.height == 0:
-        # The same declared frames as a capture with requests, empty.
-        return Analysis(_with_timeless(staged.events, timeless), pl.DataFrame(schema=REQUEST_FRAME_SCHEMA),
-                        pl.DataFrame(schema=PHASES_SCHEMA), slices(staged.events.head(0)), ())
-    done = conclude(staged.requests, staged.phases, staged.loop, handshakes(staged.events), staged.notes)
-    return Analysis(_with_timeless(staged.events, timeless), done.requests, done.phases, staged.loop, done.notes,
-                    done.stitching, done.queueing)
+    events, _ = with_threads(split_restarts(events)[0])
+    if timeless.height == 0:
+        return events
+    return pl.concat([events, timeless.select(events.columns).cast(events.schema)])  # type: ignore[arg-type]
 
 
 def restart_note(restarts: int) -> str:
@@ -93,12 +90,9 @@ def restart_note(restarts: int) -> str:
 def stage(events: pl.DataFrame, notes: list[str]) -> Staged:
     """Thread inference, requests, phases and the loop slices of timed events (restarts already split)."""
     notes = list(notes)
-    if not has_thread_ids(events):
-        links = connection_links(events)
-        if links.height:
-            events, note = infer_threads(events, links)
-            if note:
-                notes.append(note)
+    events, note = with_threads(events)
+    if note:
+        notes.append(note)
     requests = build_requests(events)  # once: thread inference needs only the links
     loop = slices(events)
     if requests.height == 0:
@@ -106,6 +100,15 @@ def stage(events: pl.DataFrame, notes: list[str]) -> Staged:
                       tuple(notes))
     requests, phases = attribute_phases(requests, events)
     return Staged(events, requests, phases, loop, tuple(notes))
+
+
+def with_threads(events: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """``events`` with their connections placed on inferred lanes where the format logs no thread ids
+    (``loop.infer_threads``), and its note."""
+    if has_thread_ids(events):
+        return events, None
+    links = connection_links(events)
+    return infer_threads(events, links) if links.height else (events, None)
 
 
 def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, shakes: pl.DataFrame,
@@ -168,10 +171,3 @@ def in_order_of(columns: list[pl.Series], order: pl.Series) -> list[pl.Series]:
     for i in range(len(columns)):
         columns[i] = columns[i].gather(order)
     return columns
-
-
-def _with_timeless(events: pl.DataFrame, timeless: pl.DataFrame) -> pl.DataFrame:
-    """The analysed events plus the records left out for want of a time (they stay in ``events``)."""
-    if timeless.height == 0:
-        return events
-    return pl.concat([events, timeless.select(events.columns).cast(events.schema)])  # type: ignore[arg-type]

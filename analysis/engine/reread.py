@@ -1,16 +1,17 @@
-"""A request's log lines: ``Capture.request_lines`` asks its ``LineReader``. A capture analysed whole holds its
-events (``EventLines``); a streamed one reads them again from the file (``LineIndex``), not kept in memory.
+"""A request's log lines read again from its input file (``Capture.request_lines`` asks its ``LineReader``), so
+that no capture keeps its records in memory to show them.
 
-A streamed capture (``dissect_stream``) keeps no records. When its input is one regular file, ``LineIndex``
+When a capture's input is one regular file, ``LineIndex``
 remembers where every ``STEP_BYTES`` of (decompressed) text begins and at which line, built on first use by
 one pass over the file (a gzip input is decompressed once into a private temporary file, so later reads can
 seek; with redaction on, that copy is written through ``redact_lines``, line for line, and holds no secret).
 A request's lines are then parsed again from shortly before its first line until the log has moved
 ``AFTER_US`` past the end of its life, reading at most ``MAX_BYTES`` of text (a request alive for minutes
-in a busy log shows the lines of its first ``MAX_BYTES``).
+in a busy log shows the lines of its first ``MAX_BYTES``). Other input (log text, several files) gives a
+request's lines from the capture's ``events`` (``request_records``).
 
->>> from envoy_dissector.analysis.engine.stream_capture import dissect_stream
->>> cap = dissect_stream("fixtures/istio-thread/keepalive/envoy.log.gz")
+>>> from envoy_dissector.analysis import dissect
+>>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")
 >>> uid = cap.requests.filter("complete")["request_uid"][0]
 >>> cap.request_lines(uid).height > 0
 True
@@ -65,20 +66,6 @@ class LineReader(Protocol):
     def close(self) -> None:
         """Give back what reading again holds (a temporary copy of the file)."""
         ...
-
-
-@dataclass(frozen=True)
-class EventLines:
-    """A request's lines from the events of a capture analysed whole (``dissect``)."""
-
-    events: pl.DataFrame = field(repr=False)
-    path: Path | None = None
-
-    def lines(self, row: dict[str, Any]) -> pl.DataFrame:
-        return request_records(self.events, row)
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass

@@ -252,7 +252,7 @@ class StreamingAnalysis:
         self._steps.give(work, [(w.origin, w.thread) for w in workers])
 
     def close(self) -> None:
-        """Stop the step threads (steps not started are dropped); ``finish`` and ``dissect_stream`` call it."""
+        """Stop the step threads (steps not started are dropped); ``finish`` and ``stream_capture.stream`` call it."""
         self._steps.close()
 
     def add(self, events: pl.DataFrame) -> None:
@@ -704,7 +704,7 @@ class StreamingAnalysis:
         worker.emitted = {u: t for u, t in worker.emitted.items() if t is None or t >= first_kept}
 
     def finish(self) -> Analysis:
-        """Finish every worker and run the capture-wide steps; the result has no events frame."""
+        """Finish every worker and run the capture-wide steps (the events are not kept: ``engine/events.py``)."""
         try:
             for worker in list(self._workers.values()):  # small ones together (a log of many pods or restarts)
                 self._finish_later(worker)
@@ -743,13 +743,12 @@ class StreamingAnalysis:
         self.facts.internal_work = (pl.concat(self._bursts, how="diagonal_relaxed") if self._bursts
                                     else pl.DataFrame(schema=BURSTS_SCHEMA))
         loop_frame = self._done.take("loop").sort("origin", "thread", maintain_order=True)
-        empty_events = pl.DataFrame(schema=EVENT_SCHEMA)
         if not self._done.rows("requests"):
             self._done.close()
             empty = pl.DataFrame(schema=REQUEST_FRAME_SCHEMA)
-            return Analysis(empty_events, empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
+            return Analysis(empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
         self.spilled_parts = self._done.parts
-        all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(empty_events))
+        all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(pl.DataFrame(schema=EVENT_SCHEMA)))
         with self._timed("conclude"):
             # (requests taken inside the call, not held here: conclude frees each input once it has the next
             # frame; the phase rows wait on disk meanwhile — conclude only appends to them — and join after)
@@ -757,4 +756,12 @@ class StreamingAnalysis:
                             tuple(notes))
             phases = pl.concat([self._done.take("phases"), done.phases], rechunk=False)
         self._done.close()
-        return Analysis(empty_events, done.requests, phases, loop_frame, done.notes, done.stitching, done.queueing)
+        return Analysis(done.requests, phases, loop_frame, done.notes, done.stitching, done.queueing)
+
+
+def analyse(events: pl.DataFrame) -> Analysis:
+    """The engine on a frame of events already in memory (``EVENT_SCHEMA``: a test's, a notebook's), fed at once
+    with its steps in line; ``pipeline.analysed_events`` gives the events as it read them."""
+    engine = StreamingAnalysis(background=False)
+    engine.add(events)
+    return engine.finish()

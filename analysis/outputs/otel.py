@@ -37,7 +37,7 @@ from opentelemetry.trace.status import Status, StatusCode
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.outputs.otel_spans import BATCH_REQUESTS, Span, SpanKind, capture_spans
 from envoy_dissector.analysis.outputs.output_file import output_path
-from envoy_dissector.analysis.outputs.trace_context import CONTEXT_SCHEMA, trace_contexts
+from envoy_dissector.analysis.outputs.trace_context import trace_contexts
 from envoy_dissector.parser.errors import OutputError, UsageError
 from envoy_dissector.parser.redact import RedactOption
 
@@ -61,10 +61,8 @@ def _scope() -> InstrumentationScope:
 
 
 def trace_contexts_of(capture: Capture) -> pl.DataFrame:
-    """The trace contexts the requests of ``capture`` arrived with, from its events (a streamed capture keeps
-    none: ``cli/analyze.py`` reads its files' header dumps again with ``trace_context.gathered``)."""
-    if capture.events.height == 0:
-        return pl.DataFrame(schema=CONTEXT_SCHEMA)
+    """The trace contexts the requests of ``capture`` arrived with, from its events (read again from its input
+    unless held: ``cli/otel_output.py`` reads only its files' header dumps then, ``trace_context.gathered``)."""
     return trace_contexts(capture.events)
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from envoy_dissector.analysis.engine import stream_capture
+from envoy_dissector.analysis import capture
 from envoy_dissector.cli import analyze
 from envoy_dissector.cli.main import main
 
@@ -27,7 +27,7 @@ SUFFIXES = (".csv", ".jsonl", ".parquet", ".json", ".trace.json")
 def run(jobs: list[list[str]], out: Path) -> None:
     block = int(os.environ.get("DETERMINISM_BLOCK_BYTES") or 0)
     if block:
-        analyze.dissect_stream = functools.partial(stream_capture.dissect_stream, block_bytes=block)
+        analyze.dissect = functools.partial(capture.dissect, block_bytes=block)
     for i, job in enumerate(jobs):
         d = out / f"{i:03d}"
         d.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from test_loop import independent_queue
 from truth import CHECKED_MILESTONES, Truth, agreement, discover, fixture_ids, matched, truth, within
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.engine.pipeline import analyse
+from envoy_dissector.analysis.engine.streaming import analyse
 
 LEGACY = [t for t in discover() if t.rel.startswith("legacy-1.19/")]
 LAYOUTS = ("plain", "source-prefix")

@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
-from envoy_dissector.analysis.engine.pipeline import analyse
+from envoy_dissector.analysis.engine.pipeline import analysed_events
+from envoy_dissector.analysis.engine.streaming import analyse
 from envoy_dissector.analysis.stages.loop import BEFORE_READ, UNATTRIBUTED_IDLE_US, WAIT_POINTS
 from envoy_dissector.analysis.stages.requests import _main_threads
 
@@ -200,7 +201,7 @@ def test_inferred_lanes_match_real_workers(rel: str) -> None:
     stripped = cap.events.with_columns(true_thread=pl.col("thread"), thread=pl.lit(None, dtype=pl.Int64))
     result = analyse(stripped)
     assert any("inferred" in n for n in result.notes)
-    lines = result.events.filter(pl.col("conn_id").is_not_null() & pl.col("true_thread").is_not_null()
+    lines = analysed_events(stripped).filter(pl.col("conn_id").is_not_null() & pl.col("true_thread").is_not_null()
                                  & ~pl.col("true_thread").is_in(main))
     conns = lines.group_by("origin", "conn_id").agg(lane=pl.col("thread").first(),
                                                      lanes=pl.col("thread").n_unique(),

@@ -13,7 +13,6 @@ from truth import FIXTURES
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.engine.carry import carried
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.engine.streaming import MARGIN_ROWS, StreamingAnalysis
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA
@@ -75,7 +74,7 @@ def test_open_requests_are_given_up_as_cut_beyond_the_bound(tmp_path: Path) -> N
 def test_the_bound_leaves_ordinary_captures_alone() -> None:
     """Far below the bound nothing is given up: the streamed capture equals the whole-file one."""
     log = FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"
-    streamed = dissect_stream(str(log), window_events=500, block_bytes=4096)
+    streamed = dissect(str(log), window_events=500, block_bytes=4096)
     assert not [n for n in streamed.notes if "given up" in n]
     whole = dissect(str(log))
     assert streamed.requests.sort("request_uid").equals(whole.requests.sort("request_uid"))
@@ -116,7 +115,7 @@ def test_many_inputs_are_analysed_one_after_another(small_files: list[Path],
         live.append(len({origin for origin, _ in self._workers}))
 
     monkeypatch.setattr(StreamingAnalysis, "add", watched)
-    streamed = dissect_stream([str(p) for p in small_files], block_bytes=4096)
+    streamed = dissect([str(p) for p in small_files], block_bytes=4096)
     assert len(live) > len(small_files) and max(live) == 1
     whole = dissect([str(p) for p in small_files])
     columns = sorted(whole.requests.columns)

@@ -1,5 +1,5 @@
-"""A streamed capture reads a request's log lines again from its input file (analysis/engine/reread.py): the same
-records as the whole-file capture keeps, for gzip and plain files, every format, and index entries small
+"""A capture reads a request's log lines again from a stretch of its input file (analysis/engine/reread.py): the
+same records as its whole events frame holds, for gzip and plain files, every format, and index entries small
 enough that requests straddle them."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.engine import reread
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.engine.events import EventsNotKept
+from envoy_dissector.analysis.engine.reread import request_records
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import InputError
 from envoy_dissector.parser.pipeline import iter_parse
@@ -23,7 +24,7 @@ CASES = ["istio-thread/workers", "istio-json/workers", "envoy/keepalive", "kubec
 
 @pytest.mark.parametrize("rel", CASES)
 @pytest.mark.parametrize("plain", [False, True], ids=["gzip", "plain"])
-def test_streamed_request_lines_equal_the_whole_file_ones(rel, plain, tmp_path, monkeypatch):
+def test_request_lines_read_again_equal_the_events_ones(rel, plain, tmp_path, monkeypatch):
     monkeypatch.setattr(reread, "STEP_BYTES", 8192)  # many index entries: requests straddle them
     src = FIXTURES / rel / "envoy.log.gz"
     if plain:
@@ -32,17 +33,17 @@ def test_streamed_request_lines_equal_the_whole_file_ones(rel, plain, tmp_path, 
     else:
         path = src
     source = Source("capture.log", path=path)
-    whole, streamed = dissect(source), dissect_stream(source)
-    assert streamed.line_index is not None
-    uids = whole.requests.sort("first_line_no")["request_uid"].to_list()
+    cap = dissect(source)
+    assert cap.line_index is not None
+    uids = cap.requests.sort("first_line_no")["request_uid"].to_list()
     assert uids
     for uid in {*uids[:: max(1, len(uids) // 8)], uids[-1]}:  # spread over the file, and the last one
-        assert streamed.request_lines(uid).equals(whole.request_lines(uid)), uid
-    streamed.line_index.close()
+        assert cap.request_lines(uid).equals(request_records(cap.events, cap.request(uid))), uid
+    cap.line_index.close()
 
 
 def test_the_gzip_copy_is_removed_on_close():
-    cap = dissect_stream(str(FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"))
+    cap = dissect(str(FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"))
     assert cap.line_index is not None
     cap.request_lines(0)
     copy = cap.line_index._tmp
@@ -66,14 +67,22 @@ def test_the_index_refuses_a_decompression_bomb_as_the_first_read_does(tmp_path,
     assert index._tmp is not None and not index._tmp.exists()  # the partial copy is gone
 
 
-def test_log_text_and_stdin_have_no_lines_to_read_again(monkeypatch):
+def test_log_text_gives_its_lines_from_its_events_and_stdin_only_when_kept(monkeypatch):
     text = gzip.decompress((FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz").read_bytes()).decode()
-    cap = dissect_stream(text)
-    assert cap.line_index is None
-    with pytest.raises(ValueError, match="stdin, log text or several files"):
-        cap.request_lines(0)
+    cap = dissect(text)
+    assert cap.line_index is None and not cap.holds_events
+    uid = cap.requests.filter("complete")["request_uid"][0]
+    lines = cap.request_lines(uid)  # (the text parsed again)
+    assert cap.holds_events and lines.height and lines.equals(request_records(cap.events, cap.request(uid)))
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-    assert dissect_stream("-").line_index is None
+    piped = dissect("-")
+    assert piped.line_index is None and piped.requests.height == cap.requests.height
+    with pytest.raises(EventsNotKept, match=r"stdin or a pipe.*keep_events=True"):
+        piped.request_lines(0)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    kept = dissect("-", keep_events=True)
+    row = kept.requests.filter("complete").row(0, named=True)  # (its origin is <stdin>)
+    assert kept.holds_events and kept.request_lines(row).drop("origin").equals(lines.drop("origin"))
 
 
 def test_a_stretch_the_formats_do_not_recognise_does_not_stop_the_reading():
@@ -93,8 +102,8 @@ REAL_WITHOUT_THREADS = ["006-envoy-13068-stern-tabs-as-spaces-upstream-timeout.l
 @pytest.mark.parametrize("name", REAL_WITHOUT_THREADS)
 def test_real_logs_without_thread_ids_read_again_with_the_requests_lane(name):
     path = FIXTURES / "real" / name
-    whole, streamed = dissect(str(path)), dissect_stream(str(path))
-    uids = whole.requests["request_uid"].to_list()
+    cap = dissect(str(path))
+    uids = cap.requests["request_uid"].to_list()
     assert uids
     for uid in uids:
-        assert streamed.request_lines(uid).equals(whole.request_lines(uid)), uid
+        assert cap.request_lines(uid).equals(request_records(cap.events, cap.request(uid))), uid

@@ -8,8 +8,8 @@ import pytest
 from polars.testing import assert_frame_equal
 from truth import FIXTURES, capture_of
 
+from envoy_dissector.analysis.capture import dissect
 from envoy_dissector.analysis.engine.spill import Spill, constant_columns, with_constants
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 
 SCHEMA: dict[str, pl.DataType] = {"uid": pl.String(), "n": pl.Int64()}
@@ -84,7 +84,7 @@ def test_streaming_with_every_batch_spilled_equals_the_whole_file(rel: str, monk
 
     monkeypatch.setattr(StreamingAnalysis, "finish", counted)
     log = FIXTURES / rel
-    streamed = dissect_stream(str(log), block_bytes=4096, window_events=500, spill_budget=0)
+    streamed = dissect(str(log), block_bytes=4096, window_events=500, spill_budget=0)
     whole = capture_of(log, None)
     assert parts and parts[0] > 3, "the finished output was not spilled"
     for name in ("requests", "phases", "loop"):

@@ -8,7 +8,8 @@ import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids
 
 from envoy_dissector.analysis import Capture, dissect
-from envoy_dissector.analysis.engine.pipeline import analyse, split_restarts
+from envoy_dissector.analysis.engine.pipeline import split_restarts
+from envoy_dissector.analysis.engine.streaming import analyse
 from envoy_dissector.analysis.schema import (
     COSTED_REQUEST_SCHEMA,
     DOWNSTREAM_TLS_SCHEMA,

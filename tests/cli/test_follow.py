@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.capture import dissect
 from envoy_dissector.analysis.outputs.live import LiveWindow, render_line, render_screen
 from envoy_dissector.analysis.stats import counted, percentile
 from envoy_dissector.cli.main import main
@@ -101,7 +101,7 @@ def test_follower_from_end_and_a_file_created_later(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def lua_capture():  # type: ignore[no-untyped-def]
-    return dissect_stream(str(LUA))
+    return dissect(str(LUA))
 
 
 def test_window_numbers_are_the_window_requests(lua_capture) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.dashboard.datasets import Registry
 from tests.dashboard.browser_steps import TIMEOUT, open_tab, shot, until, upload
 
@@ -153,7 +152,7 @@ def test_the_overview_grows_while_an_upload_is_analysed(dash_duo, make_app, arti
         def emit(requests, phases):
             on_finished(requests, phases)
             time.sleep(0.6)
-        return dissect_stream(*args, on_finished=emit, window_events=400, block_bytes=20_000, **kwargs)
+        return dissect(*args, on_finished=emit, window_events=400, block_bytes=20_000, **kwargs)
 
     app = make_app(registry=Registry(analyse=slowed))
     dash_duo.start_server(app)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.dashboard.datasets import (
     Registry,
     RegistryFull,
@@ -154,7 +153,7 @@ def test_a_running_analysis_shows_the_requests_finished_so_far(tmp_path):
             on_finished(requests, phases)
             seen.append(job.partial_rows)
             gate.wait(30)  # hold the analysis while the test looks at the job
-        return dissect_stream(*args, on_finished=emit, window_events=500, **kwargs)
+        return dissect(*args, on_finished=emit, window_events=500, **kwargs)
 
     reg = Registry(analyse=watched)
     job = reg.submit(path, name="u.gz", owner="t")

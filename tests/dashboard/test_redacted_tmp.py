@@ -17,7 +17,7 @@ import pytest
 import requests
 from polars.testing import assert_frame_equal
 
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.capture import dissect
 from envoy_dissector.dashboard.datasets import new_id
 from envoy_dissector.dashboard.upload import save_stream
 from envoy_dissector.parser.redact import REDACTED
@@ -50,7 +50,7 @@ def leaks(root: Path) -> list[str]:
 
 
 def analysed(path: Path):
-    return dissect_stream(Source("up.log", path=path), name="up.log", redact=True)
+    return dissect(Source("up.log", path=path), name="up.log", redact=True)
 
 
 def assert_same_analysis(original: Path, kept: Path) -> None:
@@ -97,7 +97,7 @@ def test_without_redaction_the_copy_is_the_text_as_written(tmp_path):
     text = planted_text(FIXTURES)
     packed = tmp_path / "packed.log.gz"
     packed.write_bytes(gzip.compress(text.encode(), mtime=0))
-    cap = dissect_stream(Source("up.log", path=packed), name="up.log", redact=False)
+    cap = dissect(Source("up.log", path=packed), name="up.log", redact=False)
     cap.request_lines(cap.requests["request_uid"][0])
     assert cap.line_index is not None and cap.line_index._tmp is not None
     assert (cap.line_index._tmp / "text.log").read_text() == text

@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
 from envoy_dissector.analysis.findings import Finding, imbalance
 from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.dashboard import views
@@ -76,16 +75,16 @@ def test_competing_connections_and_waterfall(reg_and_ds):
     assert "new stream" in lines
 
 
-def test_log_lines_of_a_streamed_capture_are_read_again_or_explained():
+def test_log_lines_are_read_again_from_the_file_or_the_text():
     path = "fixtures/istio-thread/lua-cpu/envoy.log.gz"
     reg = Registry()
-    streamed = reg.add(dissect_stream(path), name="s", owner=None)
+    streamed = reg.add(dissect(path), name="s", owner=None)
     uid = slowest_request(streamed)
-    assert text_of(views.log_lines(streamed, uid)) == text_of(views.log_lines(reg.add(dissect(path), name="w",
-                                                                                          owner=None), uid))
-    from_text = reg.add(dissect_stream(gzip.decompress(Path(path).read_bytes()).decode()), name="t", owner=None)
-    shown = text_of(views.log_lines(from_text, from_text.capture.requests["request_uid"][0]))
-    assert "log-lines-unavailable" in shown and "stdin, log text or several files" in shown
+    shown = text_of(views.log_lines(streamed, uid))
+    assert "new stream" in shown and shown == text_of(views.log_lines(reg.add(dissect(path), name="w", owner=None),
+                                                                      uid))
+    from_text = reg.add(dissect(gzip.decompress(Path(path).read_bytes()).decode()), name="t", owner=None)
+    assert text_of(views.log_lines(from_text, slowest_request(from_text))) == shown
 
 
 def test_request_facts_show_a_local_replys_details():

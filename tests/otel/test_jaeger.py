@@ -25,8 +25,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.capture import Capture
-from envoy_dissector.analysis.engine.stream_capture import dissect_stream
+from envoy_dissector.analysis.capture import Capture, dissect
 from envoy_dissector.analysis.schema import PARTITION_PHASES, Phase
 from envoy_dissector.cli.main import main
 from tests.otel.jaeger import BUILD_TIMEOUT_S, Jaeger, Unavailable, find_or_build, running_jaeger
@@ -155,7 +154,7 @@ def test_a_fixture_file_read_back_from_jaeger(jaeger: Jaeger, fixtures_dir: Path
     capsys.readouterr()
     for line in out.read_text(encoding="utf-8").splitlines():
         jaeger.post_otlp_json(line.encode())
-    capture = dissect_stream(source)
+    capture = dissect(source)
     spans = _read_back(jaeger, capture, [source])
     servers = _check_request_trees(spans, capture)
     assert any(s.name == "filter envoy.filters.http.lua" for s in spans)
@@ -176,7 +175,7 @@ def test_the_mesh_read_back_from_jaeger(jaeger: Jaeger, mesh: Path, capsys: pyte
     sides = [str(mesh / "a" / "envoy.log"), str(mesh / "b" / "envoy.log")]
     assert main(["analyze", *sides, "--otlp-endpoint", jaeger.otlp_endpoint, "-q"]) == 0
     capsys.readouterr()
-    capture = dissect_stream(sides)
+    capture = dissect(sides)
     spans = _read_back(jaeger, capture, sides)
     servers = _check_request_trees(spans, capture)
     by_id = {s.span_id: s for s in spans}
