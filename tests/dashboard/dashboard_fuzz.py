@@ -144,7 +144,7 @@ class FuzzRun:
 
     def statuses(self) -> dict[int, int]:
         counts: dict[int, int] = {}
-        for _, status, _ in self.results:
+        for _, status, _, _ in self.results:
             counts[status] = counts.get(status, 0) + 1
         return dict(sorted(counts.items()))
 
