@@ -1,8 +1,8 @@
 """Capture-wide facts every capture carries (``Capture.facts``): what its summary reads besides its frames.
 
-The whole-file path (``dissect``) reads them from its events at once (``facts_of``); the streaming path
-(``streaming.py``) gathers them chunk by chunk and worker by worker. Each is a sum, a union, a minimum/maximum or
-a list of small values, so the two paths give the same summary.
+The engine (``streaming.py``) gathers them chunk by chunk and worker by worker, so that no events frame is kept for
+them. Each is a sum, a union, a minimum/maximum or a list of small values: however the input is cut, the summary
+is the same (``tests/analysis/test_facts.py`` proves they say what the capture's events say).
 """
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.findings import health_checks, record_gaps
 from envoy_dissector.analysis.quality import RecordFacts
-from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA, work_bursts
-from envoy_dissector.analysis.stages.loop import worker_threads
-from envoy_dissector.analysis.stages.tls import counts_of, handshakes
+from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA
+from envoy_dissector.analysis.stages.tls import counts_of
 
 STARTED_SCHEMA = {"origin": pl.String(), "thread": pl.Int64()}
 
@@ -47,17 +45,3 @@ class CaptureFacts:
         served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select("origin", "thread")
         return pl.concat([self.started, served.cast(STARTED_SCHEMA)]).unique()  # type: ignore[arg-type]
 
-
-def facts_of(events: pl.DataFrame, requests: pl.DataFrame) -> CaptureFacts:
-    """The facts of a capture analysed whole, read from its analysed ``events`` (every record, the timeless ones
-    included) and its ``requests``."""
-    records = RecordFacts()
-    records.add(events)
-    spans = events.group_by("origin").agg(low=pl.col("ts_us").min(), high=pl.col("ts_us").max())
-    for origin, low, high in spans.iter_rows():
-        if low is not None:
-            records.spans[origin] = (low, high)
-    started = worker_threads(events, requests.head(0)).select("origin", "thread").cast(STARTED_SCHEMA)  # type: ignore[arg-type]
-    bursts = work_bursts(requests.with_columns(conn_id=pl.col("downstream_conn_id")), events)
-    return CaptureFacts(records=records, gaps=record_gaps(events), started=started, handshakes=handshakes(events),
-                        health_checks=health_checks(events), internal_work=bursts)

@@ -1,5 +1,5 @@
-"""A capture analysed whole reads its summary from ``CaptureFacts`` (``facts_of``), as a streamed one does: the
-facts must say what the events frame says, read with the events-based functions."""
+"""A capture reads its summary from ``CaptureFacts``, gathered as the engine reads its input: the facts must say
+what its events frame (read again on demand) says, read with the events-based functions."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,7 +43,7 @@ def test_the_facts_say_what_the_events_say(cap):
     assert cap.internal_work().equals(bursts.select(cap.internal_work().columns))
 
 
-def test_a_request_s_lines_come_from_the_events_in_memory(cap):
+def test_a_request_s_lines_read_again_are_the_events_ones(cap):
     complete = cap.requests.filter("complete")
     assert complete.height
     row = complete.row(complete.height // 2, named=True)

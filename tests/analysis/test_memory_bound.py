@@ -106,7 +106,7 @@ def small_files(tmp_path: Path) -> list[Path]:
 def test_many_inputs_are_analysed_one_after_another(small_files: list[Path],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A source's workers are finished when the next source begins: at no time do the workers of two files
-    wait side by side; and the result is the whole-file path's."""
+    wait side by side; and the result is the one of the default blocks."""
     live: list[int] = []
     add = StreamingAnalysis.add
 
