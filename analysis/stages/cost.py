@@ -11,8 +11,10 @@ Every figure is defined and derived in docs/cost.md; in short:
   the capture has too few); a request's observer cost is that times the records on its own slices plus the
   logging share of the time it queued behind others (:func:`request_cpu`).
 * CPU per request: the worker busy time (loop slices inside the traffic window) of the request's own slices
-  (its downstream and upstream connections), plus an equal share of the worker's slices no request owns.
-* the ceiling: a worker serves at most ``1e6 / busy µs per request`` requests/s at this mix; the pod at most
+  (its downstream and upstream connections), plus an equal share of the worker's slices no request owns,
+  without the time off the CPU (:func:`corrected_slices`: a slice far longer than its shape's median).
+* the ceiling: a worker serves at most ``1e6 / CPU µs per request at saturation`` requests/s at this mix (a
+  slice that woke the worker counts as its shape's warm median: :func:`corrected_slices`); the pod at most
   where its busiest worker (by share of the traffic) saturates; ``--concurrency N`` that times ``N / W``.
 """
 from __future__ import annotations

@@ -74,17 +74,18 @@ def _cost(step_dir: Path) -> Any:
     return costs[0]
 
 
-#: Known gaps of the model (issue 30 stays open on them; docs/cost.md, "when it does not hold"): Envoy's CPU per
-#: request falls with load (/proc: 551 µs at 9 % busy, 163 at 49 %, 130 at 83 %), so a moderate step of the plain
-#: mix predicts about half the ceiling; loop slices are wall time, so a worker descheduled inside a Lua filter's
-#: event inflates its CPU; the observer estimate counts the cheapest records only (1.2-2.5x under in four runs).
-_LOAD_DEPENDENT_CPU = pytest.mark.xfail(reason="CPU per request falls with load; no load correction yet (#30)",
-                                        strict=False)
-_WALL_TIME_SLICES = pytest.mark.xfail(reason="loop slices are wall time: descheduling inflates CPU (#30)",
-                                      strict=False)
+#: Not yet shown to hold (issue 30 stays open on them; docs/cost.md). The plain ceiling from a moderate step now
+#: uses the saturation cost (warm slices, ``saturated_cpu_us``): against the capacity Envoy's own /proc CPU gives
+#: at the busiest step (60 % busy) it predicted -22..-6 % from the four paced 4-connection steps, but this
+#: session's machine (load average 12-20) never let a ladder drive Envoy past 60 % busy, so the check itself
+#: (against a saturated ladder) has not run; before the correction it was -47 %.
+_LOAD_CORRECTION_UNPROVEN = pytest.mark.xfail(
+    reason="load correction built but not yet checked against a saturated ladder (machine too busy) (#30)",
+    strict=False)
 
 
-@pytest.mark.parametrize("mix", [pytest.param(m, marks=_LOAD_DEPENDENT_CPU) if m == "plain" else m for m in MIXES])
+@pytest.mark.parametrize("mix", [pytest.param(m, marks=_LOAD_CORRECTION_UNPROVEN) if m == "plain" else m
+                                 for m in MIXES])
 def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: str) -> None:  # type: ignore[no-untyped-def]
     out, ladder = ladders[mix]
     saturation = _top_step(ladder)["rps"]
@@ -95,7 +96,7 @@ def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: st
     assert ceiling.low <= ceiling.pod <= ceiling.high
 
 
-@pytest.mark.parametrize("mix", [pytest.param(m, marks=_WALL_TIME_SLICES) if m != "plain" else m for m in MIXES])
+@pytest.mark.parametrize("mix", list(MIXES))
 def test_cpu_per_1000_requests_is_envoys_own_cpu_time(ladders, mix: str) -> None:  # type: ignore[no-untyped-def]
     out, ladder = ladders[mix]
     # (CPU is compared with /proc at the same step: the top step need not have saturated Envoy)
@@ -115,6 +116,9 @@ def test_ceiling_of_a_saturated_capture_is_the_rate_it_served(ladders, mix: str)
     assert abs(ceiling.pod / top["rps"] - 1) <= 0.25, (mix, top, ceiling)
 
 
+#: The per-record estimate counts the cheapest records only: on quieter runs (load average ~5) the measured
+#: trace-minus-info p50 was 1.2-2.5x the estimate; at load average 12-20 (this session) it was 340-6,492 us
+#: against 85-287 us predicted, with the arms' p90 at 1.5-140 ms: that measured the machine, not the logger.
 @pytest.mark.xfail(reason="the per-record estimate counts the cheapest records only: 1.2-2.5x under (#30)", strict=False)
 def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
