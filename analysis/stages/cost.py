@@ -52,6 +52,8 @@ CONCURRENCY_STEPS: Final = (1, 2, 4, 8)
 #: stretch a slice too, but by less than twice (docs/cost.md: the variants tried against /proc).
 STALL_FACTOR: Final = 2
 STALL_US: Final = 300
+#: When the time off the CPU is at least this share of the workers' busy time, the cost says so in a note.
+STALL_NOTE_SHARE: Final = 0.1
 #: A shape with fewer slices than this is judged by the median of its event kind's slices instead.
 MIN_SHAPE_SLICES: Final = 5
 #: A slice starting at most this long after the worker's previous slice ended found the worker already running
@@ -315,6 +317,11 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
         if rows["thread"].drop_nulls().lt(0).any():
             notes.append("no thread ids: workers are inferred lanes, so CPU per worker and the ceiling per "
                          "worker are less certain")
+        stalled, ran = float(rows["stall_us"].sum()), float(rows["cpu_us"].sum())
+        if stalled > 0 and stalled >= STALL_NOTE_SHARE * (stalled + ran):
+            notes.append(f"{stalled / (stalled + ran):.0%} of the workers' busy time was events stretched while "
+                         "the worker did not run (a busy node, a CPU limit, a blocked log write); CPU and the "
+                         "ceiling leave it out")
         if record_cost is None:
             notes.append("too few dense slices to estimate the cost of a log record: the observer is not removed")
         without = (rows["sidecar_added_us"] - rows["observer_us"]).clip(lower_bound=0) if record_cost else None

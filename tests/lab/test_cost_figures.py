@@ -69,6 +69,14 @@ def test_a_slice_stretched_off_the_cpu_counts_as_its_shapes_median() -> None:
     assert slices["stall_us"].sum() == 860
 
 
+def test_a_capture_whose_events_stalled_says_how_much_busy_time_was_left_out() -> None:
+    """tracing-zipkin: three-record write events of 4-8 ms (a 229-byte write): most busy time was not CPU."""
+    cost = dissect(str(FIXTURES / "istio-thread/tracing-zipkin/envoy.log.gz")).cost()[0]
+    note = next(n for n in cost.notes if "did not run" in n)
+    assert int(note.split("%")[0]) >= 50
+    assert not any("did not run" in n for n in dissect(str(LUA)).cost()[0].notes)
+
+
 def test_a_rare_shape_is_judged_by_its_event_kinds_median() -> None:
     """A shape seen once is its own median: it is judged against the slices of its event kind instead."""
     rows = [{"origin": "o", "thread": 1, "conn_id": 7, "start_us": i * 1_000, "end_us": i * 1_000 + 60,
