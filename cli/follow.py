@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import queue
-import signal
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from envoy_dissector.cli.argtypes import positive_number
 from envoy_dissector.cli.live_files import LiveFiles
 from envoy_dissector.cli.parse import redaction_of
 from envoy_dissector.cli.tail import FileFollower, LivePipe, Pump, follow_file, follow_stdin
+from envoy_dissector.kube.capture import signals_handled
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import InputError, UsageError
 from envoy_dissector.parser.pipeline import Chunk, iter_parse
@@ -209,21 +209,14 @@ def _stop_requests() -> Iterator[threading.Event]:
     be (inside a lock's wait, a write to the terminal, polars); the follow's own loop turns it into the end of
     the follow. A second one raises ``KeyboardInterrupt``: the final analysis is cut short (exit 130)."""
     requested = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield requested
-        return
 
     def on_signal(signum: int, frame: Any) -> None:
         if requested.is_set():
             raise KeyboardInterrupt
         requested.set()
 
-    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signals_handled(on_signal):
         yield requested
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 def check_follow_args(args: argparse.Namespace) -> None:

@@ -75,39 +75,38 @@ class PodCapture:
 
 
 @contextmanager
-def signals_raise() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block (main thread only)."""
+def signals_handled(handler: Callable[[int, Any], None],
+                    signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """``handler`` for ``signums`` inside the block, the previous handlers put back after it (``capture``,
+    ``watch`` and ``analyze --follow``). Python lets only the main thread set handlers: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    old = {s: signal.signal(s, handler) for s in signums}
+    try:
+        yield
+    finally:
+        for s, previous in old.items():
+            signal.signal(s, previous)
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C (KeyboardInterrupt) inside the block (main thread only)."""
 
     def on_term(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
+    with signals_handled(on_term, (signal.SIGTERM,)):
         yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 @contextmanager
 def signals_deferred() -> Iterator[list[int]]:
-    """SIGINT/SIGTERM are recorded (in the yielded list), not acted on, inside the block."""
-    if threading.current_thread() is not threading.main_thread():
-        yield []
-        return
+    """SIGINT/SIGTERM are recorded (in the yielded list), not acted on, inside the block (main thread only)."""
     received: list[int] = []
-
-    def record(signum: int, frame: Any) -> None:
-        received.append(signum)
-
-    old = {s: signal.signal(s, record) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signals_handled(lambda signum, frame: received.append(signum)):
         yield received
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 def preflight(kube: Kube, targets: list[PodTarget], via: str,
