@@ -117,16 +117,19 @@ def _follow_pod(registry: Registry, pod: str, dissect_kw: dict[str, Any], args: 
                                                  "restored when the server stops"))
         except _Stopped:
             pass
-        except BaseException as exc:  # (a level that could not be raised or restored: said, and the job's error)
+        except BaseException as exc:  # (a level that could not be raised or restored)
             outcome = exc
-            _say(f"envoy-dissect: error: {exc}")
         finally:
             streams.close()
             kube.close()
-        if not stopping.is_set():
-            failure = outcome or streams.error or engine.error or "the log stream closed"
-            levels = "" if isinstance(outcome, LevelRestoreError) else "; Envoy's log levels are as they were"
-            job.error, job.state = f"the follow ended: {failure}{levels}", "error"
+        if stopping.is_set():
+            if outcome is not None:
+                _say(f"envoy-dissect: error: {outcome}")
+            return
+        failure = outcome or streams.error or engine.error or "the log stream closed"
+        levels = "" if isinstance(outcome, LevelRestoreError) else "; Envoy's log levels are as they were"
+        job.error, job.state = f"the follow ended: {failure}{levels}", "error"
+        _say(f"envoy-dissect: warning: {name}: {job.error}")
 
     follower = threading.Thread(target=run, name="envoy-dissect-dashboard-follow", daemon=True)
 

@@ -5,7 +5,7 @@ The order keeps the tool's own admin requests out of the analysis and no raised 
 
     open     every pod's log stream, from now on (``follow=true``, ``tailLines=0``), and wait until each is open
     raise    every pod to the level (``kube/capture.py``'s ``run_capture``, as ``capture`` raises it)
-    follow   until Ctrl-C, the end of the wait, or a stream's failure
+    follow   until Ctrl-C, the end of the wait, or a stream's failure or end
     close    the streams (lines on their way read for ``DRAIN_S`` first), so nothing after this reaches the pipe
     restore  every raised pod (always, as ``capture`` restores it): its admin requests are logged after the close
 
@@ -73,6 +73,9 @@ class PodStream:
             rest = carry.rest()
             if rest:
                 self.pipe.write(prefix + rest)
+        if not stop.is_set():  # (a follow would otherwise go on without input, the level still raised)
+            raise KubeError(f"the log of {target.origin} ended: the container stopped, or the API server closed "
+                            "the stream")
 
     def interrupt(self) -> None:
         for resp in self._response:  # (shutdown wakes a read blocked on the socket; close alone does not)

@@ -1,7 +1,8 @@
 """``envoy-dissect watch`` against a real Envoy behind the local API-server stand-in (real HTTP, the real
 ``kubernetes`` client in the command's process): the pod's log followed through ``pods/log?follow=true``, its
 level raised to trace while watching and restored at Ctrl-C, the requests in the appended ``-o`` file as they
-finish, and the final report."""
+finish, and the final report. A log stream that ends restores the level at once: ``watch`` exits with one error
+line, ``dashboard --follow pod/NAME`` says so and keeps serving."""
 from __future__ import annotations
 
 import json
@@ -94,3 +95,57 @@ def test_watch_follows_the_pod_with_trace_on_and_restores_the_level(pod: Sidecar
     text = out.read_text()
     assert "envoy-dissector · watch shop: web-1/istio-proxy" in text  # the final report
     assert re.search(r"\b20 requests \(20 complete,\s+0 cut by the capture\)", text), text
+
+
+def _end_the_pod_log(pod: SidecarPod) -> None:
+    """The container's log stream ends (the container stopped, or the API server closed it)."""
+    pod.api.pods[(pod.namespace, pod.name)].containers["istio-proxy"].current.close()
+
+
+def test_watch_whose_log_stream_ends_restores_the_level_and_says_so(pod: SidecarPod, tmp_path: Path) -> None:
+    before = admin_levels(pod.envoy.admin_port)
+    err = tmp_path / "watch.err"
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "envoy_dissector.cli", "watch", "-n", NS, "web-1", "--kubeconfig",
+         str(pod.kubeconfig)], stdout=subprocess.DEVNULL, stderr=err.open("wb"))
+    try:
+        _wait_for(lambda: "following web-1/istio-proxy at level trace" in err.read_text(), watch, err,
+                  "the watch never said it follows at trace level")
+        _end_the_pod_log(pod)
+        assert watch.wait(timeout=WAIT_S) == 5, err.read_text()  # (ExitCode.KUBE)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert admin_levels(pod.envoy.admin_port) == before
+    text = err.read_text()
+    assert "Traceback" not in text
+    assert text.strip().splitlines()[-1] == ("envoy-dissect: error: the log of web-1/istio-proxy ended: the "
+                                             "container stopped, or the API server closed the stream")
+
+
+def test_dashboard_following_a_pod_whose_log_ends_restores_the_level_and_keeps_serving(pod: SidecarPod,
+                                                                                       tmp_path: Path) -> None:
+    from tests.builders import DashboardProcess
+
+    before = admin_levels(pod.envoy.admin_port)
+    server = DashboardProcess(["--follow", f"pod/{pod.name}", "-n", NS, "--kubeconfig", str(pod.kubeconfig)],
+                              tmp_path / "server")
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while "following pod shop/web-1/istio-proxy at level trace" not in server.output():
+            assert server.proc.poll() is None and time.monotonic() < deadline, server.output()
+            time.sleep(0.1)
+        assert set(admin_levels(pod.envoy.admin_port).values()) == {"trace"}
+        _end_the_pod_log(pod)
+        while "the follow ended" not in server.output():
+            assert server.proc.poll() is None and time.monotonic() < deadline, server.output()
+            time.sleep(0.1)
+        assert admin_levels(pod.envoy.admin_port) == before  # restored at once, the server still up
+        assert server.proc.poll() is None
+        assert ("envoy-dissect: warning: pod shop/web-1/istio-proxy: the follow ended: the log of web-1/istio-proxy "
+                "ended: the container stopped, or the API server closed the stream; Envoy's log levels are as they "
+                "were") in server.output()
+    finally:
+        server.stop()
+    assert "Traceback" not in (server.tmp / "server.out").read_text()
