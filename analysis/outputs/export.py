@@ -45,7 +45,8 @@ def export_columns(requests: pl.DataFrame, columns: Columns = "contract") -> lis
     capture has more than one origin (docs/output.md); ``"all"``: every column of the frame."""
     if columns == "all":
         return requests.columns
-    peers = list(PEER_SCHEMA) if requests["origin"].n_unique() > 1 else []
+    # (an expression: ``requests["origin"]`` would materialise a constant column, spill.py, and keep it)
+    peers = list(PEER_SCHEMA) if requests.select(pl.col("origin").n_unique()).item() > 1 else []
     return [*CONTRACT_COLUMNS, *peers]
 
 

@@ -158,3 +158,27 @@ def test_conclude_gives_the_same_frames_for_a_requests_frame_of_many_chunks() ->
     assert_frame_equal(many.requests, one.requests)
     assert_frame_equal(many.queueing, one.queueing)
     assert_frame_equal(many.phases, one.phases)
+
+
+def _streamed(log: Path, spill_budget: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    streaming = StreamingAnalysis(window_events=WINDOW, max_open=MAX_OPEN, spill_budget=spill_budget, background=False)
+    for chunk in iter_parse(str(log), block_bytes=1 << 18):
+        streaming.add(chunk.events)
+    result = streaming.finish()
+    return result.requests, result.phases, result.queueing
+
+
+def test_columns_of_one_value_stay_one_value_to_the_end(tmp_path: Path) -> None:
+    """A one-line request leaves most of its columns null: spilled and concluded, each such column is one value
+    (spill.constant_columns), not one a row, and the frames are those of the capture kept in memory."""
+    log = _one_line_requests(tmp_path / "one-line.log", 20_000)
+    spilled = _streamed(log, spill_budget=0)
+    held = _streamed(log, spill_budget=1 << 40)
+    for ours, theirs in zip(spilled, held, strict=True):
+        assert_frame_equal(ours, theirs)
+    requests = spilled[0]
+    # (counted by an expression: ``requests[c]`` would materialise a constant column, and keep it)
+    nulls = [c for c, n in requests.null_count().row(0, named=True).items() if n == requests.height]
+    assert len(nulls) >= 30
+    assert [c for c in nulls if requests.select(c).estimated_size() >= 1024] == []
+    assert requests.select("b0").estimated_size() >= 8 * requests.height  # (a column of many values: one a row)
