@@ -13,6 +13,7 @@ count is a count).
   that belong to no record (``envelope.split_text_native`` reads the typed fields from it). A block the scan does
   not take exactly as the line splitter does (carriage returns, invalid UTF-8, lines over the length limit) gets
   None and goes the polars way; ``last_start`` and ``count_newlines`` cut blocks into whole records for it.
+* ``header_values`` reads the values of named headers out of header dumps (``headers.header_values``).
 * ``record_classes`` groups records into ``classify``'s classes, and ``distinct`` numbers a column's distinct values,
   each in one pass over the columns' Arrow buffers.
 
@@ -218,3 +219,17 @@ def distinct(values: pl.Series, *, from_byte: int = 0, head_chars: int | None = 
     if head_chars is not None:
         values = values.str.slice(0, head_chars)
     return distinct_by_categories(values)
+
+
+# --- header dumps -------------------------------------------------------------------------------------------------
+
+def header_values(messages: pl.Series, names: Sequence[str]) -> pl.DataFrame | None:
+    """Per message, the value of its first dump line ``'NAME', 'VALUE'`` of each of ``names`` (names without a
+    quote; a column each, named by the name, null: none), in one compiled pass; None: the polars path reads them
+    (``headers.header_values_by_polars``, the reference)."""
+    import polars as pl
+
+    if not enabled() or messages.dtype != pl.String:
+        return None
+    found = _module().header_values(messages.__arrow_c_stream__(), list(names))
+    return _frame(found, names)

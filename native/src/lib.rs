@@ -1,6 +1,7 @@
 //! envoy-dissector's compiled parts (`parser/extension.py` is their one Python side): the envelope scan of a text
-//! block (`scan.rs`), the record classes and distinct values of a column (`classes.rs`), over Arrow columns
-//! shared with polars without a copy (`arrow.rs`). This file holds only the Python bindings.
+//! block (`scan.rs`), the record classes and distinct values of a column (`classes.rs`), header values out of
+//! header dumps (`headers.rs`), over Arrow columns shared with polars without a copy (`arrow.rs`). This file holds
+//! only the Python bindings.
 //!
 //! Every `unsafe` block says why it is sound in a `// SAFETY:` comment; clippy (in `.ci/check`) holds it to that.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -8,11 +9,15 @@
 mod alloc;
 mod arrow;
 mod classes;
+mod headers;
 mod scan;
 
 #[global_allocator]
 static ALLOCATOR: alloc::LargeByMmap = alloc::LargeByMmap;
 
+use std::sync::Arc;
+
+use arrow_array::builder::LargeStringBuilder;
 use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
 use arrow_array::ArrayRef;
 use pyo3::prelude::*;
@@ -151,8 +156,39 @@ fn distinct<'py>(
     columns(py, vec![("first", column::<UInt32Type>(first)), ("index", column::<UInt32Type>(index))])
 }
 
+/// `parser/headers.py`'s header values (`headers.rs`) of a message column's Arrow stream: a dict of Arrow text
+/// columns, one per name of `names`, per message the value of its first dump line of that name (null: none).
+#[pyfunction]
+fn header_values<'py>(
+    py: Python<'py>,
+    stream: &Bound<'py, PyCapsule>,
+    names: Vec<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let arrays = import_stream(stream)?;
+    let found = py.allow_threads(|| {
+        let messages = values(&arrays).map_err(value_error)?;
+        let wanted: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+        let mut out = Vec::with_capacity(names.len());
+        for column in headers::values(&messages, &wanted) {
+            let bytes = column.iter().map(|v| v.map_or(0, <[u8]>::len)).sum();
+            let mut builder = LargeStringBuilder::with_capacity(column.len(), bytes);
+            for value in column {
+                match value {
+                    // (a value is cut from a text at quotes, so it is text; a column of bytes may hold other bytes)
+                    Some(v) => builder.append_value(std::str::from_utf8(v).map_err(value_error)?),
+                    None => builder.append_null(),
+                }
+            }
+            out.push(Arc::new(builder.finish()) as ArrayRef);
+        }
+        Ok::<_, PyErr>(out)
+    })?;
+    columns(py, names.iter().map(String::as_str).zip(found).collect())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(header_values, m)?)?;
     m.add_function(wrap_pyfunction!(distinct, m)?)?;
     m.add_function(wrap_pyfunction!(record_classes, m)?)?;
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
