@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
@@ -193,3 +194,24 @@ def test_demo_is_bundled_and_loads():
     (lua, base) = load_shared(reg, sources)
     assert lua.shared and lua.summary()["capture"]["requests"] == 40
     assert base.summary()["capture"]["requests"] == 20
+
+
+def test_a_dataset_holds_the_contract_columns_and_keeps_the_rest_on_disk_until_it_is_dropped():
+    from envoy_dissector.dashboard.held import HELD_COLUMNS
+
+    whole = dissect("fixtures/istio-thread/lua-cpu/envoy.log.gz")
+    full_width = whole.requests.columns
+    reg = Registry()
+    ds = reg.add(whole, name="lua", owner="t")
+    held = ds.capture.requests
+    assert held.columns == [c for c in HELD_COLUMNS if c in full_width] and len(full_width) > len(held.columns)
+    assert isinstance(held.schema["origin"], pl.Enum) and isinstance(held.schema["path"], pl.Enum)
+    assert held["path"].cast(pl.String).to_list() == whole.requests["path"].to_list()
+    assert ds.capture.phases.height == 0 and ds.capture.queueing.height == 0  # (on disk)
+    assert ds.summary()["capture"]["requests"] == ds.client_requests == 40
+    assert ds.request(ds.slowest_uid)["total_us"] == held.filter("complete", ~pl.col("internal"))["total_us"].max()
+    on_disk = ds.detail.directory
+    assert {p.name for p in on_disk.iterdir()} == {"requests.parquet", "phases.parquet", "queueing.parquet"}
+    with pytest.raises(KeyError):
+        ds.request("no such request")
+    assert reg.forget(ds.id, "t") and not on_disk.exists()
