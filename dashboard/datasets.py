@@ -99,11 +99,13 @@ class Dataset:
     #: the slowest complete client request (else the slowest), shown before one is chosen
     slowest_uid: str | None = None
     client_requests: int = 0
+    #: the slowest request's log lines, read when the dataset was held
+    slowest_lines: pl.DataFrame | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, held: Held, **kw: Any) -> Dataset:
         return cls(capture=held.capture, detail=held.detail, summary_dict=held.summary, slowest_uid=held.slowest_uid,
-                   client_requests=held.client_requests, **kw)
+                   client_requests=held.client_requests, slowest_lines=held.slowest_lines, **kw)
 
     @property
     def shared(self) -> bool:
@@ -122,6 +124,12 @@ class Dataset:
 
     def request_queueing(self, row: dict[str, Any]) -> pl.DataFrame:
         return self.detail.queueing(row)
+
+    def request_lines(self, row: dict[str, Any]) -> pl.DataFrame:
+        """``Capture.request_lines`` of a full row (``request``); the slowest request's were read already."""
+        if self.slowest_lines is not None and row["request_uid"] == self.slowest_uid:
+            return self.slowest_lines
+        return self.capture.request_lines(row)
 
     def release(self) -> None:
         """Remove the dataset's own files (called when it is dropped from the registry)."""

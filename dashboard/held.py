@@ -96,6 +96,8 @@ class Held:
     #: the slowest counted request (else the slowest of all): the waterfall shown before a row is chosen
     slowest_uid: str | None
     client_requests: int
+    #: the slowest request's log lines (the waterfall shown first is its; read while the capture was held)
+    slowest_lines: pl.DataFrame | None = None
 
 
 def hold(capture: Capture, directory: Path) -> Held:
@@ -116,20 +118,20 @@ def hold(capture: Capture, directory: Path) -> Held:
     slim = dataclasses.replace(capture, requests=narrow, phases=capture.phases.clear(),
                                queueing=pl.DataFrame(schema=QUEUEING_SCHEMA))
     detail, slowest = Detail(directory, narrow["request_uid"], narrow["x_request_id"]), _slowest(narrow)
-    if slowest is not None:
-        _index_lines(slim, detail.row(slowest))
     return Held(capture=slim, summary=summary, detail=detail, slowest_uid=slowest,
-                client_requests=int((~narrow["internal"]).sum()))
+                client_requests=int((~narrow["internal"]).sum()),
+                slowest_lines=None if slowest is None else _lines(slim, detail.row(slowest)))
 
 
-def _index_lines(capture: Capture, row: dict[str, Any]) -> None:
-    """Read one request's lines now, so that the pass over the whole file that indexes them for reading again
-    (``analysis/engine/reread.py``; a gzip upload decompressed and redacted) is part of the analysis, not of the
-    first view that asks (it grows with the file: seconds for a large upload)."""
+def _lines(capture: Capture, row: dict[str, Any]) -> pl.DataFrame | None:
+    """One request's lines, read now: the pass over the whole file that indexes them for reading again
+    (``analysis/engine/reread.py``; a gzip upload decompressed and redacted) is then part of the analysis, not
+    of the first view that asks (it grows with the file: seconds for a large upload). ``None`` when they cannot
+    be read (the view says why, when asked)."""
     try:
-        capture.request_lines(row)
-    except (ValueError, OSError, DissectorError):  # (the view says why, when asked)
-        pass
+        return capture.request_lines(row)
+    except (ValueError, OSError, DissectorError):
+        return None
 
 
 def _slowest(requests: pl.DataFrame) -> str | None:

@@ -329,7 +329,7 @@ def log_lines(ds: Dataset, uid: str, limit: int = MAX_LOG_LINES) -> html.Div:
     again from its input file; one read from stdin or several files cannot, and says so."""
     row = ds.request(uid)
     try:
-        lines = ds.capture.request_lines(row)
+        lines = ds.request_lines(row)
     except (ValueError, OSError, DissectorError) as exc:
         return html.Div(f"The log lines cannot be shown: {exc}", className="hint", id="log-lines-unavailable")
     shown = lines.head(limit)

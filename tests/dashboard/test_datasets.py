@@ -210,6 +210,8 @@ def test_a_dataset_holds_the_contract_columns_and_keeps_the_rest_on_disk_until_i
     assert ds.capture.phases.height == 0 and ds.capture.queueing.height == 0  # (on disk)
     assert ds.summary()["capture"]["requests"] == ds.client_requests == 40
     assert ds.request(ds.slowest_uid)["total_us"] == held.filter("complete", ~pl.col("internal"))["total_us"].max()
+    slowest = ds.request(ds.slowest_uid)
+    assert ds.slowest_lines is not None and ds.request_lines(slowest).equals(whole.request_lines(ds.slowest_uid))
     on_disk = ds.detail.directory
     assert {p.name for p in on_disk.iterdir()} == {"requests.parquet", "phases.parquet", "queueing.parquet"}
     with pytest.raises(KeyError):
