@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from envoy_dissector.parser.civil import epoch_us
+from envoy_dissector.parser.civil import epoch_us, epoch_us_of
 from envoy_dissector.parser.distinct import Distinct
 from envoy_dissector.parser.extension import TextScan, distinct
 from envoy_dissector.parser.layouts import CONTINUATION as CONTINUATION  # (where the detectors read it)
@@ -200,9 +200,31 @@ def _seconds_once(texts: pl.Series, head: dict[str, tuple[int, int]], width: int
     if not all(head[g][0] + head[g][1] <= end for g in _DATE_TIME):
         return None
     groups = distinct(texts, head_chars=end)
-    seconds = texts.gather(groups.first).str.slice(0, end).to_frame("s").select(
-        _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME))
-    return seconds.to_series().gather(groups.index).alias("seconds__")
+    heads = texts.gather(groups.first).str.slice(0, end)
+    seconds = _few_seconds(heads, head) if heads.len() <= _FEW_SECONDS else None
+    if seconds is None:
+        seconds = heads.to_frame("s").select(
+            _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME)).to_series()
+    return seconds.gather(groups.index).alias("seconds__")
+
+
+#: up to this many distinct seconds in a block are computed in Python (``_few_seconds``)
+_FEW_SECONDS = 256
+
+
+def _few_seconds(heads: pl.Series, head: dict[str, tuple[int, int]]) -> pl.Series | None:
+    """``_whole_seconds`` of each of a few texts by ``civil.epoch_us_of``; None (the expression decides) unless
+    every field of every text is ASCII digits, the only text whose integer cast is the same in both."""
+    found: list[int | None] = []
+    for text in heads.to_list():
+        if text is None:
+            found.append(None)
+            continue
+        fields = [text[offset:offset + width] for offset, width in (head[g] for g in _DATE_TIME)]
+        if not all(f.isascii() and f.isdigit() for f in fields):
+            return None
+        found.append(epoch_us_of(*(int(f) for f in fields)))
+    return pl.Series(found, dtype=pl.Int64)
 
 
 def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series | None, fmt: TextFormat) -> pl.DataFrame:
