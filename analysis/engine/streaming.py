@@ -8,7 +8,7 @@ they use live on one worker thread, and one thread's lines are in time order. So
   that differs between workers, so that workers fed at the same rate do not all step in the same chunk), the
   requests and phases stages run on
   ``carried + window`` (``carry.py``: the latest/first dropped event per connection and kind that as-of
-  lookups and per-connection aggregates can still reach), exactly as ``analyse`` runs them on the whole file;
+  lookups and per-connection aggregates can still reach), exactly as they would run on the worker's whole log;
 * a request is **finished** when nothing later can change it: every line it is built from is at least
   ``grace_us`` older than the worker's newest line, and every forward lookup (the next write on its
   connection, the upstream's `response complete`, …) has found its line or run past its tolerance;
