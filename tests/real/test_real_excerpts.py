@@ -12,6 +12,8 @@ into a failure, and the entry is removed. The manifest is never bent to today's 
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.cli.main import main
 from envoy_dissector.parser.errors import InputError
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
@@ -155,20 +158,42 @@ def test_hand_computed_phase(excerpt: dict[str, Any], ids: dict[str, int], colum
         f"{column}: {sum(values)} µs, by hand {expected['value']} µs ({expected['from']} -> {expected['to']})")
 
 
+def _analyze(args: list[str]) -> tuple[int, str]:
+    """``envoy-dissect analyze ARGS`` in this interpreter (``main``, the entry point's only call): exit code and
+    stderr. An exception that escapes ``main`` would be the traceback a user sees: it fails the test here."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["analyze", *args])
+        except SystemExit as exc:  # (argparse)
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, err.getvalue()
+
+
 @pytest.mark.parametrize("excerpt", _params("cli"))
 def test_cli_every_output_without_traceback(excerpt: dict[str, Any], tmp_path: Path) -> None:
     outputs = [tmp_path / f"out{suffix}" for suffix in OUTPUT_SUFFIXES]
-    args = [sys.executable, "-m", "envoy_dissector.cli", "analyze", str(REAL / excerpt["file"]), "-q"]
+    args = [str(REAL / excerpt["file"]), "-q"]
     for out in outputs:
         args += ["-o", str(out)]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-2000:]
-    assert done.returncode == excerpt["cli_exit"], done.stderr[-2000:]
-    if done.returncode == 0:  # every output written; only the requests' .jsonl may be empty (no request)
+    code, stderr = _analyze(args)
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert code == excerpt["cli_exit"], stderr[-2000:]
+    if code == 0:  # every output written; only the requests' .jsonl may be empty (no request)
         assert all(out.exists() for out in outputs)
         assert all(out.stat().st_size > 0 for out in outputs if out.suffix != ".jsonl")
     else:
-        assert done.stderr.startswith("envoy-dissect: error:") or "envoy-dissect:" in done.stderr
+        assert stderr.startswith("envoy-dissect: error:") or "envoy-dissect:" in stderr
+
+
+def test_the_installed_entry_point_gives_an_excerpts_exit_code(tmp_path: Path) -> None:
+    """``python -m envoy_dissector.cli`` once, on a rejected excerpt (the cases above call ``main`` in process)."""
+    rejected = next(e for e in EXCERPTS if not e["accepted"])
+    done = subprocess.run([sys.executable, "-m", "envoy_dissector.cli", "analyze", str(REAL / rejected["file"]), "-q",
+                           "-o", str(tmp_path / "out.csv")], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == rejected["cli_exit"] != 0, done.stderr[-2000:]
+    assert done.stderr.startswith("envoy-dissect: error:"), done.stderr
 
 
 def test_manifest_lists_every_excerpt_once() -> None:
