@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 import requests
 from polars.testing import assert_frame_equal
@@ -45,8 +46,15 @@ VARIANTS = {
 
 
 def leaks(root: Path) -> list[str]:
-    """Files under ``root`` holding a planted secret."""
-    return [str(p) for p in root.rglob("*") if p.is_file() and MARK.encode() in p.read_bytes()]
+    """Files under ``root`` holding a planted secret (a parquet file's values read decoded: its pages are
+    compressed, so its bytes would not show one)."""
+    return [str(p) for p in root.rglob("*") if p.is_file() and (
+        MARK.encode() in p.read_bytes() or (p.suffix == ".parquet" and MARK in parquet_text(p)))]
+
+
+def parquet_text(path: Path) -> str:
+    """Every value of a parquet file as text."""
+    return json.dumps(pl.read_parquet(path).to_dicts(), default=str, ensure_ascii=False)
 
 
 def analysed(path: Path):
@@ -168,6 +176,7 @@ def test_the_servers_temporary_files_never_hold_a_planted_secret(tmp_path):
         kept = [p for p in root.rglob("*") if p.is_file()]
         assert sum(p.name.startswith("upload-") and p.suffix == ".log" for p in kept) == 2
         assert any(p.name == "text.log" for p in kept), "the given gzip capture's decompressed copy"
+        assert sum(p.name == "requests.parquet" for p in kept) == 3, "each dataset's detail on disk"
         assert leaks(root) == []
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(30) == 128 + signal.SIGTERM
