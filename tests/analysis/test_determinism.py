@@ -3,10 +3,17 @@ number of polars threads, with the compiled scan on or off, and for any block si
 
 Each way of running is a fresh interpreter (``determinism_run.py``): hash seeds, thread pools and polars'
 group order differ between processes, which is where an unordered group or an unbroken tie would show. The
-fast test runs a sample of the fixtures and real excerpts; the slow one runs every one of them.
+fast test runs a sample of the fixtures and real excerpts; the slow one runs every one of them the default way
+twice and the way with every setting changed at once (so each setting is changed for every capture), and the
+ways that change one setting each, which name the setting when bytes differ, on every fourth capture. Small
+blocks are 4 KiB, or larger for a capture over 128 KiB so that it is still cut into at least 32 blocks (every
+block costs the engine a step: 4 KiB blocks made that way five times the cost of the default one).
 """
 from __future__ import annotations
 
+import functools
+import gzip
+import io
 import json
 import os
 import subprocess
@@ -19,19 +26,42 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
 RUNNER = Path(__file__).with_name("determinism_run.py")
 
-#: (name, POLARS_MAX_THREADS, ENVOY_DISSECTOR_NATIVE, block bytes: 0 = the default 16 MiB). The first way runs
-#: twice; each other way changes one setting, the last all of them.
-WAYS = (
-    ("threads2-native-16MiB", "2", "1", 0),
-    ("threads2-native-16MiB-again", "2", "1", 0),
-    ("threads1", "1", "1", 0),
-    ("polars-scan", "2", "0", 0),
-    ("blocks-4KiB", "2", "1", 4096),
-    ("threads1-polars-scan-blocks-4KiB", "1", "0", 4096),
+Way = tuple[str, str, str, bool]
+#: (name, POLARS_MAX_THREADS, ENVOY_DISSECTOR_NATIVE, small blocks: else the default 16 MiB). The first way runs
+#: twice; the last changes every setting at once. Every capture runs these three ways.
+WAYS: tuple[Way, ...] = (
+    ("threads2-native-16MiB", "2", "1", False),
+    ("threads2-native-16MiB-again", "2", "1", False),
+    ("threads1-polars-scan-small-blocks", "1", "0", True),
 )
-#: The fast test: every n-th capture (fixtures and real excerpts alike), run the first way twice and the last.
+#: Each changes one setting of the first way: run on every SINGLE_SETTING_EVERY-th capture of the slow test.
+SINGLE_SETTING_WAYS: tuple[Way, ...] = (
+    ("threads1", "1", "1", False),
+    ("polars-scan", "2", "0", False),
+    ("small-blocks", "2", "1", True),
+)
+SINGLE_SETTING_EVERY = 4
+#: The fast test: every n-th capture (fixtures and real excerpts alike), run the three ways.
 SAMPLE_EVERY = 20
-FAST_WAYS = (WAYS[0], WAYS[1], WAYS[-1])
+
+
+SMALL_BLOCK = 4096
+MIN_BLOCKS = 32
+
+
+@functools.cache
+def small_block(capture: str) -> int:
+    """4 KiB, doubled while the capture's text would still be cut into at least MIN_BLOCKS blocks."""
+    path = Path(capture)
+    if path.suffix == ".gz":
+        with gzip.open(path) as text:
+            size = text.seek(0, io.SEEK_END)
+    else:
+        size = path.stat().st_size
+    block = SMALL_BLOCK
+    while size // (block * 2) >= MIN_BLOCKS:
+        block *= 2
+    return block
 
 
 def _custom_format(log: Path) -> list[str]:
@@ -62,29 +92,49 @@ def _outputs(run: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run)): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
-def _check(jobs: list[list[str]], tmp: Path, ways: tuple[tuple[str, str, str, int], ...] = WAYS) -> None:
+def _run_and_read(jobs: list[list[str]], picks: list[int], tmp: Path, way: Way, cache: Path) -> dict[str, bytes]:
+    """Run ``jobs[i]`` for every i in *picks* one way; the outputs keyed ``<i>/<file>`` by their number in *jobs*."""
+    name, threads, native, small_blocks = way
+    by_block: dict[int, list[int]] = {}  # one run per block size (0: the default)
+    for i in picks:
+        by_block.setdefault(small_block(jobs[i][0]) if small_blocks else 0, []).append(i)
+    renumbered = {}
+    for block, group in sorted(by_block.items()):
+        out = tmp / name / f"block-{block}"
+        _run_way([jobs[i] for i in group], out, threads, native, block, cache)
+        outputs = _outputs(out / "runs")
+        # (a rejected capture writes its report and no file: the same files every way)
+        assert sum(k.endswith("report.txt") for k in outputs) == len(group), name
+        for key, data in outputs.items():
+            run_number, rest = key.split("/", 1)
+            renumbered[f"{group[int(run_number)]:03d}/{rest}"] = data
+    return renumbered
+
+
+def _check(jobs: list[list[str]], tmp: Path, single_setting_every: int = 0) -> None:
+    """Every job the WAYS, compared with the first; with *single_setting_every*, every n-th job the single-setting
+    ways too."""
     # One shape cache shared by the ways, starting empty: the first way fills it, the others read it (a run
     # must not depend on what an earlier run left there either).
     cache = tmp / "shape-cache"
-    first: dict[str, bytes] | None = None
-    for name, threads, native, block in ways:
-        _run_way(jobs, tmp / name, threads, native, block, cache)
-        outputs = _outputs(tmp / name / "runs")
-        # (a rejected capture writes its report and no file: the same files every way)
-        assert sum(k.endswith("report.txt") for k in outputs) == len(jobs), name
-        if first is None:
-            first = outputs
-            continue
-        assert sorted(outputs) == sorted(first), name
+    every_job = list(range(len(jobs)))
+    sample = every_job[single_setting_every // 2::single_setting_every] if single_setting_every else []
+    first = _run_and_read(jobs, every_job, tmp, WAYS[0], cache)
+    runs = [(way, every_job) for way in WAYS[1:]] + [(way, sample) for way in SINGLE_SETTING_WAYS if sample]
+    for way, picks in runs:
+        outputs = _run_and_read(jobs, picks, tmp, way, cache)
+        chosen = set(picks)
+        expected = {k: v for k, v in first.items() if int(k.split("/")[0]) in chosen}
+        assert sorted(outputs) == sorted(expected), way[0]
         differ = sorted({f"{k}: {' '.join(jobs[int(k.split('/')[0])])}" for k in outputs
-                         if outputs[k] != first.get(k)})
-        assert not differ, f"{name} differs from {ways[0][0]}:\n" + "\n".join(differ[:20])
+                         if outputs[k] != expected[k]})
+        assert not differ, f"{way[0]} differs from {WAYS[0][0]}:\n" + "\n".join(differ[:20])
 
 
 def test_a_sample_gives_the_same_bytes_every_way(tmp_path: Path) -> None:
     jobs = all_jobs()
     assert len(jobs) > 100
-    _check(jobs[::SAMPLE_EVERY], tmp_path, FAST_WAYS)
+    _check(jobs[::SAMPLE_EVERY], tmp_path)
 
 
 #: The full test in shards, so pytest-xdist spreads it over the cores (one test of 11 minutes was the gate's tail).
@@ -92,7 +142,7 @@ SHARDS = 4
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)  # six fresh runs over a quarter of ~160 captures: ~1.5 min alone, more on a shared machine
+@pytest.mark.timeout(3600)  # a quarter of ~160 captures three ways, a sixteenth three more: ~1.5 min alone
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_every_capture_gives_the_same_bytes_every_way(tmp_path: Path, shard: int) -> None:
-    _check(all_jobs()[shard::SHARDS], tmp_path)
+    _check(all_jobs()[shard::SHARDS], tmp_path, SINGLE_SETTING_EVERY)
