@@ -76,10 +76,15 @@ def is_work_row() -> pl.Expr:
 
 
 def _async_streams(requests: pl.DataFrame) -> pl.DataFrame:
-    """Internal requests that are Envoy's own async-client streams (no connection-manager line: not admin)."""
+    """Internal requests that are Envoy's own async-client streams (no connection-manager line: not admin).
+
+    Envoy logs an async stream on connection 0; an admin request seen without its `new stream` (the tool's own
+    ``POST /logging`` that raised the level, only its response's end logged) keeps its real connection.
+    """
     if requests.height == 0:
         return requests.head(0)
-    return requests.filter(pl.col("internal") & pl.col("ds_rx_beg_us").is_null() & pl.col("stream_id").is_not_null())
+    return requests.filter(pl.col("internal") & pl.col("ds_rx_beg_us").is_null() & pl.col("stream_id").is_not_null()
+                           & (pl.col("conn_id") == 0))
 
 
 def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:

@@ -200,17 +200,32 @@ def _events_of(events: pl.DataFrame, *kinds: EventKind) -> pl.DataFrame:
     return _pick(events, ("origin", "conn_id", "ts_us"), pl.col("kind").is_in(kinds) & pl.col("conn_id").is_not_null())
 
 
-def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
-    """The thread that logged the server's start-up per origin (admin requests run there).
+#: The admin filter's line after each chunk of a response it served (``admin_filter.cc``, logger ``misc``).
+_ADMIN_CHUNK = "nextChunk: response.length="
 
+
+def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
+    """The thread that logged the server's start-up per origin (admin requests run there); in a capture without
+    start-up lines (a follow, ``capture``'s window), the thread of the admin filter's own lines.
+
+    Envoy serves its admin interface on the main thread only, so a thread that logged an admin request's completion
+    or the admin filter's ``nextChunk`` is the main thread: the tool's own ``POST /logging`` that raised the level
+    then shows as the admin request it is, even when only its response's end was logged (no path of its own).
     Only real thread ids count: inferred worker lanes (negative, see ``loop.infer_threads``) may hold
     a shutdown line that fell inside a worker's slice, which must not turn that worker into "main".
     """
-    startup = _pick(events, ("origin", "thread"),
-                    (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & (pl.col("thread") >= 0))
-    if startup.height == 0:
+    real = pl.col("thread") >= 0
+    startup = _pick(events, ("origin", "thread"), (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & real)
+    admin = _pick(events, ("origin", "thread", "kind", "message"), real & pl.col("kind").is_in(
+        (EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND)))
+    admin = admin.filter((pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
+                         | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select("origin", "thread")
+    # (start-up lines decide where a capture has them; the admin lines only where it has none)
+    admin = admin.join(startup.select("origin").unique(), on="origin", how="anti")
+    lines = pl.concat([startup, admin])
+    if lines.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
-    return (startup.group_by("origin", "thread").len().sort(["len", "thread"], descending=[True, False])
+    return (lines.group_by("origin", "thread").len().sort(["len", "thread"], descending=[True, False])
             .group_by("origin", maintain_order=True).first().select("origin", main_thread="thread"))
 
 
@@ -296,6 +311,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = stream_aggregates(events)
     conn_lines = events.select("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null())
     failure_lines = _failure_rows(events)
+    main_threads = _main_threads(events)
     events = _lookup_rows(events)
     new_stream = _events_of(events, EventKind.NEW_STREAM)
     streams = asof(streams, new_stream, left_on="hdr_ts", right_on="ts_us", by=CONN, strategy="backward",
@@ -433,7 +449,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.with_columns(us_rx_beg_us=pl.coalesce(
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
-    streams = streams.join(_main_threads(events), on="origin", how="left")
+    streams = streams.join(main_threads, on="origin", how="left")
     return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
         pl.col("origin_socket_lines").fill_null(False))), REQUEST_LINES_SCHEMA)
 
