@@ -157,11 +157,13 @@ def test_tls_handshakes_match_envoy_counters(mesh: Path, both: Capture, sides: d
 
 def test_waterfall_nests_the_inbound_proxy(both: Capture) -> None:
     """The dashboard's waterfall (and cap.stitched_waterfall) of a stitched call shows both proxies."""
+    from envoy_dissector.dashboard.datasets import Registry
     from envoy_dissector.dashboard.views import waterfall_view
 
     a = both.requests.filter(pl.col("network_out_us").is_not_null()).row(0, named=True)
+    held = Registry().add(both, name="mesh", owner=None)
     for uid in (a["request_uid"], a["peer_request_uid"]):  # from either side, the same call
-        fig, _ = waterfall_view(both, uid)
+        fig, _ = waterfall_view(held, uid)
         labels = list(fig.data[0].y)
         assert any(label.startswith("outbound · ") for label in labels)
         assert any(label.strip().startswith("inbound · ") for label in labels)
