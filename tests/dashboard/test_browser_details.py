@@ -61,9 +61,10 @@ def test_what_the_views_show_first(dash_duo, make_app, artifacts, named, tmp_pat
     first = until(lambda: [t for t in texts(dash_duo, '.ag-center-cols-container .ag-row[row-index="0"] '
                                                       '[col-id="internal"]') if t], what="the first row's values")
     assert [t.lower() for t in first] == ["false"]
-    totals = texts(dash_duo, '.ag-center-cols-container [col-id="total_us"]')
-    big = [t for t in totals if len(t.replace(",", "")) > 3]
-    assert big and all("," in t for t in big), totals[:10]
+    # (the other rows' values come after the first row's: wait for durations of four digits or more)
+    big = until(lambda: [t for t in texts(dash_duo, '.ag-center-cols-container [col-id="total_us"]')
+                         if len(t.replace(",", "")) > 3], what="durations of 1,000 µs or more in the grid")
+    assert all("," in t for t in big), big[:10]
     shot(dash_duo, artifacts, "details-requests")
 
     # the workers table fits its panel
