@@ -134,10 +134,9 @@ class Capture:
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
-            gathered = (self.facts.gaps, self.facts.health_checks)
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), None, self.phases, list(self.diagnostics_dict()["warnings"]),
-                self.internal_work(), gathered),
+                self.requests, self.workers(), self.phases, list(self.diagnostics_dict()["warnings"]),
+                self.internal_work(), self.facts.gaps, self.facts.health_checks),
                 self.quality(), self.requests)
         return self._cache["findings"]
 

@@ -19,7 +19,6 @@ from envoy_dissector.analysis.stages.internal import (
     RATE_LIMIT,
     WorkKind,
     is_work_row,
-    work_bursts,
 )
 from envoy_dissector.analysis.stages.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
@@ -473,10 +472,11 @@ INTERNAL_WORK_FINDINGS: dict[str, tuple[str, str]] = {
 
 
 def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataFrame,
-                  events: pl.DataFrame | int) -> list[Finding]:
+                  checks: int) -> list[Finding]:
     """Envoy's own work besides tracing flushes (health checks, ext_authz and other filter calls): how much
     thread time it took, and how much it cost client requests. A warning when it delayed client requests that
-    did not ask for it by ≥ 10 % of their summed time; else info (own filter calls are `paused-filter-*`)."""
+    did not ask for it by ≥ 10 % of their summed time; else info (own filter calls are `paused-filter-*`).
+    ``checks``: the health-check result lines (``CaptureFacts.health_checks``)."""
     clients = counted(requests)
     total = float(clients["total_us"].sum() or 0) if clients.height else 0.0
     uids = clients.select("request_uid")
@@ -485,7 +485,7 @@ def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataF
         mine = bursts.filter(pl.col("kind") == kind)
         if mine.height == 0:
             continue
-        units = mine["work_uid"].n_unique() if kind != WorkKind.HEALTH_CHECK.value else health_checks(events)
+        units = mine["work_uid"].n_unique() if kind != WorkKind.HEALTH_CHECK.value else checks
         work = (mine["end_us"] - mine["start_us"])
         rows = phases.filter(pl.col("detail").str.starts_with(kind + " ")).join(uids, on="request_uid", how="semi")
         # A filter's call is its owner's own wait (`paused-filter-*` judges it); the rows of other requests, and of
@@ -522,27 +522,16 @@ def format_notes(notes: list[str]) -> list[Finding]:
     return [Finding(f"note-{i}", "info", "Capture caveat", note) for i, note in enumerate(notes, 1)]
 
 
-def health_checks(events: pl.DataFrame | int) -> int:
-    """Health-check result lines (``events``, or their count gathered part by part)."""
-    if isinstance(events, int):
-        return events
+def health_checks(events: pl.DataFrame) -> int:
+    """Health-check result lines in ``events`` (the engine sums them window by window into ``CaptureFacts``)."""
     return int(events.select(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS).sum()).item())
 
 
-def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, events: pl.DataFrame | None, phases: pl.DataFrame,
-                 notes: list[str], internal: pl.DataFrame | None = None,
-                 gathered: tuple[pl.Series, int] | None = None) -> list[Finding]:
+def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, phases: pl.DataFrame, notes: list[str],
+                 internal: pl.DataFrame, gaps: pl.Series, checks: int) -> list[Finding]:
     """Every rule's findings, most severe first. ``internal``: the capture's internal work bursts
-    (``Capture.internal_work()``; computed here when not given). ``gathered``: the record gaps and health-check
-    lines when there are no events (a streamed capture: ``Capture.facts``)."""
-    if gathered is not None:
-        gaps, checks = gathered
-    else:
-        assert events is not None
-        gaps, checks = record_gaps(events), health_checks(events)
-    if internal is None:
-        assert events is not None
-        internal = work_bursts(requests.with_columns(conn_id=pl.col("downstream_conn_id")), events)
+    (``Capture.internal_work()``); ``gaps`` and ``checks``: the record gaps and health-check lines the engine
+    gathered (``Capture.facts``)."""
     found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
              + retries(requests) + failed_connects(requests) + slow_side(requests) + observer_cost_of(gaps, requests)

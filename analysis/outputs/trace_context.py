@@ -29,7 +29,7 @@ CONTEXT_SCHEMA: dict[str, pl.DataType] = {
     "origin": pl.String(), "conn_id": pl.Int64(), "stream_id": pl.UInt64(), "trace_id": pl.String(),
     "parent_span_id": pl.String(),
 }
-#: The event columns read here (a second parse of a streamed capture's files computes only these).
+#: The event columns read here (a second parse of a capture's files, when its events are not held, computes only these).
 COLUMNS: tuple[str, ...] = ("origin", "conn_id", "stream_id", "kind", "message")
 #: Dumps read, the sender's first.
 _DUMPS: tuple[EventKind, ...] = (EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS)
@@ -94,8 +94,9 @@ def gathered(frames: Iterable[pl.DataFrame]) -> pl.DataFrame:
 
 def read_contexts(sources: Any, *, format: str = "auto", log_format: str | None = None, redact: RedactOption = True,
                   shapes: ShapeStore | None = None) -> pl.DataFrame:
-    """The trace contexts of the requests in ``sources``, read again (a streamed capture keeps no events): one more
-    parse of the files computing only ``COLUMNS``, keeping only the dumps that carry a trace header.
+    """The trace contexts of the requests in ``sources``, read again (for a capture that does not hold its
+    events): one more parse of the files computing only ``COLUMNS``, keeping only the dumps that carry a trace
+    header.
 
     A capture whose Envoy restarted inside one file numbers its later requests' origin ``ORIGIN#2``; this pass
     does not split restarts, so requests after a restart do not find their contexts (docs/otel.md).
