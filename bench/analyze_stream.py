@@ -10,7 +10,7 @@ each step of the streaming analysis (``StreamingAnalysis.timings``: requests/pha
 capture facts, window cuts, the capture-wide ``conclude``: seconds on the thread that ran them; the steps of two
 workers and their loop slices run on threads side by side, so the times add up to more than the wall time).
 ``--whole`` runs the whole-file path
-(``analyze --whole``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none),
+(``analyze --keep-events``) instead; ``BENCH_PREFETCH=N`` sets how many chunks are parsed ahead (0: none),
 ``BENCH_PARSE_WORKERS``, ``BENCH_WINDOW`` and ``BENCH_BLOCK`` the parser threads, window events and block bytes;
 ``--profile`` prints the child's top functions by cumulative time.
 The load average is printed with the result: the machine may be shared. The child imports the CLI package
@@ -84,7 +84,7 @@ def child(path: str, out: str, whole: bool, profile: bool) -> None:
 
             assert kw in (capture.dissect.__kwdefaults__ or {})
             capture.dissect.__kwdefaults__[kw] = int(os.environ[env])  # type: ignore[index]
-    argv = ["analyze", path, "-o", out, "-q", *(["--whole"] if whole else [])]
+    argv = ["analyze", path, "-o", out, "-q", *(["--keep-events"] if whole else [])]
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         if profile:

@@ -81,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser, *, captures: bool = True) -> None:
     p.add_argument("--from-end", action="store_true",
                    help="with --follow FILE: start at the file's end (only lines written from now on)")
     add_follow_arguments(p)
-    p.add_argument("--whole", action="store_true",
+    p.add_argument("--keep-events", "--whole", dest="keep_events", action="store_true",
                    help="keep the capture's events in memory as it is read (memory grows with the file) "
                         "instead of reading the input again where an output needs them (docs/scale.md)")
 
@@ -112,7 +112,7 @@ def analyse(sources: list[Source], args: argparse.Namespace) -> int:
         if pattern:
             checked_regex(option, pattern)
     name = ", ".join(s.name for s in sources) if len(sources) <= 3 else f"{len(sources)} files"
-    keep = getattr(args, "whole", False) or otel.needs_whole(sources)
+    keep = getattr(args, "keep_events", False) or otel.needs_whole(sources)
     with progress_for(sources, quiet=args.quiet, desc="analysing") as advance:
         capture = dissect(sources, format=args.format, log_format=args.log_format, redact=redaction_of(args),
                           progress=advance, name=name, shapes=shape_cache, stop_reading=read_until(args.until),

@@ -225,8 +225,8 @@ def check_follow_args(args: argparse.Namespace) -> None:
     given = [f"--{name}" for name in _FILTERS if getattr(args, name, None)]
     if given:
         raise UsageError(f"{', '.join(given)}: not with --follow (the view shows every request)")
-    if getattr(args, "whole", False):
-        raise UsageError("--whole: not with --follow (a followed log is analysed as it is read)")
+    if getattr(args, "keep_events", False):
+        raise UsageError("--keep-events: not with --follow (a followed log is analysed as it is read)")
     for out in args.output:
         kind_of(out)
 

@@ -1,7 +1,7 @@
 """``analyze``'s OpenTelemetry outputs: ``-o FILE.otlp.json`` and ``--otlp-endpoint URL`` (docs/otel.md).
 
 The OpenTelemetry packages are the ``[otel]`` extra, imported only when one of these is asked for. The spans need
-the trace headers each request arrived with: a capture that holds its events (``--whole``) gives them; else its
+the trace headers each request arrived with: a capture that holds its events (``--keep-events``) gives them; else its
 files' header dumps are read once more, and input that cannot be read twice (stdin) keeps its events as it is read.
 """
 from __future__ import annotations

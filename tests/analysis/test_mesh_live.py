@@ -171,7 +171,7 @@ def test_waterfall_nests_the_inbound_proxy(both: Capture) -> None:
         assert "across two proxies" in fig.layout.title.text
 
 
-@pytest.mark.parametrize("how", [[], ["--whole"]])
+@pytest.mark.parametrize("how", [[], ["--keep-events"]])
 def test_exports_carry_the_stitched_columns_equal_to_the_notebooks(mesh: Path, both: Capture, tmp_path: Path,
                                                                    how: list[str]) -> None:
     """`analyze A B -o r.csv` (two origins): every requests export has peer_origin, peer_request_uid,

@@ -32,7 +32,7 @@ def _exports(source: Path, tmp_path: Path, *mode: str) -> dict[str, pl.DataFrame
                                    infer_schema_length=None)}
 
 
-@pytest.mark.parametrize("mode", [[], ["--whole"]], ids=["streamed", "whole"])
+@pytest.mark.parametrize("mode", [[], ["--keep-events"]], ids=["streamed", "whole"])
 def test_debug_level_shares_are_null_in_every_export(tmp_path: Path, mode: list[str]) -> None:
     for suffix, frame in _exports(DEBUG, tmp_path, *mode).items():
         assert frame.height > 0, suffix

@@ -163,7 +163,8 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 @pytest.mark.parametrize("argv, message", [
     (["analyze", "--follow", "a.log", "b.log"], "--follow takes one FILE"),
     (["analyze", "--follow", "a.log", "--status", "5xx"], "--status: not with --follow"),
-    (["analyze", "--follow", "a.log", "--whole"], "--whole: not with --follow"),
+    (["analyze", "--follow", "a.log", "--keep-events"], "--keep-events: not with --follow"),
+    (["analyze", "--follow", "a.log", "--whole"], "--keep-events: not with --follow"),
     (["analyze", "a.log", "--from-end"], "--from-end goes with --follow"),
     (["analyze", "--follow", "a.log", "-o", "x.txt"], "unknown output type"),
     (["analyze", "--follow", "a.log", "--refresh", "0"], "out of range"),

@@ -83,7 +83,7 @@ def test_the_same_capture_gives_the_same_bytes_streamed_or_whole(fixtures_dir: P
     capture = str(fixtures_dir / SEED)
     streamed, whole, again = tmp_path / "s.otlp.json", tmp_path / "w.otlp.json", tmp_path / "a.otlp.json"
     assert main(["analyze", capture, "-o", str(streamed), "-q"]) == 0
-    assert main(["analyze", capture, "--whole", "-o", str(whole), "-q"]) == 0
+    assert main(["analyze", capture, "--keep-events", "-o", str(whole), "-q"]) == 0
     assert main(["analyze", capture, "-o", str(again), "-q"]) == 0
     capsys.readouterr()
     assert streamed.read_bytes() == whole.read_bytes() == again.read_bytes()

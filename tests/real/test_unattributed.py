@@ -62,7 +62,7 @@ def test_a_connection_with_codec_lines_but_no_stream_says_what_was_seen() -> Non
 
 
 def test_the_report_names_the_unattributable_request_streamed_and_whole() -> None:
-    for mode in ([], ["--whole"]):
+    for mode in ([], ["--keep-events"]):
         done = subprocess.run([sys.executable, "-m", "envoy_dissector.cli", "analyze", str(CODEC_ONLY_C6), *mode],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
