@@ -28,6 +28,7 @@ import struct
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -284,6 +285,8 @@ class Registry:
             raise
         ds = Dataset.of(held, id=new_id(), name=name, owner=owner, files=(*files, held_dir), created=stamp,
                         used=stamp)
+        # (a registry dropped without its datasets, as in a notebook or a test, leaves no directory behind)
+        weakref.finalize(ds, shutil.rmtree, held_dir, True)
         with self._lock:
             self._datasets[ds.id] = ds
             if owner is not None:
