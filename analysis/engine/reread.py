@@ -32,7 +32,7 @@ from typing import Any, BinaryIO, Protocol
 import polars as pl
 
 from envoy_dissector.parser import limits
-from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.classify import ShapeRule
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.redact import RedactOption, policy
@@ -48,7 +48,10 @@ LINES_BEFORE = 400
 AFTER_US = 50_000
 #: The most text read for one request (a request alive for minutes in a busy log shows its first lines only).
 MAX_BYTES = 64 << 20
+#: Text read at a time while the index is built.
 _PIECE = 4 << 20
+#: Text read at a time for one request (the reading stops at the first piece that ends past its life).
+READ_PIECE = 256 << 10
 
 
 class LineReader(Protocol):
@@ -68,6 +71,23 @@ class LineReader(Protocol):
         ...
 
 
+class _Shapes:
+    """The grammar's verdicts per message shape, kept for the capture's later stretches (a ``ShapeStore`` in
+    memory: each stretch would otherwise run the grammar again on every shape it holds)."""
+
+    def __init__(self) -> None:
+        self._rules: dict[str, ShapeRule] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, ShapeRule]:
+        with self._lock:
+            return dict(self._rules)
+
+    def save(self, rules: dict[str, ShapeRule]) -> None:
+        with self._lock:
+            self._rules.update(rules)
+
+
 @dataclass
 class LineIndex:
     """Where the lines of one input file are, for reading a stretch of them again."""
@@ -83,6 +103,8 @@ class LineIndex:
     _tmp: Path | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cleanup: Any = field(default=None, repr=False)
+    _detected: str | None = field(default=None, repr=False)  # the format the first stretch read was in
+    _shapes: _Shapes = field(default_factory=lambda: _Shapes(), repr=False)
 
     def lines(self, row: dict[str, Any]) -> pl.DataFrame:
         """The records of the request ``row`` (a requests-frame row), as ``Capture.request_lines`` gives them."""
@@ -108,31 +130,45 @@ class LineIndex:
 
     # -- reading ----------------------------------------------------------------------------------------
     def _events_around(self, first_line: int, end_us: int | None) -> pl.DataFrame:
+        """The events from ``LINES_BEFORE`` lines before ``first_line`` until the log has moved ``AFTER_US``
+        past ``end_us``: a first piece of ``READ_PIECE`` parsed, and while its last records are not yet past
+        the end, a stretch twice as long parsed again (at most ``MAX_BYTES``)."""
         text_path = self._ensure_index()
-        at = max(0, bisect.bisect_right(self._starts, first_line - LINES_BEFORE) - 1)
-        start_line, offset = self._starts[at], self._offsets[at]
-        parts: list[bytes] = []
-        read = 0
+        wanted = max(1, first_line - LINES_BEFORE)
+        at = max(0, bisect.bisect_right(self._starts, wanted) - 1)
+        data = b""
+        want = READ_PIECE if end_us is not None else _PIECE
         with text_path.open("rb") as fh:
+            start_line, offset = _line_start(fh, self._starts[at], self._offsets[at], wanted)
             fh.seek(offset)
-            while read < MAX_BYTES:
-                chunk = fh.read(_PIECE)
-                if not chunk:
-                    break
-                if not chunk.endswith(b"\n"):
-                    chunk += fh.readline()
-                parts.append(chunk)
-                read += len(chunk)
-                if end_us is None or _latest_ts(chunk, self) > end_us + AFTER_US:
-                    break
-        text = b"".join(parts).decode("utf-8", errors="replace")
-        run = iter_parse(text_source(text, self.name), format=self.format, log_format=self.log_format,
-                         redact=self.redact)
+            while True:
+                more = fh.read(want - len(data))
+                if more and not more.endswith(b"\n"):
+                    more += fh.readline()
+                data += more
+                events = self._parse(data, start_line)
+                if (not more or end_us is None or len(data) >= MAX_BYTES
+                        or _latest_ts(events) > end_us + AFTER_US):
+                    return events
+                want = min(MAX_BYTES, 2 * len(data))
+
+    def _parse(self, data: bytes, start_line: int) -> pl.DataFrame:
+        text = data.decode("utf-8", errors="replace")
+        run = iter_parse(text_source(text, self.name), format=self.known_format, log_format=self.log_format,
+                         redact=self.redact, shapes=self._shapes)
         frames = [c.events for c in run]
+        if self._detected is None and self.log_format is None and run.diagnostics.format:
+            self._detected = run.diagnostics.format
         if not frames:
             return pl.DataFrame()
         events = pl.concat(frames) if len(frames) > 1 else frames[0]
         return events.with_columns(pl.col("line_no") + (start_line - 1))
+
+    @property
+    def known_format(self) -> str:
+        """The format a stretch is parsed as: the one asked for, else the one detected in the first stretch read
+        (detecting it again in every stretch costs more than parsing the stretch)."""
+        return self._detected if self.format == "auto" and self._detected is not None else self.format
 
     def _ensure_index(self) -> Path:
         with self._lock:
@@ -213,21 +249,34 @@ def _entries(src: BinaryIO, copy: BinaryIO | None,
     return starts, offsets
 
 
-def _latest_ts(chunk: bytes, index: LineIndex) -> int:
-    """The timestamp of the last record in ``chunk`` (µs; parsed from its last few lines)."""
-    tail = chunk[-16384:]
-    start = tail.find(b"\n") + 1 if len(chunk) > len(tail) else 0
-    text = tail[start:].decode("utf-8", errors="replace")
-    if not text.strip():
+def _line_start(fh: BinaryIO, line: int, offset: int, wanted: int) -> tuple[int, int]:
+    """``(line number, byte offset)`` of the line ``wanted``, counted on from ``line`` at ``offset`` (an index
+    entry at or before it; the end of the text if it has fewer lines)."""
+    fh.seek(offset)
+    while line < wanted:
+        data = fh.read(READ_PIECE)
+        if not data:
+            break
+        count = data.count(b"\n")
+        if line + count < wanted:
+            line, offset = line + count, offset + len(data)
+            continue
+        pos = -1
+        for _ in range(wanted - line):
+            pos = data.index(b"\n", pos + 1)
+        return wanted, offset + pos + 1
+    return line, offset
+
+
+#: Records at the end of a stretch whose timestamps say how far the log has moved (workers' lines interleave).
+LAST_RECORDS = 64
+
+
+def _latest_ts(events: pl.DataFrame) -> int:
+    """The latest timestamp among the last ``LAST_RECORDS`` records of ``events`` (µs; -1 when none has one)."""
+    if events.height == 0:
         return -1
-    try:
-        frames = [c.events for c in iter_parse(text_source(text, index.name), format=index.format,
-                                               log_format=index.log_format, redact=False)]
-    except DissectorError:  # a tail the formats do not recognise on its own: read on
-        return -1
-    if not frames:
-        return -1
-    latest = pl.concat(frames)["ts_us"].max()
+    latest = events.tail(LAST_RECORDS)["ts_us"].max()
     return int(latest) if latest is not None else -1  # type: ignore[arg-type]
 
 
@@ -250,7 +299,8 @@ def request_records(events: pl.DataFrame, row: dict[str, Any], *, same_origin: b
     t0, t1 = row["life_start_us"], row["life_end_us"]
     conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]
     during = pl.col("ts_us").is_between(t0, t1) if t0 is not None and t1 is not None else pl.lit(True)
-    own = (pl.col("stream_id") == row["stream_id"]) | (pl.col("conn_id").is_in(conns) & during)
+    stream = pl.col("stream_id") == row["stream_id"] if row["stream_id"] is not None else pl.lit(False)
+    own = stream | (pl.col("conn_id").is_in(conns) & during)
     if row["thread"] is not None:
         own = own | ((pl.col("thread") == row["thread"]) & during & pl.col("conn_id").is_null()
                      & pl.col("stream_id").is_null() & pl.col("kind").is_in(list(WORKER_KINDS)))

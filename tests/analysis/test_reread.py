@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import warnings
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
@@ -86,11 +88,34 @@ def test_log_text_gives_its_lines_from_its_events_and_stdin_only_when_kept(monke
     assert kept.holds_events and kept.request_lines(row).drop("origin").equals(lines.drop("origin"))
 
 
-def test_a_stretch_the_formats_do_not_recognise_does_not_stop_the_reading():
-    index = reread.LineIndex(path=FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz", name="x")
-    assert reread._latest_ts(b"not a log line\nnor this one\n", index) == -1
-    line = gzip.decompress(index.path.read_bytes()).split(b"\n")[0] + b"\n"
-    assert reread._latest_ts(line, index) > 0
+def test_the_stretch_is_found_by_line_and_parsed_in_the_format_detected_once(tmp_path):
+    text = gzip.decompress((FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz").read_bytes())
+    path = tmp_path / "envoy.log"
+    path.write_bytes(text)
+    starts = [0] + [i + 1 for i, byte in enumerate(text) if byte == 0x0A]  # (byte offset of each line)
+    with path.open("rb") as fh:
+        for wanted in (1, 2, 777, 3000, len(starts) - 1):
+            assert reread._line_start(fh, 1, 0, wanted) == (wanted, starts[wanted - 1])
+            assert reread._line_start(fh, 500, starts[499], wanted) == (max(wanted, 500), starts[max(wanted, 500) - 1])
+        assert reread._line_start(fh, 1, 0, len(starts) + 50) == (len(starts), len(text))  # past the end
+    index = reread.LineIndex(path=path, name=str(path))  # (the name is the records' origin)
+    assert index.known_format == "auto"
+    cap = dissect(str(path))
+    row = cap.requests.sort("first_line_no").row(-1, named=True)
+    assert index.lines(row).equals(request_records(cap.events, row, same_origin=False))
+    assert index.known_format == cap.format  # the later stretches skip the detection
+    assert reread._latest_ts(pl.DataFrame()) == -1
+    tail = cap.events.tail(reread.LAST_RECORDS)
+    assert reread._latest_ts(cap.events) == tail["ts_us"].max() >= cap.events["ts_us"].max() - reread.AFTER_US
+
+
+def test_a_request_without_a_stream_id_selects_without_a_warning():
+    cap = dissect(str(FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"))
+    row = {**cap.requests.filter("complete").row(0, named=True), "stream_id": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lines = request_records(cap.events, row)
+    assert lines.height and lines["conn_id"].is_in([row["downstream_conn_id"], row["upstream_conn_id"]]).all()
 
 
 #: Real logs without thread ids (the whole capture infers the workers' lanes; a stretch read again cannot).
