@@ -158,7 +158,9 @@ class Capture:
         """One entry per origin (input file, pod/container, restart run): its format and its own span."""
         d = self.diagnostics_dict()
         by_source: dict[str, str] = d.get("format_by_source") or {}
-        names = sorted(set(self.requests["origin"].unique().to_list()) | set(d.get("by_origin") or {}))
+        # (an expression: ``requests["origin"]`` would make the frame keep a full copy of a constant column)
+        origins = self.requests.select(pl.col("origin").unique()).to_series().to_list()
+        names = sorted(set(origins) | set(d.get("by_origin") or {}))
         out = []
         for origin in names:
             fmt = by_source.get(origin) or next((f for src, f in by_source.items() if origin.startswith(src)),

@@ -361,8 +361,9 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     if requests.height == 0:
         return []
     # (the first rows are found on two columns and only they are taken: the wide frame is not copied)
-    client = requests.select("first_ts", row__=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
-        ~requests["internal"] & ~requests["complete"])
+    # (expressions, not ``requests["internal"]``: indexing a constant column makes the frame keep a full copy)
+    cut = ~pl.col("internal") & ~pl.col("complete")
+    client = requests.select(pl.col("first_ts").filter(cut), row__=pl.int_range(pl.len(), dtype=pl.UInt32).filter(cut))
     first = requests[client.sort("first_ts", nulls_last=True).head(limit)["row__"]]
     out = []
     for row in first.iter_rows(named=True):
@@ -388,7 +389,7 @@ class Assessed(Protocol):
 
 def _short_uid(uid: str, capture: Assessed) -> str:
     """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
-    one_origin = capture.requests["origin"].n_unique() <= 1
+    one_origin = capture.requests.select(pl.col("origin").n_unique()).item() <= 1
     return ":".join(uid.rsplit(":", 2)[-2:]) if one_origin else uid
 
 

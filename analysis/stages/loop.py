@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.engine.spill import constant_columns
 from envoy_dissector.analysis.schema import (
     LOOP_SCHEMA,
     PHASES_SCHEMA,
@@ -264,24 +265,38 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     """
     # (the model reads a few columns: they are sorted and joined, the wide frame is not copied;
     # origins are numbered in their sort order, so millions of lookup rows do not each carry a file name)
-    names = pl.concat([requests["origin"].unique(), loop["origin"].unique()]).unique().drop_nulls().sort()
+    # (`select`, not `requests["origin"]`: indexing a constant column makes the frame keep a full copy of it)
+    names = pl.concat([requests.select(pl.col("origin").unique()).to_series(),
+                       loop.select(pl.col("origin").unique()).to_series()]).unique().drop_nulls().sort()
     origin = pl.col("origin").cast(pl.Enum(names)).to_physical()
     loop = loop.select(origin, "thread", "start_us", "end_us", "conn_id")
     runs = busy_runs(loop.drop("conn_id")).drop("new_run", "run")
+    # A column of one value on every row (spill.constant_columns: a field one-line requests never set, one
+    # origin) stays out of the sort and the windows, which would expand it to a value a row, and is added
+    # back as that one value; a window partitioned by it is the whole frame.
+    fixed = _constant_reads(requests, origin)
+
+    def over(expr: pl.Expr, *keys: str) -> pl.Expr:
+        varying = [k for k in keys if k not in fixed]
+        return expr.over(varying) if varying else expr
+
     # HTTP/2 streams read in one socket read share life_start_us: break ties by stream start, then log order.
-    r = requests.select(origin, *_LOOP_READS[1:], pos__=pl.int_range(pl.len(), dtype=pl.UInt32)).sort(
-        "origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no").with_columns(
-        prev_end_us=pl.col("life_end_us").shift(1).over("origin", "downstream_conn_id"))
+    order = [k for k in ("origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no")
+             if k not in fixed]
+    r = requests.select(*([] if "origin" in fixed else [origin]), *(c for c in _LOOP_READS[1:] if c not in fixed),
+                        pos__=pl.int_range(pl.len(), dtype=pl.UInt32))
+    r = (r.sort(order) if order else r).with_columns(value.alias(name) for name, value in fixed.items())
+    r = r.with_columns(prev_end_us=over(pl.col("life_end_us").shift(1), "origin", "downstream_conn_id"))
     # (the minima are window expressions: three joins would each copy the millions of rows of `r`)
     waits = pl.col("us_read_start_ts") - pl.col("b5")
     connects = pl.col("us_cx_end_us") - pl.col("us_cx_beg_us")
     r = r.with_columns(
-        turnaround_us=_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")).over("origin"),
+        turnaround_us=over(_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")), "origin"),
         # too few samples tell nothing about the upstream's speed
-        min_wait_us=pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits))
-        .over("origin", "cluster"),
-        min_connect_us=pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES).then(_min_positive(connects))
-        .over("origin", "cluster"))
+        min_wait_us=over(pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)),
+                         "origin", "cluster"),
+        min_connect_us=over(pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES)
+                            .then(_min_positive(connects)), "origin", "cluster"))
     # (the requests stage knows each downstream connection's first line: a request cannot be read before it)
     r = r.with_columns(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_first_ts"),
@@ -311,7 +326,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
                 "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
                 end_us="slice_start"))
         queues.append(pl.concat(point) if len(point) > 1 else point[0])
-    r = r.with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
+    # (the lookup columns are let go: the last block still shares their buffers)
+    del block, looked
+    r = r.select("request_uid", "total_us", "pos__").with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
                        for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
     windows = pl.concat(waited)
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
@@ -323,11 +340,22 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
                                         ).cast(pl.Int64))
     # (the two columns are put back in the requests' own order: the wide frame is not copied)
     queued = requests.drop(added.columns, strict=False).hstack(added[r["pos__"].arg_sort()])
+    uids = r["request_uid"].gather(windows["row"])
+    del r  # (the lookup frame is let go before the served connections are listed: the two would peak together)
     queueing = windows.select(
-        r["request_uid"].gather(windows["row"]), pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
+        uids, pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
             windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
         conn_ids=_served_during(windows, loop))
     return conform(queued, QUEUED_REQUEST_SCHEMA), conform(queueing, QUEUEING_SCHEMA)
+
+
+def _constant_reads(requests: pl.DataFrame, origin: pl.Expr) -> dict[str, pl.Expr]:
+    """The columns of ``_LOOP_READS`` that hold one value on every row, each as that value (``origin`` as its
+    number, ``origin`` the expression that numbers it)."""
+    fixed = constant_columns(requests.select(_LOOP_READS))
+    first = requests.head(1).select(origin.alias("origin") if "origin" in fixed else [], *(
+        name for name in fixed if name != "origin"))
+    return {name: pl.lit(first.item(0, name), dtype=first.schema[name]) for name in first.columns}
 
 
 def _queued_at(w: pl.DataFrame, runs: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
@@ -378,6 +406,8 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
     none = pl.lit([], dtype=pl.List(pl.Int64))
     if windows.height == 0:
         return pl.Series("conn_ids", [], dtype=pl.List(pl.Int64))
+    if loop.select(pl.col("conn_id").is_not_null().any()).item() is not True:  # no slice served a connection
+        return pl.select(conn_ids=pl.repeat([], windows.height, dtype=pl.List(pl.Int64))).to_series()
     # Slices numbered per worker in time order; a window covers the index range of the slices starting
     # inside it (two as-of lookups), so the work is linear in the slices actually served, not windows × slices.
     numbered = loop.select("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread", "s").with_columns(
@@ -393,12 +423,18 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
              take={"lo": "first_idx"})
     w = asof(w, starts, left_on="last_s", right_on="s", by=["origin", "thread"], strategy="backward",
              take={"hi": "last_idx"})
-    ranges = w.filter(pl.col("first_idx") <= pl.col("last_idx")).select(
-        "win", "downstream_conn_id", "upstream_conn_id", "first_idx", "last_idx",
-        batch=((pl.col("last_idx") - pl.col("first_idx") + 1).cum_sum() // EXPLODE_ROWS))
+    # (a range of slices none of which names a connection serves none: it is not expanded slice by slice)
+    named_before = pl.concat([pl.Series([0], dtype=pl.Int64),
+                              numbered["c"].is_not_null().cast(pl.Int64).cum_sum()])
+    # (select before filtering: a filter copies every column it keeps)
+    ranges = w.select("win", "downstream_conn_id", "upstream_conn_id", "first_idx", "last_idx").filter(
+        pl.col("first_idx") <= pl.col("last_idx"))
+    ranges = ranges.filter(named_before.gather(ranges["last_idx"] + 1) > named_before.gather(ranges["first_idx"]))
+    ranges = ranges.with_columns(batch=(pl.col("last_idx") - pl.col("first_idx") + 1).cum_sum() // EXPLODE_ROWS)
     # (one row per slice served inside a window adds up to millions: they are made a batch of windows at a time)
-    names = pl.concat([_served(part, numbered["c"]) for part in ranges.partition_by("batch", maintain_order=True)]
-                      or [pl.DataFrame(schema={"win": pl.UInt32, "conns": pl.List(pl.Int64)})])
+    if ranges.height == 0:
+        return pl.select(conn_ids=pl.repeat([], w.height, dtype=pl.List(pl.Int64))).to_series()
+    names = pl.concat([_served(part, numbered["c"]) for part in ranges.partition_by("batch", maintain_order=True)])
     return w.select("win").join(names, on="win", how="left", maintain_order="left").select(
         conn_ids=pl.col("conns").fill_null(none)).to_series()
 
@@ -420,13 +456,32 @@ def render_queueing(queueing: pl.DataFrame) -> pl.DataFrame:
     """``loop_queue`` rows for the phases frame: the windows with their connections as text for display
     (``upstream wait: C2 + C7``); readers that need the connections read ``queueing`` itself."""
     listed = pl.lit("C") + pl.col("conn_ids").cast(pl.List(pl.String)).list.join(" + C")  # (no per-element eval)
-    served = pl.when(pl.col("conn_ids").list.len() > 0).then(listed).otherwise(pl.lit("(no other connection logged)"))
-    rows = [part.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value),
-                        detail=pl.col("where") + pl.lit(": ") + served, start_us="start_us", end_us="end_us",
-                        dur_us="dur_us", part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    rows = [part.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value), detail=_queueing_detail(part, listed),
+                        start_us="start_us", end_us="end_us", dur_us="dur_us",
+                        part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
             # (a block of windows at a time: the text of every listed connection is made, then joined)
             for part in queueing.iter_slices(RENDER_ROWS)]
     return pl.concat(rows) if rows else pl.DataFrame(schema=PHASES_SCHEMA)
+
+
+NO_OTHER_CONNECTION = "(no other connection logged)"
+#: A window that served no other connection, per wait point: its whole detail text.
+_ALONE_DETAIL = pl.Series("detail", [f"{where}: {NO_OTHER_CONNECTION}" for where, *_rest in WAIT_POINTS])
+_WAIT_POINT_NUMBER = {where: i for i, (where, *_rest) in enumerate(WAIT_POINTS)}
+
+
+def _queueing_detail(part: pl.DataFrame, listed: pl.Expr) -> pl.Series:
+    """Each window's detail text: ``where: C2 + C7``, or ``where: (no other connection logged)``."""
+    # (the text is written only for windows that served other connections; the others point at one of the
+    # few strings of _ALONE_DETAIL instead of each holding its own copy, ~45 bytes a window)
+    rows = part.select(served=pl.col("conn_ids").list.len() > 0, point=pl.col("where").replace_strict(
+        _WAIT_POINT_NUMBER, default=None, return_dtype=pl.UInt32))
+    written = rows.select(own=pl.col("served") | pl.col("point").is_null())["own"]
+    texts = part.filter(written).select(pl.col("where") + pl.lit(": ") + pl.when(pl.col("conn_ids").list.len() > 0)
+                                        .then(listed).otherwise(pl.lit(NO_OTHER_CONNECTION)))
+    at = rows.select(pl.when(written).then(written.cast(pl.UInt32).cum_sum() - 1 + _ALONE_DETAIL.len())
+                     .otherwise("point"))
+    return pl.concat([_ALONE_DETAIL, texts.to_series().alias("detail")]).gather(at.to_series())
 
 
 def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
