@@ -51,7 +51,7 @@ MAX_BYTES = 64 << 20
 #: Text read at a time while the index is built.
 _PIECE = 4 << 20
 #: Text read at a time for one request (the reading stops at the first piece that ends past its life).
-READ_PIECE = 256 << 10
+READ_PIECE = 4 << 20
 
 
 class LineReader(Protocol):
