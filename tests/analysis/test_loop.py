@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 from truth import FIXTURES, Truth, capture_of, discover, fixture_ids, truth
 
+from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.engine.pipeline import analysed_events
 from envoy_dissector.analysis.engine.streaming import analyse
 from envoy_dissector.analysis.stages.loop import BEFORE_READ, UNATTRIBUTED_IDLE_US, WAIT_POINTS
@@ -316,3 +317,30 @@ def test_lane_packing_matches_naive_first_fit(seed: int, monkeypatch: pytest.Mon
         packed[got].add(s, e)
         assert got == want
     assert len(packed) == len(naive) > 1
+
+
+@pytest.mark.parametrize("name", ["istio-thread/keepalive", "istio-thread/workers", "istio-thread/lua-cpu",
+                                  "istio-thread/ext-authz"])
+def test_constant_columns_left_out_of_the_model_give_what_the_general_path_gives(name: str,
+                                                                                 monkeypatch) -> None:
+    """``loop_queue`` keeps a column of one value on every row (one origin; a field never set) out of its sorts
+    and windows and adds it back as that value: the same frames as when every column is read as it varies."""
+    from envoy_dissector.analysis.engine.pipeline import split_restarts
+    from envoy_dissector.analysis.stages import loop as loop_stage
+    from envoy_dissector.analysis.stages.phases import attribute_phases
+    from envoy_dissector.analysis.stages.requests import build_requests
+    from envoy_dissector.analysis.stages.tls import downstream_waits
+
+    cap = dissect(FIXTURES / name / "envoy.log.gz", keep_events=True)
+    events, _ = split_restarts(cap.events.filter(pl.col("ts_us").is_not_null()))
+    waited, _ = downstream_waits(attribute_phases(build_requests(events), events)[0], events)
+    slices = loop_stage.slices(events)
+    reads = waited.select(loop_stage._LOOP_READS)
+    assert loop_stage._constant_reads(reads, pl.col("origin")), "no constant column: the case is not exercised"
+    fixed = loop_stage.loop_queue(waited, slices)
+    monkeypatch.setattr(loop_stage, "_constant_reads", lambda requests, origin: {})
+    general = loop_stage.loop_queue(waited, slices)
+    assert fixed[0].equals(general[0]) and fixed[1].equals(general[1])
+    assert fixed[1].height > 0
+    # the rendered text too: a window that served no connection points at one shared text
+    assert loop_stage.render_queueing(fixed[1]).equals(loop_stage.render_queueing(general[1]))
