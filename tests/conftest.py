@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -90,31 +89,6 @@ SLOW: tuple[str, ...] = (
 )
 
 
-#: Files whose module-scoped fixtures start something costly (a real Envoy, a Dask cluster, Jaeger, a dashboard
-#: process, a wheel build) or analyse a capture: each runs on one pytest-xdist worker (``--dist loadgroup`` in
-#: .ci/check, pytest_xdist_make_scheduler below), so the fixture is made once, not once per worker that draws one
-#: of the file's tests.
-ONE_WORKER: tuple[str, ...] = (
-    "tests/analysis/test_truth_live.py",
-    "tests/analysis/test_mesh_live.py",
-    "tests/analysis/test_report_layout.py",
-    "tests/analysis/test_facts.py",
-    "tests/lab/test_lab.py",
-    "tests/lab/test_cost_figures.py",
-    "tests/otel/test_jaeger.py",
-    "tests/cli/test_wheel.py",
-    "tests/kube/test_kube.py",
-    "tests/fleet/test_fleet.py",
-    "tests/fleet/test_cluster_security.py",
-    "tests/dashboard/test_guard.py",
-    "tests/dashboard/test_fuzz.py",
-    "tests/dashboard/test_redaction_ui.py",
-    "tests/dashboard/test_redaction_ui_planted.py",
-    "tests/dashboard/test_visual.py",
-    "tests/dashboard/test_views.py",
-)
-
-
 def _skip_reasons(item: pytest.Item) -> str:
     return " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
 
@@ -132,22 +106,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("cost"):  # timing against a real Envoy: never beside other work
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.slow)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup``: every test on its own, but each ONE_WORKER file as one unit. (pytest-xdist's own
-    ``xdist_group`` marks do nothing under pytest 9: it renames ``item._nodeid``, which pytest 9 no longer reads.)"""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class OneWorkerFiles(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::")[0]
-            return file if file in ONE_WORKER else nodeid
-
-    return OneWorkerFiles(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)
