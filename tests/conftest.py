@@ -88,13 +88,28 @@ SLOW: tuple[str, ...] = (
     "tests/security/test_hostile_cli.py::test_until_stops_reading_an_endless_stream",
 )
 
+#: Tests parametrized over every capture whose fast-tier run is a sample: every n-th parameter in collection
+#: order stays in the fast tier, the others join the ``slow`` tier (the full gate runs them all).
+SAMPLED: dict[str, int] = {
+    "tests/analysis/test_stage_frames.py::test_every_stage_returns_its_declared_frame_on_other_captures": 3,
+    "tests/analysis/test_numbers.py::test_report_fits_one_screen_on_every_other_log": 3,
+    "tests/analysis/test_report_layout.py::test_report_fits_and_keeps_one_unit_per_table": 3,
+    "tests/parser/test_native.py::test_real_excerpts_parse_the_same": 3,
+}
+
 
 def _skip_reasons(item: pytest.Item) -> str:
     return " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seen: dict[str, int] = {}
     for item in items:
+        function = item.nodeid.split("[")[0]
+        if function in SAMPLED:
+            seen[function] = seen.get(function, -1) + 1
+            if seen[function] % SAMPLED[function]:
+                item.add_marker(pytest.mark.slow)
         rel = item.nodeid.split("::")[0]  # the file, relative to the repository (pytest's rootdir)
         fixtures = set(getattr(item, "fixturenames", ()))
         if rel.startswith("tests/lab/") or "envoy" in _skip_reasons(item):
