@@ -353,7 +353,7 @@ def _constant_reads(requests: pl.DataFrame, origin: pl.Expr) -> dict[str, pl.Exp
     """The columns of ``_LOOP_READS`` that hold one value on every row, each as that value (``origin`` as its
     number, ``origin`` the expression that numbers it)."""
     fixed = constant_columns(requests.select(_LOOP_READS))
-    first = requests.head(1).select(origin.alias("origin") if "origin" in fixed else [], *(
+    first = requests.head(1).select(*([origin.alias("origin")] if "origin" in fixed else []), *(
         name for name in fixed if name != "origin"))
     return {name: pl.lit(first.item(0, name), dtype=first.schema[name]) for name in first.columns}
 

@@ -344,3 +344,27 @@ def test_constant_columns_left_out_of_the_model_give_what_the_general_path_gives
     assert fixed[1].height > 0
     # the rendered text too: a window that served no connection points at one shared text
     assert loop_stage.render_queueing(fixed[1]).equals(loop_stage.render_queueing(general[1]))
+
+
+def test_constant_columns_beside_an_origin_that_varies(monkeypatch) -> None:
+    """Two origins (origin varies) and a column of one value: the constant path still gives the general path's
+    frames (a capture of two pods once put an empty literal among the constants)."""
+    from envoy_dissector.analysis.engine.pipeline import split_restarts
+    from envoy_dissector.analysis.stages import loop as loop_stage
+    from envoy_dissector.analysis.stages.phases import attribute_phases
+    from envoy_dissector.analysis.stages.requests import build_requests
+    from envoy_dissector.analysis.stages.tls import downstream_waits
+
+    cap = dissect(FIXTURES / "istio-thread" / "workers" / "envoy.log.gz", keep_events=True)
+    events, _ = split_restarts(cap.events.filter(pl.col("ts_us").is_not_null()))
+    events = events.with_columns(origin=pl.when(pl.col("thread") % 2 == 0).then(pl.lit("pod-a"))
+                                 .otherwise(pl.lit("pod-b")))
+    waited, _ = downstream_waits(attribute_phases(build_requests(events), events)[0], events)
+    waited = waited.with_columns(cluster=pl.lit("one-cluster"))
+    slices = loop_stage.slices(events)
+    fixed_reads = loop_stage._constant_reads(waited.select(loop_stage._LOOP_READS), pl.col("origin"))
+    assert waited["origin"].n_unique() == 2 and "origin" not in fixed_reads and "cluster" in fixed_reads
+    fixed = loop_stage.loop_queue(waited, slices)
+    monkeypatch.setattr(loop_stage, "_constant_reads", lambda requests, origin: {})
+    general = loop_stage.loop_queue(waited, slices)
+    assert fixed[0].equals(general[0]) and fixed[1].equals(general[1])
