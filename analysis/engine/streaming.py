@@ -328,12 +328,10 @@ class StreamingAnalysis:
             side, window = self._window_of(worker, parts, context, final=False)
             out = _Output()
             try:
-                if window is not None:
+                if window is not None:  # (not cut: what was emitted stays remembered while its lines are kept)
                     frame, start, newest, events = window
-                    carry, emitted = worker.carry, dict(worker.emitted)
-                    self._stages(worker, (frame, start, newest + self.grace_us + 1, events), out)
-                    worker.window, worker.carry = frame, carry
-                    worker.emitted = {**emitted, **worker.emitted}
+                    self._stages(worker, (frame, start, newest + self.grace_us + 1, events), out, cut=False)
+                    worker.window = frame
             finally:
                 out.sides.append(side())
             return lambda: self._apply(out)
@@ -489,7 +487,7 @@ class StreamingAnalysis:
             out.sides.append(side())
         return lambda: self._apply(out)
 
-    def _stages(self, worker: _Worker, step: _Window, out: _Output) -> None:
+    def _stages(self, worker: _Worker, step: _Window, out: _Output, cut: bool = True) -> None:
         window, start, newest, events = step
         with self._timed("requests"):
             lines = build_requests(events)
@@ -504,8 +502,9 @@ class StreamingAnalysis:
         finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"), out)
         for uid, last in finished.select("request_uid", "last_ts").iter_rows():
             worker.emitted[uid] = last
-        with self._timed("cut"):
-            self._cut(worker, window, unfinished, newest)
+        if cut:
+            with self._timed("cut"):
+                self._cut(worker, window, unfinished, newest)
 
     def _finish_step(self, given: list[_Given]) -> Apply:
         """The final advance of several workers whose lines have all been read (an ended run, or every worker

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 from envoy_dissector.parser.pipeline import parse
@@ -43,3 +44,31 @@ def test_settle_emits_the_ended_requests_and_changes_nothing_at_the_end() -> Non
     assert ended.height == len(newly)
     assert ended["complete"].all()  # (only requests whose response ended; nothing given up)
     assert settled.equals(plain)
+
+
+@pytest.mark.parametrize("window_events", [1, 1000, 200_000])
+def test_settling_again_and_again_never_emits_a_request_twice(window_events: int) -> None:
+    """A followed log that goes quiet many times (a settle after every burst): each request is emitted once,
+    and the final requests are the same ones the lines give without settling (a window not yet cut once
+    forgot what a settle had emitted, and emitted it again)."""
+    events = parse(FIXTURES / "istio-thread" / "http2" / "envoy.log.gz").events
+    counts: dict[str, int] = {}
+
+    def on_finished(requests: pl.DataFrame, _phases: pl.DataFrame) -> None:
+        for uid in requests["request_uid"].to_list():
+            counts[uid] = counts.get(uid, 0) + 1
+
+    streaming = StreamingAnalysis(window_events=window_events, on_finished=on_finished, background=False)
+    cuts = [events.height * k // 7 for k in range(1, 7)] + [events.height]
+    done = 0
+    for cut in cuts:
+        streaming.add(events.slice(done, cut - done))
+        done = cut
+        streaming.settle()
+    settled = streaming.finish().requests
+    plain = StreamingAnalysis(background=False)
+    plain.add(events)
+    expected = plain.finish().requests
+    assert settled["request_uid"].is_unique().all()
+    assert sorted(settled["request_uid"]) == sorted(expected["request_uid"])
+    assert all(n == 1 for n in counts.values()) and len(counts) == expected.height
