@@ -319,6 +319,16 @@ def test_lane_packing_matches_naive_first_fit(seed: int, monkeypatch: pytest.Mon
     assert len(packed) == len(naive) > 1
 
 
+def _loop_inputs(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The event-loop stage's inputs as the engine builds them: the requests after the downstream waits, and
+    the busy slices."""
+    from envoy_dissector.analysis.stages.loop import slices
+    from envoy_dissector.analysis.stages.phases import attribute_phases
+    from envoy_dissector.analysis.stages.requests import build_requests
+    from envoy_dissector.analysis.stages.tls import downstream_waits
+
+    waited, _ = downstream_waits(attribute_phases(build_requests(events), events)[0], events)
+    return waited, slices(events)
 @pytest.mark.parametrize("name", ["istio-thread/keepalive", "istio-thread/workers", "istio-thread/lua-cpu",
                                   "istio-thread/ext-authz"])
 def test_constant_columns_left_out_of_the_model_give_what_the_general_path_gives(name: str,
@@ -327,14 +337,10 @@ def test_constant_columns_left_out_of_the_model_give_what_the_general_path_gives
     and windows and adds it back as that value: the same frames as when every column is read as it varies."""
     from envoy_dissector.analysis.engine.pipeline import split_restarts
     from envoy_dissector.analysis.stages import loop as loop_stage
-    from envoy_dissector.analysis.stages.phases import attribute_phases
-    from envoy_dissector.analysis.stages.requests import build_requests
-    from envoy_dissector.analysis.stages.tls import downstream_waits
 
     cap = dissect(FIXTURES / name / "envoy.log.gz", keep_events=True)
     events, _ = split_restarts(cap.events.filter(pl.col("ts_us").is_not_null()))
-    waited, _ = downstream_waits(attribute_phases(build_requests(events), events)[0], events)
-    slices = loop_stage.slices(events)
+    waited, slices = _loop_inputs(events)
     reads = waited.select(loop_stage._LOOP_READS)
     assert loop_stage._constant_reads(reads, pl.col("origin")), "no constant column: the case is not exercised"
     fixed = loop_stage.loop_queue(waited, slices)
@@ -351,17 +357,13 @@ def test_constant_columns_beside_an_origin_that_varies(monkeypatch) -> None:
     frames (a capture of two pods once put an empty literal among the constants)."""
     from envoy_dissector.analysis.engine.pipeline import split_restarts
     from envoy_dissector.analysis.stages import loop as loop_stage
-    from envoy_dissector.analysis.stages.phases import attribute_phases
-    from envoy_dissector.analysis.stages.requests import build_requests
-    from envoy_dissector.analysis.stages.tls import downstream_waits
 
     cap = dissect(FIXTURES / "istio-thread" / "workers" / "envoy.log.gz", keep_events=True)
     events, _ = split_restarts(cap.events.filter(pl.col("ts_us").is_not_null()))
     events = events.with_columns(origin=pl.when(pl.col("thread") % 2 == 0).then(pl.lit("pod-a"))
                                  .otherwise(pl.lit("pod-b")))
-    waited, _ = downstream_waits(attribute_phases(build_requests(events), events)[0], events)
+    waited, slices = _loop_inputs(events)
     waited = waited.with_columns(cluster=pl.lit("one-cluster"))
-    slices = loop_stage.slices(events)
     fixed_reads = loop_stage._constant_reads(waited.select(loop_stage._LOOP_READS), pl.col("origin"))
     assert waited["origin"].n_unique() == 2 and "origin" not in fixed_reads and "cluster" in fixed_reads
     fixed = loop_stage.loop_queue(waited, slices)
