@@ -14,9 +14,10 @@ from envoy_dissector.parser.formats import FORMAT_IDS
 
 TOKEN_ENV = "ENVOY_DISSECTOR_TOKEN"
 MIN_TOKEN_CHARS = 16
-#: Bounds of the numeric options (a value past them, ``nan`` or ``inf`` is a usage error): 1 TiB, a year.
+#: Bounds of the numeric options (a value past them, ``nan`` or ``inf`` is a usage error): 1 TiB, a year, an hour.
 MAX_UPLOAD_MB = 1024 * 1024
 MAX_IDLE_MINUTES = 365 * 24 * 60
+MAX_PREAUTH_S = 3600
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="browser sessions holding uploads at once; more are refused until one is idle (default 16)")
     p.add_argument("--session-idle-minutes", type=positive_number(at_most=MAX_IDLE_MINUTES), default=60, metavar="M",
                    help="a session unused this long gives its room (and its uploads) to a new one (default 60)")
+    p.add_argument("--preauth-timeout", type=positive_number(at_most=MAX_PREAUTH_S), metavar="SECONDS",
+                   help="close a connection that has not sent an admitted request's headers this long after "
+                        "opening (default 10)")
     p.add_argument("--follow", metavar="FILE|pod/NAME",
                    help="also follow this growing log (rotation handled), or a pod's sidecar log through the "
                         "Kubernetes API (trace on while the server runs, restored when it stops): every browser "
@@ -158,4 +162,5 @@ def serve_dashboard(args: argparse.Namespace, loopback: bool, token: str | None,
     if args.debug:
         app.run(host=args.host, port=args.port, debug=True)
     else:
-        serve(app, args.host, args.port, max_body_bytes=int(args.max_upload_mb * 1024 * 1024))
+        preauth = {} if args.preauth_timeout is None else {"preauth_timeout_s": args.preauth_timeout}
+        serve(app, args.host, args.port, max_body_bytes=int(args.max_upload_mb * 1024 * 1024), **preauth)

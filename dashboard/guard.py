@@ -13,9 +13,10 @@ the bytes are in. Here, as soon as a request's headers are complete:
   large) get the ``{"error": TEXT}`` body the upload protocol documents, not plain text.
 
 Connections are bounded too: one that has not completed an admitted request's headers within
-``PREAUTH_TIMEOUT_S`` of opening is closed (idle sockets, a header sent a byte at a time), a client
-address holds at most ``MAX_PENDING_PER_CLIENT`` such connections (a new one closes its oldest), and
-an admitted connection idle for ``IDLE_TIMEOUT_S`` is closed (waitress's ``channel_timeout``).
+``Guard.preauth_timeout_s`` of opening (default ``PREAUTH_TIMEOUT_S``; ``dashboard --preauth-timeout``) is
+closed (idle sockets, a header sent a byte at a time), a client address holds at most ``MAX_PENDING_PER_CLIENT``
+such connections (a new one closes its oldest), and an admitted connection idle for ``IDLE_TIMEOUT_S`` is closed
+(waitress's ``channel_timeout``).
 
 >>> budget = SpoolBudget(100)
 >>> budget.reserve(60), budget.reserve(60), budget.release(60), budget.reserve(60)
@@ -89,6 +90,8 @@ class Guard:
     #: the refusal text of an over-cap body (the upload route's own message)
     too_large: str
     spool: SpoolBudget
+    #: seconds a connection may take to complete an admitted request's headers
+    preauth_timeout_s: float = PREAUTH_TIMEOUT_S
     #: connections not yet admitted, by client address (touched only by waitress's socket thread)
     pending: dict[str, list[GuardedChannel]] = field(default_factory=dict)
 
@@ -207,7 +210,7 @@ class GuardedChannel(HTTPChannel):
                 del self.guard.pending[self.client]
 
     def readable(self) -> bool:
-        if not self.is_admitted and time.time() - self.creation_time > PREAUTH_TIMEOUT_S:
+        if not self.is_admitted and time.time() - self.creation_time > self.guard.preauth_timeout_s:
             self.will_close = True
         return bool(super().readable())
 

@@ -43,7 +43,8 @@ def server_options(max_body_bytes: int, threads: int = THREADS) -> dict[str, Any
     }
 
 
-def serve(app: Dash, host: str, port: int, *, max_body_bytes: int, threads: int = THREADS) -> None:
+def serve(app: Dash, host: str, port: int, *, max_body_bytes: int, threads: int = THREADS,
+          preauth_timeout_s: float = guard.PREAUTH_TIMEOUT_S) -> None:
     """Serve ``app`` on ``host:port`` until interrupted."""
     from waitress.server import create_server
 
@@ -51,7 +52,8 @@ def serve(app: Dash, host: str, port: int, *, max_body_bytes: int, threads: int 
     policy = app.server.config.get("DISSECTOR_POLICY") or AccessPolicy.for_bind(host)
     server = create_server(app.server, host=host, port=port, **options)
     guard.install(server, guard.Guard(policy=policy, too_large=too_large_message(max_body_bytes),
-                                      spool=guard.SpoolBudget(SPOOLED_BODIES * options["max_request_body_size"])))
+                                      spool=guard.SpoolBudget(SPOOLED_BODIES * options["max_request_body_size"]),
+                                      preauth_timeout_s=preauth_timeout_s))
     try:
         server.run()
     finally:
