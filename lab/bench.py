@@ -71,15 +71,31 @@ def pinned(core: int) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """CPU seconds (utime + stime) of a process's worker threads (``wrk:*``) and of all its threads."""
+    """CPU seconds (utime + stime) of a process's worker threads (``wrk:*``) and of all its threads; and, from
+    ``/proc/PID/task/*/schedstat`` (in ns, not clock ticks), the worker threads' time on a CPU and time runnable
+    but waiting for one (another task had the core). None where the kernel keeps no schedstat."""
 
     workers_s: float
     all_s: float
+    workers_run_s: float | None = None
+    workers_wait_s: float | None = None
+    all_run_s: float | None = None
+
+
+def _schedstat(task: Path) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable and waiting for one) of one thread, or None."""
+    try:
+        fields = (task / "schedstat").read_text().split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def cpu_times(pid: int) -> CpuTimes:
-    """Read ``/proc/PID/task/*/stat`` now."""
+    """Read ``/proc/PID/task/*/stat`` and the worker threads' ``schedstat`` now."""
     workers = total = 0
+    run_ns = wait_ns = all_ns = 0
+    sched = True
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             stat = (task / "stat").read_text()
@@ -89,9 +105,36 @@ def cpu_times(pid: int) -> CpuTimes:
         fields = stat[stat.rindex(")") + 2:].split()
         ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
         total += ticks
+        ran = _schedstat(task)
+        sched = sched and ran is not None
+        all_ns += ran[0] if ran else 0
         if name.startswith("wrk:"):
             workers += ticks
-    return CpuTimes(workers / _CLOCK_TICKS, total / _CLOCK_TICKS)
+            run_ns, wait_ns = (run_ns + ran[0], wait_ns + ran[1]) if ran else (run_ns, wait_ns)
+    return CpuTimes(workers / _CLOCK_TICKS, total / _CLOCK_TICKS, run_ns / 1e9 if sched else None,
+                    wait_ns / 1e9 if sched else None, all_ns / 1e9 if sched else None)
+
+
+def worker_row(before: CpuTimes, after: CpuTimes, load: BenchLoad) -> dict[str, object]:
+    """Envoy's worker CPU over one load: utime + stime (clock ticks), per 1000 requests and over the wall time;
+    and from ``schedstat``: CPU per 1000 requests in ns precision, ``worker_demand`` (time on a CPU or waiting
+    for one, over the wall time: near 1 the worker always had work, whatever share of its core it was given)
+    and ``worker_capacity_rps`` (requests per second of CPU the worker got: what it would serve with its core
+    to itself when its demand is near 1)."""
+    worker_s, all_s = after.workers_s - before.workers_s, after.all_s - before.all_s
+    row: dict[str, object] = {
+        "envoy_worker_cpu_s": round(worker_s, 3), "envoy_cpu_s": round(all_s, 3),
+        "worker_utilisation": round(worker_s / load.wall_s, 3) if load.wall_s else None,
+        "worker_cpu_ms_per_1000": round(worker_s * 1e6 / load.requests, 1) if load.requests else None}
+    if None in (before.workers_run_s, after.workers_run_s, before.workers_wait_s, after.workers_wait_s):
+        return {**row, "worker_run_s": None, "worker_wait_s": None, "worker_demand": None,
+                "worker_run_ms_per_1000": None, "worker_capacity_rps": None}
+    ran = after.workers_run_s - before.workers_run_s  # type: ignore[operator]
+    waited = after.workers_wait_s - before.workers_wait_s  # type: ignore[operator]
+    return {**row, "worker_run_s": round(ran, 4), "worker_wait_s": round(waited, 4),
+            "worker_demand": round((ran + waited) / load.wall_s, 3) if load.wall_s else None,
+            "worker_run_ms_per_1000": round(ran * 1e6 / load.requests, 1) if load.requests else None,
+            "worker_capacity_rps": round(load.requests / ran, 1) if ran > 0 else None}
 
 
 class PinnedEnvoy(EnvoyProcess):
@@ -170,11 +213,8 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
                                    wall_s=step_s, think_us=think)
                 after = cpu_times(envoy.pid)
                 time.sleep(0.2)  # the last lines reach the log before Envoy stops
-            worker_s, all_s = after.workers_s - before.workers_s, after.all_s - before.all_s
             row = {"step": index, "connections": connections, "think_us": think, **_load_row(load),
-                   "envoy_worker_cpu_s": round(worker_s, 3), "envoy_cpu_s": round(all_s, 3),
-                   "worker_utilisation": round(worker_s / load.wall_s, 3) if load.wall_s else None,
-                   "worker_cpu_ms_per_1000": round(worker_s * 1e6 / load.requests, 1) if load.requests else None,
+                   **worker_row(before, after, load), "loadavg_1m": round(os.getloadavg()[0], 2),
                    "dir": step_dir.name}
             _meta(step_dir, settings, fmt, envoy, load, {"scenario": "bench-ladder", "mix": mix, "step": row})
             steps.append(row)
@@ -213,6 +253,8 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
     wall = min(30.0, 3 * requests / rate + 5)
     latencies: dict[str, list[int]] = {name: [] for name, _ in AB_ARMS}
     late: dict[str, int] = dict.fromkeys(latencies, 0)
+    worker_run_s: dict[str, float | None] = {name: 0.0 for name, level in AB_ARMS if level is not None}
+    envoy_run_s: dict[str, float | None] = dict(worker_run_s)
     with LeanUpstream(out) as upstream:
         for _ in range(max(1, rounds)):
             for name, level in AB_ARMS:
@@ -221,16 +263,29 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
                 else:
                     settings = dataclasses.replace(MIXES["plain"], log_level=level)
                     with _envoy(settings, out / name, upstream.port, fmt[1], None) as envoy:
+                        assert envoy.pid is not None
                         time.sleep(0.2)
+                        before = cpu_times(envoy.pid)
                         load = open_loop(envoy.listener_port, rate=rate, requests=requests, wall_s=wall)
+                        after = cpu_times(envoy.pid)
                         time.sleep(0.2)
+                    for into, ran in ((worker_run_s, worker_row(before, after, load)["worker_run_s"]),
+                                      (envoy_run_s, None if after.all_run_s is None or before.all_run_s is None
+                                       else after.all_run_s - before.all_run_s)):
+                        total = into[name]
+                        into[name] = None if ran is None or total is None else total + float(ran)  # type: ignore[arg-type]
                     _meta(out / name, settings, fmt, envoy, load, {"scenario": "bench-ab", "arm": name})
                 latencies[name] += load.latencies_us
                 late[name] += load.late
-    arms = {name: {"requests": len(lat), "late": late[name], "latency_us": _percentiles(lat)}
-            for name, lat in latencies.items()}
+    arms: dict[str, dict[str, object]] = {
+        name: {"requests": len(lat), "late": late[name], "latency_us": _percentiles(lat)}
+        for name, lat in latencies.items()}
+    for name, ran in worker_run_s.items():  # Envoy's CPU per request, worker and all threads (schedstat, ns)
+        count, every = len(latencies[name]), envoy_run_s[name]
+        arms[name]["worker_run_us_per_request"] = round(ran * 1e6 / count, 1) if ran is not None and count else None
+        arms[name]["envoy_run_us_per_request"] = round(every * 1e6 / count, 1) if every is not None and count else None
     ab = {"scenario": "bench-ab", "rate": rate, "requests_per_round": requests, "rounds": rounds,
-          "arms": arms}
+          "loadavg_1m": round(os.getloadavg()[0], 2), "arms": arms}
     (out / "ab.json").write_text(json.dumps(ab, indent=2) + "\n", encoding="utf-8")
     return out
 
