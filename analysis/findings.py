@@ -11,6 +11,7 @@ from typing import Literal
 
 import polars as pl
 
+from envoy_dissector.analysis.gap_counts import GapCounts
 from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.analysis.stages.cost import BACK_TO_BACK_US, record_cost_from_gaps
 from envoy_dissector.analysis.stages.internal import (
@@ -325,7 +326,7 @@ def record_gaps(events: pl.DataFrame) -> pl.Series:
                         & pl.col("nxt").is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
 
 
-def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
+def observer_cost_of(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     """Trace logging's own cost, from the gaps ``record_gaps`` measures (or gathered worker by worker when
     streaming): ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between, so that
     gap is about the cost of formatting and writing one record."""
@@ -345,7 +346,7 @@ def observer_cost_of(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
     )]
 
 
-def worker_stalls(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
+def worker_stalls(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     """Workers descheduled mid-work, from the same gaps as ``observer_cost_of``: Envoy logs ``socket event`` and
     ``read ready``/``write ready`` from adjacent statements, so a long gap between them is time the worker did
     not run. The rate per record pair, times the records a request logs, is how often a request's phases carry
@@ -353,10 +354,10 @@ def worker_stalls(gaps: pl.Series, requests: pl.DataFrame) -> list[Finding]:
     r = counted(requests)
     if gaps.len() < STALL_MIN_PAIRS or r.height == 0:
         return []
-    stalls = gaps.filter(gaps >= STALL_US)
+    stalls = gaps.at_least(STALL_US)
     if stalls.len() == 0:
         return []
-    longest, typical = int(stalls.max()), median(stalls) or 0.0  # type: ignore[arg-type]
+    longest, typical = stalls.max() or 0, stalls.median() or 0.0
     title = f"Worker stalls mid-work: {stalls.len()} of {gaps.len()} back-to-back record pairs ≥ {STALL_US} µs apart"
     seen = f"up to {format_us(longest)} (median {format_us(typical)}) between two adjacent statements of Envoy"
     fix = ("The worker was off the CPU or blocked writing its log: check the sidecar's CPU limit and throttling "
@@ -528,7 +529,7 @@ def health_checks(events: pl.DataFrame) -> int:
 
 
 def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, phases: pl.DataFrame, notes: list[str],
-                 internal: pl.DataFrame, gaps: pl.Series, checks: int) -> list[Finding]:
+                 internal: pl.DataFrame, gaps: GapCounts, checks: int) -> list[Finding]:
     """Every rule's findings, most severe first. ``internal``: the capture's internal work bursts
     (``Capture.internal_work()``); ``gaps`` and ``checks``: the record gaps and health-check lines the engine
     gathered (``Capture.facts``)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from envoy_dissector.analysis.gap_counts import GapCounts
 from envoy_dissector.analysis.quality import RecordFacts
 from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA
 from envoy_dissector.analysis.stages.tls import counts_of
@@ -21,8 +22,8 @@ STARTED_SCHEMA = {"origin": pl.String(), "thread": pl.Int64()}
 class CaptureFacts:
     #: levels, kinds, request lines, timestamp tick, thread ids, first/last record time per origin
     records: RecordFacts = field(default_factory=RecordFacts)
-    #: ``findings.record_gaps``: socket event -> read/write ready gaps, per worker in time order
-    gaps: pl.Series = field(default_factory=lambda: pl.Series("gap", [], dtype=pl.Int64))
+    #: ``findings.record_gaps``: socket event -> read/write ready gaps, as a count per gap value (``gap_counts.py``)
+    gaps: GapCounts = field(default_factory=GapCounts)
     #: (origin, thread) of threads that logged `worker entering dispatch loop`
     started: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=STARTED_SCHEMA))
     #: ``tls.handshakes`` of the whole capture

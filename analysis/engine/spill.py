@@ -60,6 +60,10 @@ class Spill:
     def rows(self, kind: str) -> int:
         return self._kinds[kind].rows
 
+    def held_rows(self, kind: str) -> int:
+        """Rows of ``kind`` held in memory (not yet written to a part)."""
+        return sum(frame.height for frame in self._kinds[kind].held)
+
     @property
     def parts(self) -> int:
         """Parquet parts written so far (0: everything is still in memory)."""

@@ -33,12 +33,13 @@ they use live on one worker thread, and one thread's lines are in time order. So
   health-check bursts (state the stages do not touch) are made beside the requests and phases stages
   (``Steps.beside``).
 
-Capture-wide facts stay small and are declared here: restart runs per origin (a counter), the lifecycle
-lines that name the main thread (admin requests) and one socket line per origin (capture level) are added to
-every window; TLS connection facts are merged (``tls.merge_facts``); event-loop queueing, which takes minima
-over a whole origin, and stitching run at the end on the requests frame (``pipeline.conclude``). Origins
-without thread ids cannot be split by worker (lanes are inferred from the whole capture): their events are
-kept and analysed whole at the end.
+Capture-wide facts stay small and are declared here: record gaps as a count per gap value (``gap_counts.py``:
+a follow of hours holds a row per distinct gap, not one per socket event), restart runs per origin (a counter),
+the lifecycle lines that name the main thread (admin requests) and one socket line per origin (capture level) are
+added to every window; internal work bursts wait in the spill with the finished requests; TLS connection facts
+are merged (``tls.merge_facts``); event-loop queueing, which takes minima over a whole origin, and stitching run
+at the end on the requests frame (``pipeline.conclude``). Origins without thread ids cannot be split by worker
+(lanes are inferred from the whole capture): their events are kept and analysed whole at the end.
 """
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ from envoy_dissector.analysis.engine.pipeline import Analysis, conclude, restart
 from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET, Spill
 from envoy_dissector.analysis.engine.steps import Apply, Steps
 from envoy_dissector.analysis.findings import health_checks, record_gaps
+from envoy_dissector.analysis.gap_counts import HELD_GAPS, GapTally
 from envoy_dissector.analysis.schema import (
     ANALYSED_COLUMNS,
     LOOP_SCHEMA,
@@ -112,8 +114,10 @@ _Given = tuple["_Worker", list[pl.DataFrame], _Context]
 _Window = tuple[pl.DataFrame, int, int, pl.DataFrame]
 #: What a worker's new lines add besides its window: loop slices, record gaps (None: no new lines), bursts.
 _Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame]
-#: What ``StreamingAnalysis`` keeps of finished work until ``finish``.
-FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA}
+#: What ``StreamingAnalysis`` keeps of finished work until ``finish`` (``bursts``: the internal work bursts, which
+#: the event-loop view draws one by one, so they are rows like the loop slices, not a summary).
+FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA,
+                    "bursts": BURSTS_SCHEMA}
 
 
 @dataclass
@@ -213,14 +217,15 @@ class StreamingAnalysis:
     on_finished: Emit | None = None
     _workers: dict[tuple[str, int], _Worker] = field(default_factory=dict)
     _origins: dict[str, _Origin] = field(default_factory=dict)
-    #: where finished requests, their phase rows and closed loop slices wait for ``finish`` (``spill.py``)
+    #: where finished requests, their phase rows, closed loop slices and internal work bursts wait for ``finish``
     #: bytes of finished output held in memory before it is written to parquet parts (``spill.py``)
     spill_budget: int = MEMORY_BUDGET
     _done: Spill = field(init=False)
     _facts: list[pl.DataFrame] = field(default_factory=list)
     _facts_rows: int = 0
-    _gaps: list[pl.Series] = field(default_factory=list)
-    _bursts: list[pl.DataFrame] = field(default_factory=list)
+    #: record gaps held as they came before they are folded into counts (``gap_counts.GapTally``)
+    held_gaps: int = HELD_GAPS
+    _gaps: GapTally = field(init=False)
     _started: list[pl.DataFrame] = field(default_factory=list)
     #: workers of ended runs (Envoy restarted) waiting to be finished together
     _ended: list[_Given] = field(default_factory=list)
@@ -245,11 +250,17 @@ class StreamingAnalysis:
     def __post_init__(self) -> None:
         self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
         self._steps = Steps(self.background)
+        self._gaps = GapTally(self.held_gaps)
 
     def _step(self, work: Callable[[], Apply], workers: tuple[_Worker, ...] = ()) -> None:
         """Run a window step (``Steps.give``): ``work``, on the state of ``workers`` only, returns what the step
         adds to the shared output; what it reads of the intake's state is taken when it is given."""
         self._steps.give(work, [(w.origin, w.thread) for w in workers])
+
+    def held_rows(self) -> dict[str, int]:
+        """Rows of the whole run's record gaps and internal work bursts held in memory now: neither grows with the
+        input (gaps: a row per distinct gap beyond ``held_gaps``; bursts: up to the spill's budget)."""
+        return {"gaps": self._gaps.rows_held(), "bursts": self._done.held_rows("bursts")}
 
     def close(self) -> None:
         """Stop the step threads (steps not started are dropped); ``finish`` and ``stream_capture.stream`` call it."""
@@ -597,10 +608,10 @@ class StreamingAnalysis:
             loop, gaps, bursts = got
             self._done.add("loop", loop)
             if gaps is not None:
-                self._gaps.append(gaps)
-            self._add_bursts(bursts)
+                self._gaps.add(gaps)
+            self._done.add("bursts", bursts)
         for bursts in out.bursts:
-            self._add_bursts(bursts)
+            self._done.add("bursts", bursts)
 
     def _emit(self, lines: pl.DataFrame, events: pl.DataFrame, done_uids: pl.DataFrame,
               out: _Output) -> pl.DataFrame:
@@ -618,10 +629,6 @@ class StreamingAnalysis:
         if finished.height:
             out.finished.append((finished, phases.join(finished.select("request_uid"), on="request_uid", how="semi")))
         return finished
-
-    def _add_bursts(self, bursts: pl.DataFrame) -> None:
-        if bursts.height:
-            self._bursts.append(bursts)
 
     @contextmanager
     def _timed(self, step: str) -> Iterator[None]:
@@ -724,23 +731,22 @@ class StreamingAnalysis:
         if whole:
             staged = stage(pl.concat(whole), [])
             notes.extend(staged.notes)
-            self._gaps.append(record_gaps(staged.events))
+            self._gaps.add(record_gaps(staged.events))
             self._started.append(worker_threads(staged.events, staged.requests.head(0)).select("origin", "thread"))
             self._done.add("loop", staged.loop)
             shakes.append(handshakes(staged.events))
             if staged.requests.height:
                 self._done.add("requests", staged.requests)
                 self._done.add("phases", staged.phases)
-        self.facts.gaps = pl.concat(self._gaps) if self._gaps else self.facts.gaps
+        self.facts.gaps = self._gaps.counts()
         if self._started:
             self.facts.started = pl.concat(self._started).unique().cast(STARTED_SCHEMA)  # type: ignore[arg-type]
         self.facts.handshakes = pl.concat(shakes) if shakes else None
         if whole:
             whole_requests = staged.requests.with_columns(conn_id=pl.col("downstream_conn_id")) if (
                 "conn_id" not in staged.requests.columns) else staged.requests
-            self._bursts.append(work_bursts(whole_requests, staged.events))
-        self.facts.internal_work = (pl.concat(self._bursts, how="diagonal_relaxed") if self._bursts
-                                    else pl.DataFrame(schema=BURSTS_SCHEMA))
+            self._done.add("bursts", work_bursts(whole_requests, staged.events))
+        self.facts.internal_work = self._done.take("bursts")
         loop_frame = self._done.take("loop").sort("origin", "thread", maintain_order=True)
         if not self._done.rows("requests"):
             self._done.close()

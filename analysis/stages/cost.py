@@ -26,6 +26,7 @@ from typing import Any, Final
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.gap_counts import GapCounts
 from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
 from envoy_dissector.analysis.stats import QUANTILES, percentile_expr
 
@@ -78,14 +79,14 @@ def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.Dat
     return conform(out.with_columns(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
 
 
-def record_cost_from_gaps(gaps: pl.Series) -> float | None:
+def record_cost_from_gaps(gaps: GapCounts) -> float | None:
     """Worker time one log record costs (µs): the mean gap between a ``socket event`` record and the
     ``read ready``/``write ready`` its worker logs next (``findings.record_gaps``: adjacent statements, no
     work between), over the gaps of at most :data:`BACK_TO_BACK_US` (longer: the worker was descheduled).
     The mean, not the median: timestamps tick in whole µs, so the gaps are 0, 1 or 2 and their median only
     ever says 1. ``None`` with fewer than :data:`MIN_GAPS`."""
-    kept = gaps.filter(gaps <= BACK_TO_BACK_US)
-    return float(kept.mean()) if kept.len() >= MIN_GAPS else None  # type: ignore[arg-type]
+    kept = gaps.at_most(BACK_TO_BACK_US)
+    return kept.mean() if kept.len() >= MIN_GAPS else None
 
 
 def record_cost_us(loop: pl.DataFrame) -> float | None:
@@ -279,7 +280,7 @@ def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
 
 
 def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFrame, *,
-                 busy_measured: bool = True, gaps: pl.Series | None = None) -> list[Cost]:
+                 busy_measured: bool = True, gaps: GapCounts | None = None) -> list[Cost]:
     """One :class:`Cost` per origin with complete client requests.
 
     ``workers`` is ``Capture.workers()`` (utilisation per worker); ``busy_measured`` False (no socket lines:

@@ -10,6 +10,7 @@ import pytest
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.engine.reread import request_records
 from envoy_dissector.analysis.findings import health_checks, record_gaps
+from envoy_dissector.analysis.gap_counts import GapCounts
 from envoy_dissector.analysis.quality import assess, capture_span
 from envoy_dissector.analysis.stages.internal import work_bursts
 from envoy_dissector.analysis.stages.loop import worker_threads
@@ -35,7 +36,7 @@ def test_the_facts_say_what_the_events_say(cap):
         expected = capture_span(cap.records.filter(mine), requests.filter(mine))
         assert {k: origin[k] for k in expected} == expected
     assert cap.summary()["tls_handshakes"] == counts(events)
-    assert cap.facts.gaps.to_list() == record_gaps(events).to_list()
+    assert cap.facts.gaps == GapCounts.of(record_gaps(events))
     assert cap.facts.health_checks == health_checks(events)
     threads = cap.facts.worker_threads(requests).sort("origin", "thread")
     assert threads.rows() == worker_threads(events, requests).sort("origin", "thread").rows()

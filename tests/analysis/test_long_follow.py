@@ -1,0 +1,92 @@
+"""A log followed for hours (``analyze --follow``, ``watch``: the streaming engine with ``settle`` whenever the log
+goes quiet, issue 29): what the engine keeps of the whole run for the final report — the record gaps behind the
+observer and stall findings, the internal work bursts — is held in memory within a bound that does not grow with
+the input, and the final capture (findings, summary, report) is the one the same input gives held whole.
+
+The input is a capture replayed ten times (``replay.py``: each copy later, with ids of its own), a settle after each
+copy; the engine is run bounded (gaps folded into counts beyond ``HELD_GAPS``, finished rows spilled beyond
+``SPILL_BUDGET`` bytes) and unbounded (neither), and the held rows are counted after every copy.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from replay import replayer
+
+from envoy_dissector.analysis.capture import Capture
+from envoy_dissector.analysis.engine.events import NoEvents
+from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
+from envoy_dissector.analysis.findings import record_gaps
+from envoy_dissector.analysis.gap_counts import GapCounts
+from envoy_dissector.analysis.outputs.report import render
+from envoy_dissector.parser.pipeline import Diagnostics, parse
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+#: The health checker's bursts (worker by worker) and ext_authz calls' (internal requests, window by window).
+CASES = ["istio-thread/health-check/envoy.log.gz", "istio-thread/ext-authz/envoy.log.gz"]
+COPIES = 10
+HELD_GAPS = 100
+SPILL_BUDGET = 4096
+#: A burst row holds two 8-byte times at least: held bursts fit the spill's budget in this many rows.
+MOST_HELD_BURSTS = SPILL_BUDGET // 16
+UNBOUNDED = 10**12
+
+
+@dataclass
+class _Followed:
+    capture: Capture
+    #: ``StreamingAnalysis.held_rows()`` after each copy
+    held: list[dict[str, int]]
+
+
+def _follow(copies: list[pl.DataFrame], diagnostics: Diagnostics, *, held_gaps: int, spill_budget: int) -> _Followed:
+    engine = StreamingAnalysis(background=False, held_gaps=held_gaps, spill_budget=spill_budget)
+    held = []
+    for copy in copies:
+        engine.add(copy)
+        engine.settle()
+        held.append(engine.held_rows())
+    done = engine.finish()
+    capture = Capture(requests=done.requests, phases=done.phases, loop=done.loop,
+                      diagnostics_info=diagnostics,
+                      notes=done.notes, stitching=done.stitching, queueing=done.queueing, facts=engine.facts,
+                      event_source=NoEvents(("a replayed follow keeps no events",)))
+    return _Followed(capture, held)
+
+
+def _said(capture: Capture) -> dict[str, Any]:
+    return {"findings": [asdict(f) for f in capture.findings()],
+            "summary": json.dumps(capture.summary(), sort_keys=True, default=str), "report": render(capture)}
+
+
+@pytest.mark.parametrize("log", CASES)
+def test_a_long_follow_holds_bounded_gaps_and_bursts_and_says_what_the_whole_input_says(log: str) -> None:
+    parsed = parse(FIXTURES / log)
+    events = parsed.events
+    copy = replayer(events)
+    copies = [copy(k) for k in range(COPIES)]
+    bounded = _follow(copies, parsed.diagnostics, held_gaps=HELD_GAPS, spill_budget=SPILL_BUDGET)
+    whole = _follow(copies, parsed.diagnostics, held_gaps=UNBOUNDED, spill_budget=UNBOUNDED)
+
+    gaps = bounded.capture.facts.gaps
+    assert gaps == GapCounts.of(record_gaps(pl.concat(copies)))  # every gap of the input, counted
+    once = record_gaps(events).len()
+    assert gaps.len() >= COPIES * once - COPIES  # the input grew tenfold (a copy's first gap may span two copies)
+    assert max(h["gaps"] for h in bounded.held) <= HELD_GAPS + gaps.frame.height < gaps.len() // 5
+    assert whole.held[-1]["gaps"] == gaps.len()  # (held as they came, the gaps grow with the input)
+
+    bursts = bounded.capture.internal_work()
+    assert bursts.height >= COPIES * 100
+    assert max(h["bursts"] for h in bounded.held) <= MOST_HELD_BURSTS < bursts.height // 4
+    assert whole.held[-1]["bursts"] >= bursts.height * (COPIES - 1) // COPIES
+    assert bursts.equals(whole.capture.internal_work())
+
+    assert bounded.capture.requests.height == whole.capture.requests.height
+    said = _said(bounded.capture)
+    assert said == _said(whole.capture)
+    assert {"observer-effect"} <= {f["id"] for f in said["findings"]}
