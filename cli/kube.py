@@ -62,7 +62,7 @@ def parse_duration(text: str, *, option: str) -> float:
 def add_cluster_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *,
                         request_timeout_help: str = "longest wait for each API response, or each chunk of a log "
                                                     "stream, however slowly the server sends (default 60s; "
-                                                    "connect timeout 10s)") -> None:
+                                                    "plus --connect-timeout)") -> None:
     """Where the pods are and how to reach the API server: -n, -c, --kubeconfig, --context and the timeouts
     (``fetch``, ``capture``, ``watch``, ``dashboard --follow pod/NAME``; read by :func:`connect`)."""
     p.add_argument("-n", "--namespace", metavar="NS", help="namespace (default: the context's, else default)")
@@ -72,6 +72,9 @@ def add_cluster_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *,
                                                         "then the in-cluster service account)")
     p.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
     p.add_argument("--request-timeout", default="60s", metavar="DURATION", help=request_timeout_help)
+    p.add_argument("--connect-timeout", default="10s", metavar="DURATION",
+                   help="longest wait to connect to the API server; a response's deadline is this plus "
+                        "--request-timeout (default 10s)")
     p.add_argument("--exec-timeout", default="60s", metavar="DURATION",
                    help="longest run of a kubeconfig exec credential plugin before it is stopped (default 60s)")
 
@@ -146,11 +149,14 @@ def connect(args: argparse.Namespace, pods: list[str], selector: str | None, *,
     read_timeout = parse_duration(args.request_timeout, option="--request-timeout")
     if read_timeout <= 0:
         raise UsageError("--request-timeout must be positive")
+    connect_timeout = parse_duration(args.connect_timeout, option="--connect-timeout")
+    if connect_timeout <= 0:
+        raise UsageError("--connect-timeout must be positive")
     exec_timeout = parse_duration(args.exec_timeout, option="--exec-timeout")
     if exec_timeout <= 0:
         raise UsageError("--exec-timeout must be positive")
     kube = load(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace,
-                read_timeout_s=read_timeout, exec_timeout_s=exec_timeout)
+                connect_timeout_s=connect_timeout, read_timeout_s=read_timeout, exec_timeout_s=exec_timeout)
     try:
         targets = resolve_pods(kube, pods, selector, args.container, warn=_warn)
     except BaseException:

@@ -28,6 +28,8 @@ from tests.kube.kube_standin import ApiServerStandIn, Container, Pod
 NS = "shop"
 CLI = [sys.executable, "-m", "envoy_dissector.cli"]
 SECRETS = ("hunter2-password", "s3cr3t-token-0123456789abcdef")
+#: The trickling tests' bounds: a response's deadline is connect + read, 3 s (a trickled response needs minutes)
+TIMEOUTS = ("--connect-timeout", "1s", "--request-timeout", "2s")
 
 
 @pytest.fixture
@@ -84,15 +86,14 @@ users: [{{name: u, user: {{token: good-token}}}}]
 def test_a_server_sending_one_byte_at_a_time_is_given_up_on(api: ApiServerStandIn, tmp_path: Path) -> None:
     api.trickle_s, api.trickle_path = 0.2, "/pods/web-0"  # the pod's JSON alone would take minutes
     done = _fetch(_kubeconfig(api, tmp_path / "kc", {"token": "good-token"}), tmp_path / "out",
-                  "--request-timeout", "2s")
+                  *TIMEOUTS)
     assert done.returncode == 5
-    assert "did not answer within 12 s" in _error_line(done)  # connect 10 s + read 2 s
+    assert "did not answer within 3 s" in _error_line(done)  # connect 1 s + read 2 s
 
 
 def test_a_log_stream_trickling_is_given_up_on_per_chunk(api: ApiServerStandIn, tmp_path: Path) -> None:
     api.trickle_s, api.trickle_path = 0.2, "/log"
-    done = _fetch(_kubeconfig(api, tmp_path / "kc", {"token": "good-token"}), tmp_path / "out",
-                  "--request-timeout", "2s")
+    done = _fetch(_kubeconfig(api, tmp_path / "kc", {"token": "good-token"}), tmp_path / "out", *TIMEOUTS)
     assert done.returncode == 5
     assert "the log of web-0/istio-proxy: the API server did not answer within" in _error_line(done)
     assert not list((tmp_path / "out").rglob("*.log")) and not list((tmp_path / "out").rglob("*.part"))
@@ -126,16 +127,16 @@ def admin() -> Iterator[int]:
 
 def test_a_port_forward_trickling_is_given_up_on(api: ApiServerStandIn, admin: int, tmp_path: Path) -> None:
     """The websocket port-forward to Envoy's admin: its handshake and response, one byte per 0.2 s, stay
-    within --request-timeout (connect 10 s + read 2 s), not the minute they take to arrive."""
+    within the timeouts (connect 1 s + read 2 s), not the minute they take to arrive."""
     api.add_pod(Pod(name="web-1", namespace=NS, labels={"app": "web"}, admin_port=admin,
                     containers={"istio-proxy": Container("istio-proxy", api.new_log("web-1"))}))
     api.trickle_s, api.trickle_path = 0.2, "/portforward"
     done = subprocess.run([*CLI, "capture", "web-1", "--kubeconfig", str(_kubeconfig(api, tmp_path / "kc", {
         "token": "good-token"})), "-o", str(tmp_path / "out"), "--no-analyze", "--via", "port-forward",
-        "--duration", "1s", "--request-timeout", "2s"], capture_output=True, text=True, check=False, timeout=120)
+        "--duration", "1s", *TIMEOUTS], capture_output=True, text=True, check=False, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 5, done.stderr
-    assert ("Envoy's admin of web-1/istio-proxy (port-forward): the API server did not answer within 12 s"
+    assert ("Envoy's admin of web-1/istio-proxy (port-forward): the API server did not answer within 3 s"
             in _error_line(done))
     assert api.requests_to("/portforward"), "the port-forward was tried"
 
