@@ -32,6 +32,8 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "envoy-
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 BUILD_TIMEOUT_S = 1500
 
+#: (``enable_tracing: false``: Jaeger's query extension traces itself by default, to OTLP on 127.0.0.1:4317,
+#: a port not ours; with nothing there, its shutdown waited 10 s for that export)
 _CONFIG = """\
 service:
   extensions: [jaeger_storage, jaeger_query]
@@ -46,6 +48,7 @@ service:
       level: warn
 extensions:
   jaeger_query:
+    enable_tracing: false
     storage:
       traces: memstore
     max_clock_skew_adjust: 0s
