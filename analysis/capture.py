@@ -136,7 +136,8 @@ class Capture:
         if "findings" not in self._cache:
             self._cache["findings"] = at_resolution(all_findings(
                 self.requests, self.workers(), self.phases, list(self.diagnostics_dict()["warnings"]),
-                self.internal_work(), self.facts.gaps, self.facts.health_checks),
+                self.internal_work(), self.facts.gaps, self.facts.health_checks,
+                {(c.origin, t): share for c in self.cost() for t, share in c.on_cpu.items()}),
                 self.quality(), self.requests)
         return self._cache["findings"]
 

@@ -13,7 +13,7 @@ import polars as pl
 
 from envoy_dissector.analysis.gap_counts import GapCounts
 from envoy_dissector.analysis.schema import Phase
-from envoy_dissector.analysis.stages.cost import BACK_TO_BACK_US, record_cost_from_gaps
+from envoy_dissector.analysis.stages.cost import BACK_TO_BACK_US, STALL_NOTE_SHARE, record_cost_from_gaps
 from envoy_dissector.analysis.stages.internal import (
     AUTHZ,
     HEALTH_CHECK_RESULT_KINDS,
@@ -75,8 +75,13 @@ def _waited(requests: pl.DataFrame) -> pl.Series:
     return (requests["queue_before_read_us"].fill_null(0) + requests["loop_queue_us"].fill_null(0)).alias("wait")
 
 
-def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame) -> list[Finding]:
-    """A worker whose requests waited for it: enough of them, long enough (utilisation is context only)."""
+def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame,
+                      on_cpu: dict[tuple[str, int], float] | None = None) -> list[Finding]:
+    """A worker whose requests waited for it: enough of them, long enough (utilisation is context only).
+    ``on_cpu``: per (origin, thread), the share of the window the worker ran (``Cost.on_cpu``: its busy time
+    without the events stretched while it did not run, the rule CPU per request uses); when the time off the CPU
+    is ``stages.cost.STALL_NOTE_SHARE`` of the busy time or more, the finding says so (more workers help less
+    than the busy share suggests)."""
     out = []
     r = counted(requests.select("complete", "internal", "origin", "thread", "total_us", "queue_before_read_us",
                                 "loop_queue_us"))
@@ -94,17 +99,26 @@ def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame) -> list[Fin
         wait_share = median(wait / in_proxy.clip(lower_bound=1)) or 0.0
         critical = share > SATURATION_CRITICAL_SHARE and wait_share >= SATURATION_CRITICAL_WAIT_SHARE
         util = w["utilisation"] or 0.0
+        ran = (on_cpu or {}).get((w["origin"], w["thread"]))
+        off = ran is not None and util > 0 and (util - ran) >= STALL_NOTE_SHARE * util
+        busy = f"busy {util:.0%} of the traffic window over {w['connections']} connections"
+        if off and ran is not None:
+            busy += (f", but on the CPU only {ran:.0%}: {1 - ran / util:.0%} of its busy time was events stretched "
+                     "while it did not run (see cost)")
+        fix = ("Give the sidecar more CPU (raise the CPU limit) and workers (--concurrency / "
+               "proxy.istio.io/config concurrency), or spread connections across workers; at trace level the "
+               "logging itself is part of the load (see observer-effect).")
+        if off:
+            fix = ("Part of the busy time the worker did not run: check the sidecar's CPU limit and throttling, the "
+                   "node's CPU pressure and the log's destination (see worker-stalls) before adding workers. " + fix)
         out.append(Finding(
             f"saturated-worker-{w['thread']}", "critical" if critical else "warning",
             f"Worker {w['thread']} is saturated: {share:.0%} of its requests waited for it",
             f"{w['origin']}: {waited} of {mine.height} requests on worker {w['thread']} waited ≥ "
             f"{format_us(WAITED_US)} for the event loop (median wait {format_us(median(wait))}, p90 "
             f"{format_us(percentile(wait, 0.9))}; waiting was a median {wait_share:.0%} of a request's time in "
-            f"the proxy); the worker was busy {util:.0%} of the traffic window over "
-            f"{w['connections']} connections.",
-            "Give the sidecar more CPU (raise the CPU limit) and workers (--concurrency / "
-            "proxy.istio.io/config concurrency), or spread connections across workers; at trace level the "
-            "logging itself is part of the load (see observer-effect).",
+            f"the proxy); the worker was {busy}.",
+            fix,
         ))
     return out
 
@@ -529,11 +543,12 @@ def health_checks(events: pl.DataFrame) -> int:
 
 
 def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, phases: pl.DataFrame, notes: list[str],
-                 internal: pl.DataFrame, gaps: GapCounts, checks: int) -> list[Finding]:
+                 internal: pl.DataFrame, gaps: GapCounts, checks: int,
+                 on_cpu: dict[tuple[str, int], float] | None = None) -> list[Finding]:
     """Every rule's findings, most severe first. ``internal``: the capture's internal work bursts
     (``Capture.internal_work()``); ``gaps`` and ``checks``: the record gaps and health-check lines the engine
-    gathered (``Capture.facts``)."""
-    found = (saturated_workers(workers, requests) + imbalance(workers) + shares(requests)
+    gathered (``Capture.facts``); ``on_cpu``: each worker's share of the window on the CPU (``Cost.on_cpu``)."""
+    found = (saturated_workers(workers, requests, on_cpu) + imbalance(workers) + shares(requests)
              + slow_filters(requests, phases) + churn(requests)
              + retries(requests) + failed_connects(requests) + slow_side(requests) + observer_cost_of(gaps, requests)
              + worker_stalls(gaps, requests)

@@ -230,6 +230,9 @@ class Cost:
     utilisation: dict[int, float]
     ceiling: Ceiling | None
     notes: tuple[str, ...] = ()
+    on_cpu: dict[int, float] = field(default_factory=dict)
+    """Per worker: the share of the traffic window it ran (``utilisation`` without the time off the CPU that CPU
+    leaves out, :func:`corrected_slices`); the saturation finding states it beside the busy share."""
 
     def as_dict(self) -> dict[str, Any]:
         """The summary's ``cost`` entry."""
@@ -319,6 +322,9 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
             notes.append("no thread ids: workers are inferred lanes, so CPU per worker and the ceiling per "
                          "worker are less certain")
         stalled, ran = float(rows["stall_us"].sum()), float(rows["cpu_us"].sum())
+        by_thread = rows.group_by("thread").agg(pl.col("cpu_us").sum(), pl.col("stall_us").sum())
+        on_cpu = {int(t): util[int(t)] * c / (c + st) for t, c, st in by_thread.iter_rows()
+                  if t is not None and int(t) in util and c + st > 0}
         if stalled > 0 and stalled >= STALL_NOTE_SHARE * (stalled + ran):
             notes.append(f"{stalled / (stalled + ran):.0%} of the workers' busy time was events stretched while "
                          "the worker did not run (a busy node, a CPU limit, a blocked log write); CPU and the "
@@ -335,7 +341,8 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
             record_cost_us=record_cost,
             # µs per request × 1000 requests / 1000 µs per ms: the mean in µs is the ms per 1000 requests
             cpu_ms_per_1000_requests=float(cpu.mean()) if cpu.len() else None,  # type: ignore[arg-type]
-            cpu_us_per_request=_quantiles(cpu), utilisation=util, ceiling=ceiling_of(rows), notes=tuple(notes)))
+            cpu_us_per_request=_quantiles(cpu), utilisation=util, ceiling=ceiling_of(rows), notes=tuple(notes),
+            on_cpu=on_cpu))
     return out
 
 

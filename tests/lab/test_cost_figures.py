@@ -77,6 +77,27 @@ def test_a_capture_whose_events_stalled_says_how_much_busy_time_was_left_out() -
     assert not any("did not run" in n for n in dissect(str(LUA)).cost()[0].notes)
 
 
+def test_the_saturation_finding_states_the_share_on_the_cpu_by_the_costs_rule(lua) -> None:  # type: ignore[no-untyped-def]
+    """tracing-zipkin's worker was busy 90 % of the window by wall time, most of it events stretched while it did
+    not run: the finding says how much it ran (the CPU figure's rule), not only the wall-clock busy share; the
+    lua-cpu capture's worker computed through its busy time and its finding says busy only."""
+    cap = dissect(str(FIXTURES / "istio-thread/tracing-zipkin/envoy.log.gz"))
+    cost = cap.cost()[0]
+    ((thread, ran),) = cost.on_cpu.items()
+    per = request_cpu(cap.requests, cap.loop, cost.record_cost_us)
+    window = cap.workers().filter(pl.col("thread") == thread)["window_us"].item()
+    assert ran == pytest.approx(per.filter(pl.col("thread") == thread)["cpu_us"].sum() / window, rel=1e-9)
+    assert ran < 0.5 * cost.utilisation[thread]
+    finding = next(f for f in cap.findings() if f.id == f"saturated-worker-{thread}")
+    assert (f"busy {cost.utilisation[thread]:.0%} of the traffic window over 2 connections, but on the CPU only "
+            f"{ran:.0%}") in finding.evidence
+    assert "did not run" in finding.fix
+    lua_cost = lua.cost()[0]
+    quiet = next(f for f in lua.findings() if f.id.startswith("saturated-worker-"))
+    assert "on the CPU only" not in quiet.evidence and "did not run" not in quiet.fix
+    assert all(lua_cost.on_cpu[t] >= 0.9 * u for t, u in lua_cost.utilisation.items())
+
+
 def test_a_rare_shape_is_judged_by_its_event_kinds_median() -> None:
     """A shape seen once is its own median: it is judged against the slices of its event kind instead."""
     rows = [{"origin": "o", "thread": 1, "conn_id": 7, "start_us": i * 1_000, "end_us": i * 1_000 + 60,
