@@ -11,6 +11,10 @@ boundary, the columns tried in order with the words the report uses for them.
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Literal
+
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
@@ -68,21 +72,22 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     - ``upstream_timeout_ts``: the router's ``upstream timeout`` (else the last per-try timeout).
     """
     r = requests
-    # A fallback is looked up only when some request lacks every source before it in its boundary's list (a
-    # trace-level capture has them all: the lookups would find values that no boundary takes).
+    # A fallback is looked up only for the requests that lack every source before it in its boundary's list
+    # (no boundary reads it on the others: they stay null), and only when some request does (a trace-level
+    # capture has them all).
     if _lacks(r, "us_written_ts"):
-        writing = _on_upstream(events, [EventKind.WRITING_BYTES])
-        r = asof(r, writing, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
-                 take={"ts_us": "us_writing_ts"}, tolerance=100_000)
+        writing = functools.partial(_on_upstream, events, [EventKind.WRITING_BYTES])
+        r = _fallback(r, _none_of("us_written_ts"), writing, left_on="us_tx_start_ts", strategy="forward",
+                      name="us_writing_ts", tolerance=100_000)
     if _lacks(r, "us_written_ts", "us_writing_ts"):
-        encoded = _on_upstream(events, [EventKind.CODEC_CLIENT_NOISE],
-                               pl.col("message").fill_null("").str.ends_with("encode complete"))
-        r = asof(r, encoded, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="forward",
-                 take={"ts_us": "us_encode_complete_ts"}, tolerance=100_000)
+        encoded = functools.partial(_on_upstream, events, [EventKind.CODEC_CLIENT_NOISE],
+                                    pl.col("message").fill_null("").str.ends_with("encode complete"))
+        r = _fallback(r, _none_of("us_written_ts", "us_writing_ts"), encoded, left_on="pool_ready_ts",
+                      strategy="forward", name="us_encode_complete_ts", tolerance=100_000)
     if _lacks(r, "us_read_start_ts"):
-        parsing = _on_upstream(events, [EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
-        r = asof(r, parsing, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN, strategy="backward",
-                 take={"ts_us": "us_parsing_ts"}, tolerance=1_000_000)
+        parsing = functools.partial(_on_upstream, events, [EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES])
+        r = _fallback(r, _none_of("us_read_start_ts"), parsing, left_on="us_resp_router_ts", strategy="backward",
+                      name="us_parsing_ts", tolerance=1_000_000)
         # Never before the request was handed over (a keep-alive connection's previous response).
         r = r.with_columns(us_parsing_ts=pl.when(pl.col("us_parsing_ts") >= pl.col("us_tx_start_ts")).then(
             pl.col("us_parsing_ts")))
@@ -100,6 +105,29 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
 
 
 _FALLBACK_COLUMNS = ("us_writing_ts", "us_encode_complete_ts", "us_parsing_ts")
+
+
+def _none_of(*columns: str) -> pl.Expr:
+    return pl.all_horizontal(pl.col(c).is_null() for c in columns)
+
+
+def _fallback(r: pl.DataFrame, lacking: pl.Expr, lines: Callable[[], pl.DataFrame], *, left_on: str,
+              strategy: Literal["backward", "forward"], name: str, tolerance: int) -> pl.DataFrame:
+    """``r`` with ``name``: the time of the nearest of ``lines()`` (upstream-connection times) on the request's
+    upstream connection, looked up for the rows where ``lacking`` holds (null on the others).
+
+    Few requests lack a boundary's own line (cut ones, Envoy's own streams): the lookup takes only them and
+    the lines of their connections, not every request and every line of the window."""
+    wanted = r.select(*dict.fromkeys([*UPSTREAM_CONN, left_on, *lacking.meta.root_names()]),
+                      row__=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
+        lacking & pl.col(left_on).is_not_null() & pl.col("upstream_conn_id").is_not_null())
+    column = pl.select(pl.repeat(None, r.height, dtype=pl.Int64).alias(name)).to_series()
+    if wanted.height:
+        right = lines().filter(pl.col("upstream_conn_id").is_in(wanted["upstream_conn_id"].unique().implode()))
+        found = asof(wanted.select(*UPSTREAM_CONN, left_on, "row__"), right, left_on=left_on, right_on="ts_us",
+                     by=UPSTREAM_CONN, strategy=strategy, take={"ts_us": name}, tolerance=tolerance)
+        column = column.scatter(found["row__"], found[name])
+    return r.with_columns(column)
 
 
 def _lacks(r: pl.DataFrame, *columns: str) -> bool:

@@ -58,9 +58,15 @@ _LOOKUP_KINDS = (
     EventKind.SERVER_LIFECYCLE_NOISE, *SOCKET_KINDS, *_SETUP_KINDS)
 
 
+#: The columns ``build_requests`` reads from ``_lookup_rows`` (none of the request's header values: those come from
+#: the per-stream aggregates; each string column a filter keeps is a copy of its texts).
+_LOOKUP_COLUMNS = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind", "logger", "events",
+                   "bytes", "filter", "upstream_conn_id", "event")
+
+
 def _lookup_rows(events: pl.DataFrame) -> pl.DataFrame:
     """The lines of ``_LOOKUP_KINDS`` and of the ``http2`` logger, with the columns the requests stage reads."""
-    return _pick(events, tuple(c for c in _USED if c in events.columns),
+    return _pick(events, tuple(c for c in _LOOKUP_COLUMNS if c in events.columns),
                  pl.col("kind").is_in(_LOOKUP_KINDS) | (pl.col("logger") == "http2"))
 
 
