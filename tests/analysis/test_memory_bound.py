@@ -17,7 +17,8 @@ from envoy_dissector.analysis.engine.streaming import MARGIN_ROWS, StreamingAnal
 from envoy_dissector.parser.pipeline import iter_parse
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
-N = 200_000
+#: five windows of one-line requests: an engine without the bounds holds up to N rows (it fails the first check)
+N = 100_000
 MAX_OPEN = 2_000
 MAX_CARRIED = 3_000
 WINDOW = 20_000
@@ -182,3 +183,32 @@ def test_columns_of_one_value_stay_one_value_to_the_end(tmp_path: Path) -> None:
     assert len(nulls) >= 30
     assert [c for c in nulls if requests.select(c).estimated_size() >= 1024] == []
     assert requests.select("b0").estimated_size() >= 8 * requests.height  # (a column of many values: one a row)
+
+
+def _order_frame(origins: list[str]) -> pl.DataFrame:
+    """Rows of ``REQUEST_ORDER``'s columns with ties on every key but the uid (and nulls), in scrambled order."""
+    n = 400
+    return pl.DataFrame({
+        "origin": [origins[i % len(origins)] for i in range(n)],
+        "ds_rx_beg_us": [None if i % 7 == 0 else (i * 37) % 11 for i in range(n)],
+        "life_start_us": [(i * 13) % 5 for i in range(n)],
+        "first_line_no": [(i * 29) % 3 for i in range(n)],
+        "request_uid": [f"u{(i * 71) % n:04d}" for i in range(n)],
+    })
+
+
+@pytest.mark.parametrize("origins", [["one.log"], ["a.log", "b.log"]])
+def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str]) -> None:
+    """``conclude`` sorts the requests on ``REQUEST_ORDER``'s columns that vary only (a column of one value, the
+    one origin, would be encoded into every row of the sort: ~50 bytes a request at the peak), and the order is
+    the one of every column."""
+    from envoy_dissector.analysis.engine.pipeline import REQUEST_ORDER, request_order
+    from envoy_dissector.analysis.engine.spill import constant_columns
+
+    frame = _order_frame(origins)
+    fixed = constant_columns(frame)
+    assert ("origin" in fixed) == (len(origins) == 1)
+    expr = request_order(fixed)
+    assert ("origin" in expr.meta.root_names()) == (len(origins) > 1)
+    every_column = frame.select(pl.arg_sort_by(REQUEST_ORDER, nulls_last=True)).to_series()
+    assert frame.select(expr).to_series().to_list() == every_column.to_list()
