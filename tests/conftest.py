@@ -97,6 +97,29 @@ SAMPLED: dict[str, int] = {
     "tests/parser/test_native.py::test_real_excerpts_parse_the_same": 3,
 }
 
+#: The files of the full run's longest tests (its ``--durations``), longest first, run before the others:
+#: pytest-xdist hands tests out in collection order, and a test of a minute collected late was the run's tail.
+#: A file's tests keep their order and stay together (a module fixture is made once per worker).
+LONG_FIRST: tuple[str, ...] = (
+    "tests/cli/test_follow_live.py",
+    "tests/analysis/test_determinism.py",
+    "tests/parser/test_native.py",
+    "tests/dashboard/test_browser.py",
+    "tests/dashboard/test_server.py",
+    "tests/dashboard/test_follow_browser.py",
+    "tests/analysis/test_memory_bound.py",
+    "tests/kube/test_kube_hostile.py",
+    "tests/dashboard/test_browser_details.py",
+    "tests/dashboard/test_guard.py",
+    "tests/otel/test_jaeger.py",
+)
+
+#: A sample left out of a run that selects the test covering it whole (the same ways on every capture).
+COVERED_BY: dict[str, str] = {
+    "tests/analysis/test_determinism.py::test_a_sample_gives_the_same_bytes_every_way":
+        "tests/analysis/test_determinism.py::test_every_capture_gives_the_same_bytes_every_way",
+}
+
 
 def _skip_reasons(item: pytest.Item) -> str:
     return " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
@@ -121,6 +144,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("cost"):  # timing against a real Envoy: never beside other work
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.slow)
+
+
+class _RunOrder:
+    """After every other selection (``-m``, ``-k``): samples covered whole left out, LONG_FIRST first."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        functions = {item.nodeid.split("[")[0] for item in items}
+        covered = [item for item in items if COVERED_BY.get(item.nodeid.split("[")[0]) in functions]
+        if covered:
+            config.hook.pytest_deselected(items=covered)
+            items[:] = [item for item in items if item not in covered]
+        rank = {path: n for n, path in enumerate(LONG_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_RunOrder(), "envoy-dissector-run-order")
 
 
 @pytest.hookimpl(hookwrapper=True)

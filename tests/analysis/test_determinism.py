@@ -3,7 +3,8 @@ number of polars threads, with the compiled scan on or off, and for any block si
 
 Each way of running is a fresh interpreter (``determinism_run.py``): hash seeds, thread pools and polars'
 group order differ between processes, which is where an unordered group or an unbroken tie would show. The
-fast test runs a sample of the fixtures and real excerpts; the slow one runs every one of them the default way
+sample test runs a sample of the fixtures and real excerpts (left out of a run that selects the whole test:
+tests/conftest.py COVERED_BY); the whole test, in shards, runs every one of them the default way
 twice and the way with every setting changed at once (so each setting is changed for every capture), and the
 ways that change one setting each, which name the setting when bytes differ, on every fourth capture. Small
 blocks are 4 KiB, or larger for a capture over 128 KiB so that it is still cut into at least 32 blocks (every
