@@ -8,6 +8,10 @@ distribution, waterfall of the slowest request, event loop, utilisation, phase s
 plotly.js in headless Chromium; every dashboard tab of two fixtures (the real server, `envoy-dissect dashboard`
 on 127.0.0.1). Needs chromium and chromedriver (/usr/bin). The stitched waterfall needs two live Envoys (no
 bundled fixture holds a mesh capture): tests/dashboard/test_visual.py draws it.
+
+Kept cheap for the gate (.ci/check): each fixture is analysed once; one browser session draws everything; the
+figure pages share one plotly.js file beside them (inlined, each page was 3.5 MB to write and parse: 2.5x slower,
+the same pixels); the dashboards start at the outset, so their start overlaps the notebook figures.
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +99,24 @@ def shoot(driver: Any, path: Path) -> None:
     driver.set_window_size(*WINDOW)
 
 
+@cache
+def analysed(log: Path) -> Any:
+    """One analysis per fixture for every picture and text made of it."""
+    from envoy_dissector.analysis import dissect
+
+    return dissect(str(log))
+
+
 def figure_png(driver: Any, fig: go.Figure, path: Path, work: Path) -> None:
+    """``fig`` drawn by plotly.js in a page of its own; the page loads work/plotly.min.js (written once)."""
     fig = go.Figure(fig).update_layout(width=1200, height=max(int(fig.layout.height or 0), 520))
+    plotly_js = work / "plotly.min.js"
+    if not plotly_js.exists():
+        from plotly.offline import get_plotlyjs
+
+        plotly_js.write_text(get_plotlyjs(), encoding="utf-8")
     page = work / (path.stem + ".html")
-    page.write_text(fig.to_html(include_plotlyjs=True, full_html=True, div_id="fig",
+    page.write_text(fig.to_html(include_plotlyjs="directory", full_html=True, div_id="fig",
                                 config={"displayModeBar": False, "staticPlot": True}), encoding="utf-8")
     driver.get(page.as_uri())
     until(lambda: driver.execute_script("const g = document.getElementById('fig');"
@@ -107,13 +126,12 @@ def figure_png(driver: Any, fig: go.Figure, path: Path, work: Path) -> None:
 
 
 def notebook_figures(driver: Any, out: Path, work: Path) -> None:
-    from envoy_dissector.analysis import dissect
     from envoy_dissector.analysis.outputs import figures
     from envoy_dissector.analysis.stats import counted
 
-    baseline = dissect(str(BASELINE))
+    baseline = analysed(BASELINE)
     for name, log in FIXTURES.items():
-        cap = dissect(str(log))
+        cap = analysed(log)
         slowest = counted(cap.requests).sort(["total_us", "request_uid"], descending=[True, False])["request_uid"][0]
         shown = {"phase-distribution": cap.phase_distribution(), "waterfall": cap.waterfall(slowest),
                  "event-loop": cap.event_loop(), "utilisation": figures.utilisation(cap.loop),
@@ -126,21 +144,21 @@ def notebook_figures(driver: Any, out: Path, work: Path) -> None:
 
 
 def terminal_reports(out: Path) -> None:
-    from envoy_dissector.analysis import dissect
     from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
     from envoy_dissector.analysis.outputs.report import render
 
     for name, log in FIXTURES.items():
-        cap = dissect(str(log))
+        cap = analysed(log)
         (out / f"report-{name}-80.txt").write_text(render(cap, width=80) + "\n", encoding="utf-8")
-    base, lua = dissect(str(BASELINE)), dissect(str(FIXTURES["lua-cpu"]))
+    base, lua = analysed(BASELINE), analysed(FIXTURES["lua-cpu"])
     text = render_comparison(compare(base, lua), str(BASELINE), str(FIXTURES["lua-cpu"]), width=80)
     (out / "compare-lua-cpu-80.txt").write_text(text + "\n", encoding="utf-8")
 
 
 @contextmanager
-def dashboard(capture: Path, work: Path) -> Iterator[str]:
-    """``envoy-dissect dashboard CAPTURE`` on a free 127.0.0.1 port; its address (token included)."""
+def dashboard(capture: Path, work: Path) -> Iterator[Callable[[], str]]:
+    """``envoy-dissect dashboard CAPTURE`` started on a free 127.0.0.1 port; a call that waits for its address
+    (token included)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -153,40 +171,41 @@ def dashboard(capture: Path, work: Path) -> Iterator[str]:
             log.seek(0)
             found = re.search(r" dashboard on (http\S+)", log.read())
             return found.group(1) if found else None
-        yield until(address, "the dashboard to start")
+        yield lambda: until(address, "the dashboard to start")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
 
 
-def dashboard_tabs(driver: Any, out: Path, work: Path) -> None:
-    for name, log in FIXTURES.items():
-        with dashboard(log, work) as url:
-            driver.get(url)
-            until(lambda: driver.find_elements("css selector", "#tab-overview"), "the dashboard")
-            until(lambda: driver.find_elements("css selector", "#overview .main-svg"), "the overview")
-            for tab in TABS:
-                driver.find_element("css selector", f"#tab-{tab}").click()
-                if tab == "requests":  # the first row's waterfall is the next tab's
-                    until(lambda: driver.find_elements("css selector", FIRST_ROW), "the grid's first row")
-                    settle(driver)
-                    shoot(driver, out / f"dashboard-{name}-{tab}.png")
-                    until(lambda: driver.find_elements("css selector", FIRST_ROW)[0].click() or True,
-                          "a click on the grid's first row")
-                    continue
+def dashboard_tabs(driver: Any, out: Path, addresses: dict[str, Callable[[], str]]) -> None:
+    for name, address in addresses.items():
+        driver.get(address())
+        until(lambda: driver.find_elements("css selector", "#tab-overview"), "the dashboard")
+        until(lambda: driver.find_elements("css selector", "#overview .main-svg"), "the overview")
+        for tab in TABS:
+            driver.find_element("css selector", f"#tab-{tab}").click()
+            if tab == "requests":  # the first row's waterfall is the next tab's
+                until(lambda: driver.find_elements("css selector", FIRST_ROW), "the grid's first row")
                 settle(driver)
                 shoot(driver, out / f"dashboard-{name}-{tab}.png")
+                until(lambda: driver.find_elements("css selector", FIRST_ROW)[0].click() or True,
+                      "a click on the grid's first row")
+                continue
+            settle(driver)
+            shoot(driver, out / f"dashboard-{name}-{tab}.png")
 
 
 def make(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    terminal_reports(out)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as servers:
+        work = Path(tmp)
+        addresses = {name: servers.enter_context(dashboard(log, work)) for name, log in FIXTURES.items()}
+        terminal_reports(out)
         driver = browser()
         try:
-            notebook_figures(driver, out, Path(tmp))
-            dashboard_tabs(driver, out, Path(tmp))
+            notebook_figures(driver, out, work)
+            dashboard_tabs(driver, out, addresses)
         finally:
             driver.quit()
 
