@@ -137,7 +137,7 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     phases = pl.concat([phases, render_queueing(queueing)])
     schema, height, fixed = requests.schema, requests.height, constant_columns(requests)
     columns = requests.drop(list(fixed)).get_columns()
-    order = requests.select(request_order(fixed)).to_series()
+    order = request_order(requests, fixed)
     del requests
     requests = with_constants(in_order_of(columns, order), fixed, schema, height)
     requests, stitching = stitch(requests)
@@ -158,12 +158,36 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
 REQUEST_ORDER = ("origin", "ds_rx_beg_us", "life_start_us", "first_line_no", "request_uid")
 
 
-def request_order(constants: Mapping[str, object]) -> pl.Expr:
+def request_order(requests: pl.DataFrame, constants: Mapping[str, object]) -> pl.Series:
     """The rows' positions in ``REQUEST_ORDER``, sorted on its columns that vary: a column of one value on every
-    row (``constants``: the one origin) orders nothing, and a sort on several columns encodes each row's keys
-    (a file name in every row: ~50 bytes a request, 0.5 GB for 10 M, at the moment memory peaks)."""
+    row (``constants``: the one origin) orders nothing. A sort on several columns encodes each row's keys, and a
+    text key costs its length a row (the uid ~60 bytes, the origin's file name ~50; 0.5 GB each for 10 M at the
+    moment memory peaks): the uid, last, only breaks ties, so the rows are sorted without it first and again
+    with it only when two rows tie on every other key."""
     keys = [key for key in REQUEST_ORDER if key not in constants]
-    return pl.arg_sort_by(keys, nulls_last=True) if keys else pl.int_range(pl.len(), dtype=pl.UInt32)
+    if not keys:
+        return pl.int_range(requests.height, dtype=pl.UInt32, eager=True)
+    *leading, last = keys
+    if leading and last == "request_uid":
+        order = requests.select(pl.arg_sort_by(leading, nulls_last=True)).to_series()
+        if not _ties(requests, leading, order):
+            return order
+        del order
+    return requests.select(pl.arg_sort_by(keys, nulls_last=True)).to_series()
+
+
+def _ties(frame: pl.DataFrame, keys: list[str], order: pl.Series) -> bool:
+    """Whether two neighbours in ``order`` hold the same values (nulls alike) in every one of ``keys``, a column
+    at a time."""
+    tied: pl.Series | None = None
+    for key in keys:
+        column = frame.select(pl.col(key).gather(order)).to_series()
+        same = column.slice(1).eq_missing(column.slice(0, column.len() - 1))
+        tied = same if tied is None else tied & same
+        del column
+        if not tied.any():
+            return False
+    return tied is not None and bool(tied.any())
 
 
 def one_chunk_each(columns: list[pl.Series]) -> list[pl.Series]:

@@ -198,17 +198,29 @@ def _order_frame(origins: list[str]) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("origins", [["one.log"], ["a.log", "b.log"]])
-def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str]) -> None:
-    """``conclude`` sorts the requests on ``REQUEST_ORDER``'s columns that vary only (a column of one value, the
-    one origin, would be encoded into every row of the sort: ~50 bytes a request at the peak), and the order is
-    the one of every column."""
+@pytest.mark.parametrize("unique_starts", [False, True])
+def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str], unique_starts: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``conclude`` sorts the requests on ``REQUEST_ORDER``'s columns that vary, the uid only where rows tie on
+    the others (text keys are encoded into every row of a sort: ~50 bytes a request each, at the peak), and the
+    order is the one of every column: with ties on every key but the uid, and without."""
     from envoy_dissector.analysis.engine.pipeline import REQUEST_ORDER, request_order
     from envoy_dissector.analysis.engine.spill import constant_columns
 
     frame = _order_frame(origins)
+    if unique_starts:
+        frame = frame.with_columns(life_start_us=pl.int_range(pl.len()).reverse() * 3)
     fixed = constant_columns(frame)
     assert ("origin" in fixed) == (len(origins) == 1)
-    expr = request_order(fixed)
-    assert ("origin" in expr.meta.root_names()) == (len(origins) > 1)
     every_column = frame.select(pl.arg_sort_by(REQUEST_ORDER, nulls_last=True)).to_series()
-    assert frame.select(expr).to_series().to_list() == every_column.to_list()
+    sorted_on: list[list[str]] = []
+    arg_sort_by = pl.arg_sort_by
+
+    def spy(keys: list[str], **options: bool) -> pl.Expr:
+        sorted_on.append(list(keys))
+        return arg_sort_by(keys, **options)
+
+    monkeypatch.setattr(pl, "arg_sort_by", spy)
+    assert request_order(frame, fixed).to_list() == every_column.to_list()
+    varying = [k for k in REQUEST_ORDER if k not in fixed]
+    assert sorted_on == ([varying[:-1]] if unique_starts else [varying[:-1], varying])
