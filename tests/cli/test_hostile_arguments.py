@@ -98,8 +98,10 @@ def test_json_nested_a_thousand_deep(tmp_path: Path, nested: str) -> None:
     (["dashboard", "--max-upload-mb", "nan"], "--max-upload-mb: nan is out of range"),
     (["dashboard", "--max-upload-mb", "inf"], "--max-upload-mb: inf is out of range"),
     (["dashboard", "--session-idle-minutes", "nan"], "--session-idle-minutes: nan is out of range"),
+    (["dashboard", "--preauth-timeout", "0"], "--preauth-timeout: 0 is out of range"),
     (["fleet", str(FIXTURE), "-o", "unused", "--dashboard-port", "70000"], "--dashboard-port: 70000 is out of range"),
-], ids=["top-huge", "top-negative", "port-99999", "port-0", "upload-nan", "upload-inf", "idle-nan", "fleet-port"])
+], ids=["top-huge", "top-negative", "port-99999", "port-0", "upload-nan", "upload-inf", "idle-nan", "preauth-0",
+        "fleet-port"])
 def test_option_values_out_of_range_are_usage_errors(argv: list[str], says: str,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from envoy_dissector.cli.main import main
