@@ -311,21 +311,21 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     # the order of wait point then row: what a block keeps is its queue and its windows (memory stays bounded
     # by a block however many requests there are, not by five lookup rows a request).
     runs = runs.sort("start_us")
-    queues: list[pl.Series] = []
+    points: list[list[pl.Series]] = [[] for _ in WAIT_POINTS]
     waited: list[pl.DataFrame] = []
-    for i, (_where, event_col, bound_col, bound_is_slice) in enumerate(WAIT_POINTS):
-        point: list[pl.Series] = []
-        for at in range(0, max(r.height, 1), QUEUE_ROWS):
-            block = r.slice(at, QUEUE_ROWS).select(
-                "origin", "thread", "downstream_conn_id", "upstream_conn_id",
-                row=pl.int_range(at, at + pl.len(), dtype=pl.UInt32), point=pl.lit(i, dtype=pl.UInt8),
-                event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
-            looked = _queued_at(block, runs, loop)
-            point.append(looked["queue"])
-            waited.append(looked.filter(pl.col("queue") > 0).select(
-                "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
-                end_us="slice_start"))
-        queues.append(pl.concat(point) if len(point) > 1 else point[0])
+    # (a block runs on all wait points' rows it holds at once: each lookup's fixed cost, hashing the busy
+    # slices by worker, is paid once a block, not once a wait point)
+    for pieces in _blocks(r.height, len(WAIT_POINTS)):
+        block = pl.concat([_wait_rows(r, i, at, rows) for i, at, rows in pieces])
+        looked = _queued_at(block, runs, loop)
+        offset = 0
+        for i, _at, rows in pieces:
+            points[i].append(looked["queue"].slice(offset, rows))
+            offset += rows
+        waited.append(looked.filter(pl.col("queue") > 0).select(
+            "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
+            end_us="slice_start"))
+    queues = [pl.concat(point) if len(point) > 1 else point[0] for point in points]
     # (the lookup columns are let go: the last block still shares their buffers)
     del block, looked
     r = r.select("request_uid", "total_us", "pos__").with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
@@ -347,6 +347,28 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
             windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
         conn_ids=_served_during(windows, loop))
     return conform(queued, QUEUED_REQUEST_SCHEMA), conform(queueing, QUEUEING_SCHEMA)
+
+
+def _blocks(rows: int, points: int) -> list[list[tuple[int, int, int]]]:
+    """The lookup rows of ``points`` wait points of ``rows`` requests each (in the order of wait point, then
+    request), cut into blocks of ``QUEUE_ROWS``: each block a list of (wait point, first request, requests)."""
+    if rows == 0:
+        return [[(point, 0, 0) for point in range(points)]]
+    blocks = []
+    for start in range(0, rows * points, QUEUE_ROWS):
+        end = min(start + QUEUE_ROWS, rows * points)
+        blocks.append([(p, max(start - p * rows, 0), min(end - p * rows, rows) - max(start - p * rows, 0))
+                       for p in range(start // rows, (end - 1) // rows + 1)])
+    return blocks
+
+
+def _wait_rows(r: pl.DataFrame, point: int, at: int, rows: int) -> pl.DataFrame:
+    """The lookup rows of wait point ``point`` for requests ``at`` .. ``at + rows`` of ``r``."""
+    _where, event_col, bound_col, bound_is_slice = WAIT_POINTS[point]
+    return r.slice(at, rows).select(
+        "origin", "thread", "downstream_conn_id", "upstream_conn_id",
+        row=pl.int_range(at, at + pl.len(), dtype=pl.UInt32), point=pl.lit(point, dtype=pl.UInt8),
+        event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
 
 
 def _constant_reads(requests: pl.DataFrame, origin: pl.Expr) -> dict[str, pl.Expr]:

@@ -370,3 +370,21 @@ def test_constant_columns_beside_an_origin_that_varies(monkeypatch) -> None:
     monkeypatch.setattr(loop_stage, "_constant_reads", lambda requests, origin: {})
     general = loop_stage.loop_queue(waited, slices)
     assert fixed[0].equals(general[0]) and fixed[1].equals(general[1])
+
+
+@pytest.mark.parametrize("requests", [0, 1, 3, 7, 10, 12, 25])
+def test_wait_point_blocks_cover_every_lookup_row_once_in_order(requests: int,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The event-loop model's blocks hold the wait points' lookup rows (wait point, then request) in order, each
+    once, none over QUEUE_ROWS; without requests one block of empty pieces, one for each wait point."""
+    from envoy_dissector.analysis.stages import loop
+
+    monkeypatch.setattr(loop, "QUEUE_ROWS", 10)
+    blocks = loop._blocks(requests, len(WAIT_POINTS))
+    rows = [(point, at + k) for block in blocks for point, at, n in block for k in range(n)]
+    assert rows == [(point, i) for point in range(len(WAIT_POINTS)) for i in range(requests)]
+    assert all(sum(n for _p, _at, n in block) <= 10 for block in blocks)
+    if requests == 0:
+        assert blocks == [[(point, 0, 0) for point in range(len(WAIT_POINTS))]]
+    else:
+        assert all(n > 0 for block in blocks for _p, _at, n in block)
