@@ -207,3 +207,11 @@ def test_a_deeply_nested_kubeconfig_is_refused(api: ApiServerStandIn, tmp_path: 
     config.write_text("clusters: " + "[" * 10_000 + "]" * 10_000 + "\n")
     done = _fetch(config, tmp_path / "out")
     assert done.returncode == 5 and "nested more than 64 levels deep" in _error_line(done)
+
+
+@pytest.mark.parametrize("option", ["--connect-timeout", "--request-timeout"])
+def test_a_timeout_of_zero_is_a_usage_error(option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from envoy_dissector.cli.main import main
+
+    assert main(["fetch", "web-0", option, "0s", "--kubeconfig", str(tmp_path / "none"), "-o", str(tmp_path)]) == 64
+    assert f"{option} must be positive" in capsys.readouterr().err
