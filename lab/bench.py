@@ -43,8 +43,9 @@ LADDER: Final = (4, 4, 4, 4, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 #: The pause between requests (µs) of the paced steps, by step: 4 connections at 16, 8, 4, 2 ms is about 250,
 #: 500, 1,000, 2,000 requests/s, under half busy for the plain mix at all four and for lua-cpu at the first two.
 PACED_THINK_US: Final = {0: 16_000, 1: 8_000, 2: 4_000, 3: 2_000}
-#: A step whose throughput is not this much above the best so far counts as no rise; two in a row end the ladder
-#: once it has reached :data:`MIN_TOP_CONNECTIONS` (one noisy step early on must not end it before saturation).
+#: A step whose throughput (per second of the worker's CPU, :func:`worker_row`) is not this much above the best so
+#: far counts as no rise; two in a row end the ladder once it has reached :data:`MIN_TOP_CONNECTIONS` (one noisy
+#: step early on must not end it before saturation).
 RISE: Final = 1.05
 MIN_TOP_CONNECTIONS: Final = 8
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
@@ -134,7 +135,7 @@ def worker_row(before: CpuTimes, after: CpuTimes, load: BenchLoad) -> dict[str, 
     return {**row, "worker_run_s": round(ran, 4), "worker_wait_s": round(waited, 4),
             "worker_demand": round((ran + waited) / load.wall_s, 3) if load.wall_s else None,
             "worker_run_ms_per_1000": round(ran * 1e6 / load.requests, 1) if load.requests else None,
-            "worker_capacity_rps": round(load.requests / ran, 1) if ran > 0 else None}
+            "worker_capacity_rps": round(load.requests / ran, 1) if ran > 0 and load.requests else None}
 
 
 class PinnedEnvoy(EnvoyProcess):
@@ -220,10 +221,13 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
             steps.append(row)
             if think:
                 continue
-            if load.rps > best * RISE:
-                best, flat = load.rps, 0
+            # (requests per second of the worker's CPU where schedstat gives it: on a core shared with other work
+            # the rate served follows the share the scheduler gives, the rate per CPU-second follows Envoy)
+            rate = float(row["worker_capacity_rps"] or load.rps)  # type: ignore[arg-type]
+            if rate > best * RISE:
+                best, flat = rate, 0
             else:
-                best, flat = max(best, load.rps), flat + 1
+                best, flat = max(best, rate), flat + 1
                 if flat >= 2 and connections >= MIN_TOP_CONNECTIONS:
                     break
     saturation = max((float(s["rps"]) for s in steps if not s["think_us"]), default=0.0)  # type: ignore[arg-type]
