@@ -234,6 +234,23 @@ def test_envoys_cpu_time_is_read_per_thread_from_proc() -> None:
     after = cpu_times(os.getpid())
     assert after.all_s - before.all_s >= 0.1  # (clock ticks: 10 ms each)
     assert before.workers_s == after.workers_s == 0  # no thread of pytest is called wrk:*
+    if after.all_run_s is not None:  # schedstat (ns): the same busy loop, on a CPU
+        assert before.all_run_s is not None and after.all_run_s - before.all_run_s >= 0.15
+        assert before.workers_run_s == after.workers_run_s == 0
+
+
+def test_a_steps_demand_and_capacity_come_from_the_workers_time_on_and_waiting_for_a_cpu() -> None:
+    """2 s of load, 1,000 requests; the worker ran 0.5 s and waited 1.1 s for its core: it had work 80 % of the
+    time (demand) and serves 2,000 requests per second of CPU (capacity), though it served 500/s."""
+    from envoy_dissector.lab.bench import CpuTimes, worker_row
+    from envoy_dissector.lab.bench_client import BenchLoad
+
+    load = BenchLoad(latencies_us=[100] * 1_000, wall_s=2.0)
+    row = worker_row(CpuTimes(1.0, 1.2, 3.0, 4.0, 3.5), CpuTimes(1.5, 1.8, 3.5, 5.1, 4.1), load)
+    assert row["worker_demand"] == pytest.approx(0.8) and row["worker_capacity_rps"] == pytest.approx(2_000)
+    assert row["worker_run_ms_per_1000"] == pytest.approx(500) and row["worker_utilisation"] == pytest.approx(0.25)
+    no_sched = worker_row(CpuTimes(1.0, 1.2), CpuTimes(1.5, 1.8), load)
+    assert no_sched["worker_demand"] is None and no_sched["worker_cpu_ms_per_1000"] == pytest.approx(500)
 
 
 def test_lab_lists_the_bench_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
