@@ -57,7 +57,9 @@ def _moderate_step(ladder: dict[str, Any]) -> dict[str, Any]:
     steps = [s for s in ladder["steps"] if s["think_us"] and s["worker_utilisation"] is not None
              and s["worker_utilisation"] <= MODERATE and (s["worker_demand"] or 0) < SATURATED
              and s["requests"] >= 100]
-    assert steps, f"no paced ladder step ran Envoy's worker at most {MODERATE:.0%} busy: {ladder['steps']}"
+    assert steps, (f"no paced ladder step served 100 requests with Envoy's worker at most {MODERATE:.0%} busy and "
+                   f"under {SATURATED:.0%} demand (the machine gave Envoy or the client too little CPU to measure a "
+                   f"moderate load): {ladder['steps']}")
     return max(steps, key=lambda s: s["worker_utilisation"])
 
 
