@@ -50,12 +50,24 @@ def ab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     return out, json.loads((out / "ab.json").read_text())
 
 
+def _demand(step: dict[str, Any]) -> float:
+    """The worker's time on its core or waiting for it, over the wall time (without schedstat: its busy share)."""
+    demand = step["worker_demand"] if step["worker_demand"] is not None else step["worker_utilisation"]
+    return float(demand or 0)
+
+
+def _capacity(step: dict[str, Any]) -> float:
+    """Requests per second of the worker's CPU (without schedstat: from utime + stime in clock ticks)."""
+    ticks = step["worker_cpu_ms_per_1000"]  # (ms per 1000 requests = µs per request)
+    return float(step["worker_capacity_rps"] or (1e6 / ticks if ticks else 0))
+
+
 def _moderate_step(ladder: dict[str, Any]) -> dict[str, Any]:
     """The busiest paced step (4 connections pausing between requests: a moderate load by construction) at most
     MODERATE busy and not saturated. (A closed-loop step on a core shared with other work can read under half
     busy while its worker always had work: a saturated capture, not a moderate one.)"""
     steps = [s for s in ladder["steps"] if s["think_us"] and s["worker_utilisation"] is not None
-             and s["worker_utilisation"] <= MODERATE and (s["worker_demand"] or 0) < SATURATED
+             and s["worker_utilisation"] <= MODERATE and _demand(s) < SATURATED
              and s["requests"] >= 100]
     assert steps, (f"no paced ladder step served 100 requests with Envoy's worker at most {MODERATE:.0%} busy and "
                    f"under {SATURATED:.0%} demand (the machine gave Envoy or the client too little CPU to measure a "
@@ -70,13 +82,13 @@ def _top_step(ladder: dict[str, Any], *, check: bool = True) -> dict[str, Any]:
     served, within the worker's idle share). More connections from there on only deepen the worker's batches;
     a later step can read a lower demand when the client's core was the one starved."""
     closed = [s for s in ladder["steps"] if not s["think_us"]]
-    first = next((i for i, s in enumerate(closed) if (s["worker_demand"] or 0) >= SATURATED), None)
+    first = next((i for i, s in enumerate(closed) if _demand(s) >= SATURATED), None)
     assert not check or first is not None, (
         f"no ladder step kept Envoy's worker {SATURATED:.0%} of the time running or waiting for its core: "
         f"something else limited the rate (the client), so the ladder measured no proxy ceiling: {closed}")
     if first is None:
         return max(closed, key=lambda s: s["rps"])
-    return max(closed[first:], key=lambda s: s["worker_capacity_rps"] or 0)
+    return max(closed[first:], key=_capacity)
 
 
 @functools.cache
@@ -89,7 +101,7 @@ def _cost(step_dir: Path) -> Any:
 @pytest.mark.parametrize("mix", list(MIXES))
 def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: str) -> None:  # type: ignore[no-untyped-def]
     out, ladder = ladders[mix]
-    saturation = _top_step(ladder)["worker_capacity_rps"]
+    saturation = _capacity(_top_step(ladder))
     step = _moderate_step(ladder)
     ceiling = _cost(out / step["dir"]).ceiling
     assert ceiling is not None
@@ -115,7 +127,7 @@ def test_ceiling_of_a_saturated_capture_is_the_rate_it_served(ladders, mix: str)
     top = _top_step(ladder)  # (the rate it served per second of CPU: with its core to itself)
     ceiling = _cost(out / top["dir"]).ceiling
     assert ceiling is not None
-    assert abs(ceiling.pod / top["worker_capacity_rps"] - 1) <= 0.25, (mix, top, ceiling)
+    assert abs(ceiling.pod / _capacity(top) - 1) <= 0.25, (mix, top, ceiling)
 
 
 #: The observer is worker CPU (records × their cost): checked against Envoy's own worker CPU per request with trace
