@@ -1,12 +1,13 @@
 """The capture model shared by the CLI, the dashboard and notebooks, and ``dissect()`` that builds it."""
 from __future__ import annotations
 
+import copy
 import html
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import polars as pl
 
@@ -45,6 +46,19 @@ if TYPE_CHECKING:
 RUN_COUNTERS = ("grammar_calls", "fallback_lines")
 
 
+class RequestDetail(Protocol):
+    """Where a capture whose frames in memory were narrowed (the dashboard's, ``dashboard/held.py``) reads one
+    request's whole row, phase rows and queueing windows, and how many phase rows it has."""
+
+    def row(self, request: str) -> dict[str, Any]: ...
+
+    def phases(self, row: dict[str, Any]) -> pl.DataFrame: ...
+
+    def queueing(self, row: dict[str, Any]) -> pl.DataFrame: ...
+
+    def phase_rows(self) -> int: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Capture:
     """Everything known about one capture (one or several logs analysed together)."""
@@ -72,6 +86,9 @@ class Capture:
     #: where a request's lines are read again, one stretch of its input file (``analysis/engine/reread.py``);
     #: ``None``: from ``events`` (log text, several files, stdin)
     line_index: LineReader | None = None
+    #: set when ``requests`` holds some columns only and ``phases``/``queueing`` none (the dashboard's capture):
+    #: where one request's whole row, phases and windows are read (its capture-wide results were cached before)
+    detail: RequestDetail | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -174,7 +191,12 @@ class Capture:
     def summary(self) -> dict[str, Any]:
         """The ``.json`` summary: format, diagnostics, phase percentiles, workers, findings, groups, what the
         sidecar cost (``cost``: one origin's entry, or one per origin; docs/cost.md). The same
-        capture gives the same summary: the run's work counters (``RUN_COUNTERS``) are left out."""
+        capture gives the same summary: the run's work counters (``RUN_COUNTERS``) are left out; computed once."""
+        if "summary" not in self._cache:
+            self._cache["summary"] = self._summary()
+        return copy.deepcopy(self._cache["summary"])  # (a caller may change its copy)
+
+    def _summary(self) -> dict[str, Any]:
         workers = self.workers()
         quality = self.quality()
         summary = {
@@ -205,7 +227,10 @@ class Capture:
         if isinstance(request, dict):
             return request
         if isinstance(request, int):
-            return self.requests.row(request, named=True)
+            row = self.requests.row(request, named=True)
+            return row if self.detail is None else self.detail.row(row["request_uid"])
+        if self.detail is not None:
+            return self.detail.row(request)
         found = self.requests.filter((pl.col("request_uid") == request) | (pl.col("x_request_id") == request))
         if found.height == 0:
             raise KeyError(f"no request with uid or x-request-id {request!r}")
@@ -213,13 +238,19 @@ class Capture:
 
     def request_phases(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """One request's phase rows in time order (``phases`` itself is not sorted)."""
-        uid = self._request_row(request)["request_uid"]
+        row = self._request_row(request)
+        if self.detail is not None:
+            return self.detail.phases(row)
+        uid = row["request_uid"]
         return self.phases.filter(pl.col("request_uid") == uid).sort("start_us", "phase", "detail", nulls_last=True,
                                                                       maintain_order=True)
 
     def request_queueing(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
         """One request's event-loop queueing windows in time order, each with the connections served meanwhile."""
-        uid = self._request_row(request)["request_uid"]
+        row = self._request_row(request)
+        if self.detail is not None:
+            return self.detail.queueing(row)
+        uid = row["request_uid"]
         return self.queueing.filter(pl.col("request_uid") == uid).sort("start_us")
 
     def request_lines(self, request: str | int | dict[str, Any]) -> pl.DataFrame:
@@ -272,8 +303,9 @@ class Capture:
     def __repr__(self) -> str:
         """A few lines (a notebook's cell or a REPL), not the frames: ``summary()`` and the frames hold the rest."""
         cap = self.summary()["capture"]
+        phase_rows = self.phases.height if self.detail is None else self.detail.phase_rows()
         return (f"<Capture {self.name!r}: format {self.format}, {cap['requests']:,} requests "
-                f"({cap['requests_complete']:,} complete){_traffic_text(cap)}, {self.phases.height:,} phase rows, "
+                f"({cap['requests_complete']:,} complete){_traffic_text(cap)}, {phase_rows:,} phase rows, "
                 f"{self.loop.height:,} loop slices>")
 
     def _repr_html_(self) -> str:

@@ -80,6 +80,10 @@ class Detail:
         """``Capture.request_queueing``: the request's event-loop queueing windows in time order."""
         return self._of("queueing", row["request_uid"]).sort("start_us")
 
+    def phase_rows(self) -> int:
+        """The capture's phase rows (read from the file's metadata)."""
+        return int(pl.scan_parquet(self.directory / "phases.parquet").select(pl.len()).collect().item())
+
     def _of(self, name: str, uid: str) -> pl.DataFrame:
         return pl.scan_parquet(self.directory / f"{name}.parquet").filter(pl.col("request_uid") == uid).collect()
 
@@ -89,7 +93,8 @@ class Held:
     """An analysed capture as the dashboard keeps it."""
 
     #: the capture with the narrow requests frame (``HELD_COLUMNS``) and no phases or queueing rows; its
-    #: capture-wide results (findings, workers, cost, quality, internal work) were computed on the whole frames
+    #: capture-wide results (summary, findings, workers, cost, quality, internal work) were computed on the whole
+    #: frames, and one request's row, phases and windows are read from ``detail`` (``Capture.detail``)
     capture: Capture
     summary: dict[str, Any]
     detail: Detail
@@ -115,9 +120,10 @@ def hold(capture: Capture, directory: Path) -> Held:
     narrow = requests.select(c for c in HELD_COLUMNS if c in requests.columns).with_columns(
         pl.col(c).cast(pl.Enum(requests[c].drop_nulls().unique().sort())) for c in REPEATED_TEXT
         if c in requests.columns and requests.schema[c] == pl.String)
-    slim = dataclasses.replace(capture, requests=narrow, phases=capture.phases.clear(),
-                               queueing=pl.DataFrame(schema=QUEUEING_SCHEMA))
     detail, slowest = Detail(directory, narrow["request_uid"], narrow["x_request_id"]), _slowest(narrow)
+    # (its requests, phases and queueing windows are read from the detail: ``capture.request(uid)`` is the whole row)
+    slim = dataclasses.replace(capture, requests=narrow, phases=capture.phases.clear(),
+                               queueing=pl.DataFrame(schema=QUEUEING_SCHEMA), detail=detail)
     return Held(capture=slim, summary=summary, detail=detail, slowest_uid=slowest,
                 client_requests=int((~narrow["internal"]).sum()),
                 slowest_lines=None if slowest is None else _lines(slim, detail.row(slowest)))
