@@ -3,6 +3,7 @@
     python bench/memory_bound.py one-line [N]      # N one-line `new stream` records on N connections (10 000 000)
     python bench/memory_bound.py many-files [N]    # N small files given on one command line (3 000)
     python bench/memory_bound.py ladder            # 1 M, 3 M and 10 M one-line requests, then 3 000 files
+    python bench/memory_bound.py stages [N]        # one-line N, in this process: the peak RSS of each step of the end
 
 The inputs are generated into /tmp/envoy-memory-bound/ (kept for the next run; ~1.4 GB for 10 M lines) and
 ``envoy-dissect analyze INPUT... -o requests.parquet -q`` runs in a child process; its peak RSS (``ru_maxrss``
@@ -23,6 +24,19 @@ import time
 from pathlib import Path
 
 ROOT = Path("/tmp/envoy-memory-bound")
+#: ``stages``: the steps of the end of a run whose peak RSS is told apart, as (module, function) names.
+STAGE_STEPS = (
+    ("envoy_dissector.analysis.engine.streaming", "conclude"),
+    ("envoy_dissector.analysis.engine.pipeline", "downstream_waits"),
+    ("envoy_dissector.analysis.engine.pipeline", "loop_queue"),
+    ("envoy_dissector.analysis.engine.pipeline", "with_sidecar_added"),
+    ("envoy_dissector.analysis.engine.pipeline", "render_queueing"),
+    ("envoy_dissector.analysis.engine.pipeline", "request_order"),
+    ("envoy_dissector.analysis.engine.pipeline", "in_order_of"),
+    ("envoy_dissector.analysis.engine.pipeline", "stitch"),
+    ("envoy_dissector.cli.analyze", "write"),
+    ("envoy_dissector.cli.analyze", "render"),
+)
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/istio-thread/keepalive/envoy.log.gz"
 #: ``ladder``: the one-line request counts run one after another.
 LADDER = (1_000_000, 3_000_000, 10_000_000)
@@ -83,11 +97,67 @@ def run(inputs: list[Path]) -> dict[str, object]:
             "load": os.getloadavg()[0]}
 
 
+def stages(inputs: list[Path]) -> dict[str, object]:
+    """``analyze INPUT -o requests.parquet -q`` in this process, its RSS read every 10 ms: the peak while each of
+    ``STAGE_STEPS`` runs (``after <step>``: from its return to the next step), the spill's reads (``take <kind>``)
+    and the read before them (``read``). A probe for finding where the end's memory goes, not a bound."""
+    import contextlib
+    import importlib
+    import io
+    import threading
+
+    import envoy_dissector.cli  # noqa: F401  (first: it sets polars' allocator as the command does, before polars loads)
+    from envoy_dissector.analysis.engine.spill import Spill
+    from envoy_dissector.cli.main import main as cli
+
+    current, peaks = ["read"], {}
+
+    def rss_mib() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+    def sample() -> None:
+        while True:
+            step = current[0]
+            peaks[step] = max(peaks.get(step, 0), rss_mib())
+            time.sleep(0.01)
+
+    def labelled(name: str, function):  # type: ignore[no-untyped-def]
+        def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+            current[0] = name
+            try:
+                return function(*args, **kwargs)
+            finally:
+                current[0] = f"after {name}"
+        return run
+
+    for module_name, function_name in STAGE_STEPS:
+        module = importlib.import_module(module_name)
+        setattr(module, function_name, labelled(function_name, getattr(module, function_name)))
+    take = Spill.take
+    Spill.take = lambda spill, kind: labelled(f"take {kind}", take)(spill, kind)  # type: ignore[method-assign]
+    threading.Thread(target=sample, daemon=True).start()
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):  # (the report)
+            code = cli(["analyze", *map(str, inputs), "-o", os.path.join(tmp, "requests.parquet"), "-q"])
+        wall = time.perf_counter() - t0
+    time.sleep(0.05)
+    import resource
+
+    return {"exit": code, "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "wall_s": round(wall, 1), "steps_mib": peaks, "load": os.getloadavg()[0]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("case", choices=["one-line", "many-files", "ladder"])
+    ap.add_argument("case", choices=["one-line", "many-files", "ladder", "stages"])
     ap.add_argument("n", nargs="?", type=int)
     args = ap.parse_args()
+    if args.case == "stages":
+        n = args.n or 1_000_000
+        print(json.dumps({"case": "stages", "n": n, **stages(one_line_capture(n))}), flush=True)
+        return 0
     cases = ([("one-line", n) for n in LADDER] + [("many-files", 3_000)] if args.case == "ladder"
              else [(args.case, args.n or (10_000_000 if args.case == "one-line" else 3_000))])
     failed = 0
