@@ -7,6 +7,8 @@ proxied") with ``join_asof``. Connections are keyed by ``(origin, conn_id)``.
 """
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
@@ -24,6 +26,7 @@ ADMIN_PATHS = (r"^/(logging|ready|stats|server_info|clusters|config_dump|listene
                r"tap|heapprofiler|cpuprofiler|contention|reopen_logs)(/|\?|$)")
 
 
+@functools.cache  # (the same few conditions in every window: an ``is_in`` converts its kinds each time it is built)
 def _kind(*kinds: EventKind) -> pl.Expr:
     return pl.col("kind") == kinds[0] if len(kinds) == 1 else pl.col("kind").is_in(kinds)
 
@@ -67,7 +70,7 @@ _LOOKUP_COLUMNS = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no
 def _lookup_rows(events: pl.DataFrame) -> pl.DataFrame:
     """The lines of ``_LOOKUP_KINDS`` and of the ``http2`` logger, with the columns the requests stage reads."""
     return _pick(events, tuple(c for c in _LOOKUP_COLUMNS if c in events.columns),
-                 pl.col("kind").is_in(_LOOKUP_KINDS) | (pl.col("logger") == "http2"))
+                 _kind(*_LOOKUP_KINDS) | (pl.col("logger") == "http2"))
 
 
 def _when(kinds: EventKind | tuple[EventKind, ...], value: str = "ts_us") -> pl.Expr:
@@ -115,7 +118,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         us_tx_end_ts=_when(_PROXYING),
         us_resp_ts=_when(EventKind.UPSTREAM_RESPONSE_HEADERS),
         # (trailers always end the stream: `encoding trailers via codec` logs no end_stream flag)
-        enc_end_ts=pl.when(pl.col("kind").is_in(_ENCODING) & pl.col("end_stream").fill_null(False)
+        enc_end_ts=pl.when(_kind(*_ENCODING) & pl.col("end_stream").fill_null(False)
                            | (pl.col("kind") == EventKind.ENCODING_TRAILERS)).then(pl.col("ts_us")),
         codec_done_ts=_when(EventKind.CODEC_COMPLETED_ENCODING),
         # A downstream filter's `decode headers called` (not the upstream filter chain's codec filter, which
@@ -152,7 +155,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
     valued = _pick(events, ("origin", *keys, "ts_us", "kind", "end_stream", "cluster", "url", "x_request_id",
                             "trace_id", "method", "authority", "path", "status", "message"),
-                   on_stream & pl.col("kind").is_in(_VALUE_KINDS)).select(
+                   on_stream & _kind(*_VALUE_KINDS)).select(
         "origin", *keys,
         hdr_ts=_when(rhc),
         hdr_end_stream=_when(rhc, "end_stream"),
@@ -203,7 +206,7 @@ def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) ->
 
 
 def _events_of(events: pl.DataFrame, *kinds: EventKind) -> pl.DataFrame:
-    return _pick(events, ("origin", "conn_id", "ts_us"), pl.col("kind").is_in(kinds) & pl.col("conn_id").is_not_null())
+    return _pick(events, ("origin", "conn_id", "ts_us"), _kind(*kinds) & pl.col("conn_id").is_not_null())
 
 
 #: The admin filter's line after each chunk of a response it served (``admin_filter.cc``, logger ``misc``).
@@ -222,8 +225,8 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     """
     real = pl.col("thread") >= 0
     startup = _pick(events, ("origin", "thread"), (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & real)
-    admin = _pick(events, ("origin", "thread", "kind", "message"), real & pl.col("kind").is_in(
-        (EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND)))
+    admin = _pick(events, ("origin", "thread", "kind", "message"), real & _kind(
+        EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND))
     admin = admin.filter((pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
                          | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select("origin", "thread")
     # (start-up lines decide where a capture has them; the admin lines only where it has none)
@@ -247,7 +250,7 @@ _FAILURE_KINDS = (EventKind.UPSTREAM_RESET, EventKind.POOL_CLIENT_DISCONNECTED, 
 
 def _failure_rows(events: pl.DataFrame) -> pl.DataFrame:
     return _pick(events, tuple(c for c in ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind",
-                                           "reason") if c in events.columns), pl.col("kind").is_in(_FAILURE_KINDS))
+                                           "reason") if c in events.columns), _kind(*_FAILURE_KINDS))
 
 
 def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -268,7 +271,7 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     # (`using existing connection` alone marks a pool hit on Envoys that log no `creating stream`, <= 1.14)
     pool_kinds = [EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM,
                   EventKind.POOL_USING_EXISTING]
-    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), pl.col("kind").is_in(pool_kinds)
+    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), _kind(*pool_kinds)
                        & pl.col("conn_id").is_not_null())
     # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
     upstream_conns = pool_lines.select("origin", "conn_id").unique()
@@ -276,14 +279,16 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                    & pl.col("conn_id").is_not_null()).join(upstream_conns, on=["origin", "conn_id"], how="semi")
     real_threads = _real_threads(streams)
     by = ["origin", "thread"] if real_threads else ["origin"]
+    # (one lookup for both reaches: the nearest pool line is the same, only whether it is near enough differs)
     streams = asof(streams, pool_lines.with_columns(pool_ts=pl.col("ts_us")), left_on="pool_ready_ts",
-                   right_on="ts_us", by=by, strategy="backward", take={"conn_id": "up_pool", "pool_ts": "up_pool_ts"},
-                   tolerance=2_000)
+                   right_on="ts_us", by=by, strategy="backward", take={"conn_id": "up_pool_far", "pool_ts": "far_ts"},
+                   tolerance=20_000)
+    near = pl.col("pool_ready_ts") - pl.col("far_ts") <= 2_000
+    streams = streams.with_columns(up_pool=pl.when(near).then(pl.col("up_pool_far")),
+                                   up_pool_ts=pl.when(near).then(pl.col("far_ts")))
     streams = asof(streams, writes.with_columns(write_ts=pl.col("ts_us")), left_on="pool_ready_ts",
                    right_on="ts_us", by=by, strategy="forward", take={"conn_id": "up_write", "write_ts": "up_write_ts"},
                    tolerance=2_000)
-    streams = asof(streams, pool_lines, left_on="pool_ready_ts", right_on="ts_us", by=by, strategy="backward",
-                   take={"conn_id": "up_pool_far"}, tolerance=20_000)
     pool_gap = pl.col("pool_ready_ts") - pl.col("up_pool_ts")
     write_gap = pl.col("up_write_ts") - pl.col("pool_ready_ts")
     agree = pl.col("up_write").is_null() | (pl.col("up_pool") == pl.col("up_write"))
@@ -298,7 +303,7 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("up_neighbour").is_not_null()).then(pl.lit(f"pool-line-{how}"))
         .when(pl.col("up_pool_far").is_not_null()).then(pl.lit(f"pool-line-far-{how}"))
         .otherwise(None),
-    ).drop("up_attached", "up_pool", "up_pool_ts", "up_write", "up_write_ts", "up_pool_far", "up_neighbour")
+    ).drop("up_attached", "up_pool", "up_pool_ts", "up_write", "up_write_ts", "up_pool_far", "far_ts", "up_neighbour")
 
 
 def connection_links(events: pl.DataFrame) -> pl.DataFrame:
@@ -368,7 +373,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # (every line of a connection counts for its first line; its setup comes from the lookup rows)
     up_first = group_per_origin(conn_lines, ["conn_id"], dict(up_first_ts=pl.col("ts_us").min()))
     setup = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(
-        pl.col("kind").is_in(_SETUP_KINDS) & pl.col("conn_id").is_not_null()).with_columns(
+        _kind(*_SETUP_KINDS) & pl.col("conn_id").is_not_null()).with_columns(
         up_connected_ts=_when(EventKind.CONNECTED),
         up_in_progress_ts=_when(EventKind.CONNECTION_IN_PROGRESS),
         up_connecting_ts=_when((EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING,
@@ -376,7 +381,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         # `raising connection event 2` (Connected) comes after the TLS handshake on a TLS connection.
         up_established_ts=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
         .then(pl.col("ts_us")),
-        up_tls=pl.col("kind").is_in(TLS_KINDS),
+        up_tls=_kind(*TLS_KINDS),
     )
     setup = group_per_origin(setup, ["conn_id"], dict(
         up_connected_ts=pl.col("up_connected_ts").min(),
@@ -421,8 +426,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # ... and Envoy stamps US_TX_BEG when the codec's encodeHeaders returns: the stream's next filter-manager
     # line (`decode headers called: filter=...upstream_codec`, or `continuing filter chain` when the upstream
     # filter chain resumes on a new connection) bounds it from above; a stall inside the encode lands there too.
-    encoded = _pick(events, ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter"), pl.col("kind").is_in(
-        [EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN])).filter(
+    encoded = _pick(events, ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter"), _kind(
+        EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN)).filter(
         _kind(EventKind.CONTINUING_FILTER_CHAIN) | pl.col("filter").fill_null("").str.contains("upstream_codec"))
     streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
                    strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
@@ -462,7 +467,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
 
 def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:
     """Origins whose capture holds socket lines (one row each, ``origin_socket_lines = true``)."""
-    return _pick(events, ("origin",), pl.col("kind").is_in(SOCKET_KINDS)).unique().with_columns(
+    return _pick(events, ("origin",), _kind(*SOCKET_KINDS)).unique().with_columns(
         origin_socket_lines=pl.lit(True))
 
 
