@@ -141,7 +141,8 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     del requests
     requests = with_constants(in_order_of(columns, order), fixed, schema, height)
     requests, stitching = stitch(requests)
-    incomplete = requests.filter(~pl.col("complete") & ~pl.col("internal")).height
+    # (counted, not filtered: a filter copies every column of the wide frame it keeps)
+    incomplete = int(requests.select((~pl.col("complete") & ~pl.col("internal")).sum()).item())
     if incomplete:
         out.append(f"{incomplete} request(s) cut by the capture's start or end are marked complete=false "
                    "and left out of statistics")
