@@ -9,7 +9,9 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::types::{Int64Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, LargeStringArray, PrimitiveArray};
+use arrow_array::builder::make_view;
+use arrow_array::{Array, ArrayRef, LargeStringArray, PrimitiveArray, StringViewArray};
+use arrow_data::MAX_INLINE_VIEW_LEN;
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
 use arrow_schema::ffi::FFI_ArrowSchema;
@@ -51,11 +53,6 @@ impl TextBuilder {
     pub fn end(&mut self) {
         self.offsets.push(self.data.len() as i64);
     }
-    /// `text` as a value of its own (the open value must be empty).
-    pub fn push(&mut self, text: &str) {
-        self.append(text);
-        self.end();
-    }
     fn open_from(&self) -> usize {
         *self.offsets.last().expect("offsets start with 0") as usize
     }
@@ -67,6 +64,58 @@ impl TextBuilder {
         // was the length of the text, which only grows past the last offset), the text is valid UTF-8 (a `String`)
         // and every offset is on a character boundary (the type's invariant above); there is no null buffer.
         let column = unsafe { LargeStringArray::new_unchecked(offsets, Buffer::from_vec(self.data.into_bytes()), None) };
+        Arc::new(column)
+    }
+}
+
+/// A text column of views (Arrow `Utf8View`, polars' own string layout) into text blocks the column shares
+/// (`finish`'s `blocks`: whole valid UTF-8 texts, no copy), plus a buffer of its own for values found nowhere
+/// in them (`push_copy`).
+///
+/// Every view is valid for `finish`, by construction: a value pushed by `push_in` is a `&str` (valid UTF-8, its
+/// ends on character boundaries) taken from block `block` at byte `offset` (the caller's contract: the same
+/// bytes as `blocks[block][offset..offset + value.len()]`, with `blocks[block]` at most `u32::MAX` bytes long);
+/// a value pushed by `push_copy` is a `&str` appended whole to the own buffer, which holds nothing else and is
+/// refused past `u32::MAX` bytes; values of 12 bytes or less are inlined in their view (`make_view`).
+pub struct ViewBuilder {
+    views: Vec<u128>,
+    own: Vec<u8>,
+    /// the own buffer's index: after the blocks
+    own_index: u32,
+}
+
+impl ViewBuilder {
+    pub fn new(blocks: usize) -> Self {
+        ViewBuilder { views: Vec::new(), own: Vec::new(), own_index: blocks as u32 }
+    }
+    /// `value`, which is `blocks[block][offset..offset + value.len()]` of `finish`'s blocks.
+    pub fn push_in(&mut self, block: usize, offset: usize, value: &str) {
+        self.views.push(make_view(value.as_bytes(), block as u32, offset as u32));
+    }
+    /// `value`, copied into the column's own buffer. False (nothing pushed): the buffer would pass `u32::MAX`
+    /// bytes.
+    pub fn push_copy(&mut self, value: &str) -> bool {
+        let offset = self.own.len();
+        if offset + value.len() > u32::MAX as usize {
+            return false;
+        }
+        let view = make_view(value.as_bytes(), self.own_index, offset as u32);
+        if value.len() > MAX_INLINE_VIEW_LEN as usize {
+            self.own.extend_from_slice(value.as_bytes());
+        }
+        self.views.push(view);
+        true
+    }
+    /// The column over `blocks` (the texts `push_in` read, in order; at most `u32::MAX` bytes each).
+    pub fn finish(self, blocks: &[Buffer]) -> ArrayRef {
+        assert_eq!(blocks.len(), self.own_index as usize, "the blocks the builder was made for");
+        let mut buffers: Vec<Buffer> = blocks.to_vec();
+        buffers.push(Buffer::from_vec(self.own));
+        // SAFETY: what `StringViewArray::try_new` would check (one more pass over every value) holds by the
+        // type's invariant above: each view over 12 bytes points into an existing buffer (`own_index` is the
+        // last one), inside it, at bytes that are valid UTF-8 starting with the view's prefix (they are the
+        // value `make_view` was given); shorter values are inline; there is no null buffer.
+        let column = unsafe { StringViewArray::new_unchecked(ScalarBuffer::from(self.views), buffers.into(), None) };
         Arc::new(column)
     }
 }
@@ -211,7 +260,8 @@ mod tests {
     #[test]
     fn text_builder_reads_back_with_its_cuts() {
         let mut texts = TextBuilder::with_capacity(0);
-        texts.push("ab");
+        texts.append("ab");
+        texts.end();
         texts.end();
         texts.append("cdé");
         texts.append("xyz");

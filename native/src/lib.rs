@@ -15,11 +15,15 @@ mod scan;
 #[global_allocator]
 static ALLOCATOR: alloc::LargeByMmap = alloc::LargeByMmap;
 
+use std::panic::AssertUnwindSafe;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arrow_array::builder::LargeStringBuilder;
 use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
 use arrow_array::ArrayRef;
+use arrow_buffer::alloc::Allocation;
+use arrow_buffer::Buffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
@@ -75,18 +79,34 @@ fn scan_text<'py>(
         .collect();
     let found = py.allow_threads(|| scan::scan(&slices, first_line_no, &patterns));
     let Some(found) = found else { return Ok(None) };
+    // the columns of views (prefix, suffix, stray lines) read the parts' bytes where Python holds them
+    let blocks: Vec<Buffer> = parts.iter().zip(&slices).map(|((part, _), slice)| shared(part, slice)).collect();
     let mut named = vec![
         ("line_no", column::<Int64Type>(found.line_no)),
         ("n_lines", column::<Int64Type>(found.n_lines)),
         ("message", found.message.finish()),
-        ("prefix", found.prefix.finish()),
+        ("prefix", found.prefix.finish(&blocks)),
     ];
     if let Some(suffix) = found.suffix {
-        named.push(("suffix", suffix.finish()));
+        named.push(("suffix", suffix.finish(&blocks)));
     }
     named.push(("bad_line_no", column::<Int64Type>(found.bad_line_no)));
-    named.push(("bad_raw", found.bad_raw.finish()));
+    named.push(("bad_raw", found.bad_raw.finish(&blocks)));
     columns(py, named).map(Some)
+}
+
+/// Keeps a `bytes` object alive for the Arrow buffers that read its bytes; dropped on any thread (pyo3 defers
+/// the reference count's decrement to the next holder of the GIL when the dropping thread has none).
+struct HeldBytes(#[allow(dead_code)] AssertUnwindSafe<Py<PyBytes>>);
+
+/// `slice` (bytes of `bytes`, from its start) as an Arrow buffer that shares them: no copy.
+fn shared(bytes: &Bound<'_, PyBytes>, slice: &[u8]) -> Buffer {
+    let Some(at) = NonNull::new(slice.as_ptr() as *mut u8) else { return Buffer::from_vec(Vec::<u8>::new()) };
+    let owner: Arc<dyn Allocation> = Arc::new(HeldBytes(AssertUnwindSafe(bytes.clone().unbind())));
+    // SAFETY: `slice` is `slice.len()` bytes of the `bytes` object's own buffer, valid while the object lives and
+    // never changed (Python's `bytes` are immutable); the buffer holds `owner`, a strong reference to the
+    // object, for as long as any array uses it, so the bytes outlive every reader.
+    unsafe { Buffer::from_custom_allocation(at, slice.len(), owner) }
 }
 
 /// Byte offset of the last line of `data` that starts a record (`scan::last_start`); None when no line does.

@@ -10,21 +10,33 @@
 
 use regex::Regex;
 
-use crate::arrow::TextBuilder;
+use crate::arrow::{TextBuilder, ViewBuilder};
 
 /// Lines as the polars path splits them: on `\n`, a final `\n` ending the last line.
 fn lines(text: &str) -> std::str::Split<'_, char> {
     text.strip_suffix('\n').unwrap_or(text).split('\n')
 }
 
+/// The columns found. `prefix`, `suffix` and `bad_raw` are views into the scanned parts (`ViewBuilder::finish`
+/// with the parts as its blocks, in order): those bytes are not copied. A message is copied (its column outlives
+/// the block in the analysis, and a block is twice its messages' size).
 pub struct Scan {
     pub line_no: Vec<i64>,
     pub n_lines: Vec<i64>,
     pub message: TextBuilder,
-    pub prefix: TextBuilder,
-    pub suffix: Option<TextBuilder>,
+    pub prefix: ViewBuilder,
+    pub suffix: Option<ViewBuilder>,
     pub bad_line_no: Vec<i64>,
-    pub bad_raw: TextBuilder,
+    pub bad_raw: ViewBuilder,
+}
+
+/// Where the open record's message is in the parts: it is the bytes of part `part` from `start` to `end` while
+/// `whole` (its lines follow one another there: the newlines that join them are the parts' own).
+struct Open {
+    part: usize,
+    start: usize,
+    end: usize,
+    whole: bool,
 }
 
 pub struct Patterns {
@@ -38,15 +50,20 @@ pub struct Patterns {
 }
 
 impl Scan {
-    /// Cut the suffix off the open record's message and close it.
-    fn close(&mut self, suffix: &Option<Regex>) {
+    /// Cut the suffix off the open record's message and close it. False: a suffix to copy would not fit.
+    fn close(&mut self, suffix: &Option<Regex>, open: &Open) -> bool {
         if let (Some(re), Some(out)) = (suffix, self.suffix.as_mut()) {
             let message = self.message.open();
             let at = re.find(message).map_or(message.len(), |m| m.start());
-            out.push(&message[at..]);
+            if open.whole {
+                out.push_in(open.part, open.start + at, &message[at..]);
+            } else if !out.push_copy(&message[at..]) {
+                return false;
+            }
             self.message.cut_open(at);
         }
         self.message.end();
+        true
     }
 }
 
@@ -54,19 +71,22 @@ impl Scan {
 /// block must take the polars path.
 pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
     let size: usize = parts.iter().map(|part| part.len()).sum();
+    if size > u32::MAX as usize {
+        return None; // (views address a part's bytes, and their own buffer's, by 32-bit offsets)
+    }
     let mut out = Scan {
         line_no: Vec::new(),
         n_lines: Vec::new(),
         message: TextBuilder::with_capacity(size),
-        prefix: TextBuilder::with_capacity(0),
-        suffix: p.suffix.as_ref().map(|_| TextBuilder::with_capacity(0)),
+        prefix: ViewBuilder::new(parts.len()),
+        suffix: p.suffix.as_ref().map(|_| ViewBuilder::new(parts.len())),
         bad_line_no: Vec::new(),
-        bad_raw: TextBuilder::with_capacity(0),
+        bad_raw: ViewBuilder::new(parts.len()),
     };
     let mut line_no = first_line_no;
     let mut opener = false; // the last record's first line ends with ':'
-    let mut open = false; // a record's message is open
-    for part in parts {
+    let mut open: Option<Open> = None; // the record whose message is open
+    for (index, part) in parts.iter().enumerate() {
         if part.is_empty() {
             continue;
         }
@@ -78,36 +98,43 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
             if p.max_line > 0 && line.len() > p.max_line {
                 return None;
             }
+            let at = line.as_ptr() as usize - text.as_ptr() as usize; // the line's offset in the part
             let start = match p.start.find(line) {
                 Some(m) if m.start() != 0 => return None,
                 Some(m) if m.end() > 0 || p.prefix_can_be_empty => Some(m.end()),
                 _ => None,
             };
             if let Some(end) = start {
-                if open {
-                    out.close(&p.suffix);
+                if let Some(record) = open.take() {
+                    if !out.close(&p.suffix, &record) {
+                        return None;
+                    }
                 }
-                open = true;
+                open = Some(Open { part: index, start: at + end, end: at + line.len(), whole: true });
                 out.message.append(&line[end..]);
-                out.prefix.push(&line[..end]);
+                out.prefix.push_in(index, at, &line[..end]);
                 out.line_no.push(line_no);
                 out.n_lines.push(1);
                 opener = line.ends_with(':');
-            } else if open
-                && (opener || p.continuation.is_match(line) || p.message_continues.is_match(line))
-            {
+            } else if let Some(record) = open.as_mut().filter(|_| {
+                opener || p.continuation.is_match(line) || p.message_continues.is_match(line)
+            }) {
+                record.whole = record.whole && record.part == index && record.end + 1 == at;
+                record.end = at + line.len();
                 out.message.append("\n");
                 out.message.append(line);
                 *out.n_lines.last_mut().expect("a record is open") += 1;
             } else {
                 out.bad_line_no.push(line_no);
-                out.bad_raw.push(line);
+                out.bad_raw.push_in(index, at, line);
             }
             line_no += 1;
         }
     }
-    if open {
-        out.close(&p.suffix);
+    if let Some(record) = open {
+        if !out.close(&p.suffix, &record) {
+            return None;
+        }
     }
     Some(out)
 }
@@ -155,37 +182,81 @@ mod tests {
     }
 
     fn texts(builder: TextBuilder) -> Vec<String> {
+        read(builder.finish())
+    }
+
+    fn read(column: arrow_array::ArrayRef) -> Vec<String> {
         use arrow_array::cast::AsArray;
-        let column = builder.finish();
-        column.as_string::<i64>().iter().map(|v| v.expect("no nulls").to_string()).collect()
+        match column.data_type() {
+            arrow_schema::DataType::Utf8View => {
+                column.as_string_view().iter().map(|v| v.expect("no nulls").to_string()).collect()
+            }
+            _ => column.as_string::<i64>().iter().map(|v| v.expect("no nulls").to_string()).collect(),
+        }
+    }
+
+    /// A view column over `parts` (each as a buffer of its own, as the bindings make them), checked as
+    /// `StringViewArray::try_new` checks it.
+    fn views(builder: ViewBuilder, parts: &[&[u8]]) -> Vec<String> {
+        use arrow_array::cast::AsArray;
+        let blocks: Vec<arrow_buffer::Buffer> = parts.iter().map(|p| arrow_buffer::Buffer::from_vec(p.to_vec())).collect();
+        let column = builder.finish(&blocks);
+        let checked = arrow_array::StringViewArray::try_new(
+            column.as_string_view().views().clone(),
+            column.as_string_view().data_buffers().to_vec(),
+            None,
+        );
+        assert!(checked.is_ok(), "{checked:?}");
+        read(column)
     }
 
     #[test]
     fn folds_continuations_and_sets_aside_stray_lines() {
-        let block = b"stray\n[1][debug] first:\nany text after an opener\n[2][info] second\n  indented\nnot a record\n";
+        let block: &[u8] = b"stray\n[1][debug] first:\nany text after an opener\n[2][info] second\n  indented\nnot a record\n";
         let found = scan(&[block], 10, &patterns(None, 0)).unwrap();
         assert_eq!(found.line_no, vec![11, 13]);
         assert_eq!(found.n_lines, vec![2, 2]);
         assert_eq!(texts(found.message), vec!["first:\nany text after an opener", "second\n  indented"]);
-        assert_eq!(texts(found.prefix), vec!["[1][debug] ", "[2][info] "]);
+        assert_eq!(views(found.prefix, &[block]), vec!["[1][debug] ", "[2][info] "]);
         assert_eq!(found.bad_line_no, vec![10, 15]);
-        assert_eq!(texts(found.bad_raw), vec!["stray", "not a record"]);
+        assert_eq!(views(found.bad_raw, &[block]), vec!["stray", "not a record"]);
         assert!(found.suffix.is_none());
     }
 
     #[test]
     fn numbers_lines_across_parts_and_a_last_line_without_newline() {
-        let found = scan(&[b"[1][a] x\n", b"", b"[2][b] y"], 1, &patterns(None, 0)).unwrap();
+        let parts: [&[u8]; 3] = [b"[1][a] x\n", b"", b"[2][b] y"];
+        let found = scan(&parts, 1, &patterns(None, 0)).unwrap();
         assert_eq!(found.line_no, vec![1, 2]);
         assert_eq!(texts(found.message), vec!["x", "y"]);
+        assert_eq!(views(found.prefix, &parts), vec!["[1][a] ", "[2][b] "]);
     }
 
     #[test]
     fn cuts_the_suffix_off_the_folded_message() {
-        let found = scan(&["[1][a] text\tthread=7\n[2][b] more ü\n\tthread=8\n".as_bytes()], 1, &patterns(Some(r"\tthread=\d+$"), 0))
-            .unwrap();
+        let block = "[1][a] text\tthread=7\n[2][b] more ü\n\tthread=8\n".as_bytes();
+        let found = scan(&[block], 1, &patterns(Some(r"\tthread=\d+$"), 0)).unwrap();
         assert_eq!(texts(found.message), vec!["text", "more ü\n"]);
-        assert_eq!(texts(found.suffix.unwrap()), vec!["\tthread=7", "\tthread=8"]);
+        assert_eq!(views(found.suffix.unwrap(), &[block]), vec!["\tthread=7", "\tthread=8"]);
+    }
+
+    #[test]
+    fn copies_a_suffix_whose_record_is_not_one_run_of_bytes() {
+        // a record continued in the next part, and one with a stray line inside: their folded messages are
+        // not bytes of a part, so their suffixes (over 12 bytes: not inlined) are copied
+        let parts: [&[u8]; 2] = [
+            b"[1][a] first\n",
+            b"\tthread=123456789\n[2][b] second\nstray\n\tthread=987654321\n[3][c] third\tthread=555555555\n",
+        ];
+        let found = scan(&parts, 1, &patterns(Some(r"\tthread=\d+$"), 0)).unwrap();
+        assert_eq!(texts(found.message), vec!["first\n", "second\n", "third"]);
+        assert_eq!(found.n_lines, vec![2, 2, 1]);
+        assert_eq!(
+            views(found.suffix.unwrap(), &parts),
+            vec!["\tthread=123456789", "\tthread=987654321", "\tthread=555555555"]
+        );
+        assert_eq!(views(found.bad_raw, &parts), vec!["stray"]);
+        assert_eq!(views(found.prefix, &parts), vec!["[1][a] ", "[2][b] ", "[3][c] "]);
     }
 
     #[test]
