@@ -43,6 +43,11 @@ fn compile(pattern: &str) -> PyResult<Regex> {
     Regex::new(pattern).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
 
+/// `pattern` for the engine under `Regex` (`regex_automata::meta`, what `Regex::new` builds): the same matches.
+fn compile_meta(pattern: &str) -> PyResult<regex_automata::meta::Regex> {
+    regex_automata::meta::Regex::new(pattern).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
 /// The envelope of `parts` (`(bytes, stop)`: the bytes before `stop` of each; whole lines, in order; the first
 /// line is number `first_line_no`): a dict of Arrow columns (`(schema, array)` capsule pairs) — per record
 /// `line_no`, `n_lines`, `message` (continuation lines folded in, the suffix cut off), `prefix` (the first line up
@@ -63,9 +68,9 @@ fn scan_text<'py>(
     max_line: usize,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let patterns = scan::Patterns {
-        start: compile(start)?,
+        start: compile_meta(start)?,
         prefix_can_be_empty,
-        suffix: suffix.map(compile).transpose()?,
+        suffix: suffix.map(compile_meta).transpose()?,
         continuation: compile(continuation)?,
         message_continues: compile(message_continues)?,
         max_line,

@@ -9,6 +9,8 @@
 //! prefix found elsewhere than at the line's start) gets `None`: the caller takes the polars path.
 
 use regex::Regex;
+use regex_automata::meta;
+use regex_automata::Input;
 
 use crate::arrow::{TextBuilder, ViewBuilder};
 
@@ -40,9 +42,11 @@ struct Open {
 }
 
 pub struct Patterns {
-    pub start: Regex,
+    /// (the start and suffix regexes are searched once a line and once a record: by the engine under `regex`'s
+    /// `Regex`, the same matches, with the scan's own caches instead of a cache pool's per search)
+    pub start: meta::Regex,
     pub prefix_can_be_empty: bool,
-    pub suffix: Option<Regex>,
+    pub suffix: Option<meta::Regex>,
     pub continuation: Regex,
     pub message_continues: Regex,
     /// the line length limit in bytes (0: none)
@@ -51,10 +55,10 @@ pub struct Patterns {
 
 impl Scan {
     /// Cut the suffix off the open record's message and close it. False: a suffix to copy would not fit.
-    fn close(&mut self, suffix: &Option<Regex>, open: &Open) -> bool {
-        if let (Some(re), Some(out)) = (suffix, self.suffix.as_mut()) {
+    fn close(&mut self, suffix: &mut Option<(&meta::Regex, meta::Cache)>, open: &Open) -> bool {
+        if let (Some((re, cache)), Some(out)) = (suffix, self.suffix.as_mut()) {
             let message = self.message.open();
-            let at = re.find(message).map_or(message.len(), |m| m.start());
+            let at = re.search_with(cache, &Input::new(message)).map_or(message.len(), |m| m.start());
             if open.whole {
                 out.push_in(open.part, open.start + at, &message[at..]);
             } else if !out.push_copy(&message[at..]) {
@@ -83,6 +87,8 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
         bad_line_no: Vec::new(),
         bad_raw: ViewBuilder::new(parts.len()),
     };
+    let mut start_cache = p.start.create_cache();
+    let mut suffix = p.suffix.as_ref().map(|re| (re, re.create_cache()));
     let mut line_no = first_line_no;
     let mut opener = false; // the last record's first line ends with ':'
     let mut open: Option<Open> = None; // the record whose message is open
@@ -99,14 +105,14 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
                 return None;
             }
             let at = line.as_ptr() as usize - text.as_ptr() as usize; // the line's offset in the part
-            let start = match p.start.find(line) {
+            let start = match p.start.search_with(&mut start_cache, &Input::new(line)) {
                 Some(m) if m.start() != 0 => return None,
                 Some(m) if m.end() > 0 || p.prefix_can_be_empty => Some(m.end()),
                 _ => None,
             };
             if let Some(end) = start {
                 if let Some(record) = open.take() {
-                    if !out.close(&p.suffix, &record) {
+                    if !out.close(&mut suffix, &record) {
                         return None;
                     }
                 }
@@ -132,7 +138,7 @@ pub fn scan(parts: &[&[u8]], first_line_no: i64, p: &Patterns) -> Option<Scan> {
         }
     }
     if let Some(record) = open {
-        if !out.close(&p.suffix, &record) {
+        if !out.close(&mut suffix, &record) {
             return None;
         }
     }
@@ -172,9 +178,9 @@ mod tests {
 
     fn patterns(suffix: Option<&str>, max_line: usize) -> Patterns {
         Patterns {
-            start: Regex::new(r"^\[(?P<ts>\d+)\]\[(?P<level>\w+)\] ").unwrap(),
+            start: meta::Regex::new(r"^\[(?P<ts>\d+)\]\[(?P<level>\w+)\] ").unwrap(),
             prefix_can_be_empty: false,
-            suffix: suffix.map(|s| Regex::new(s).unwrap()),
+            suffix: suffix.map(|s| meta::Regex::new(s).unwrap()),
             continuation: Regex::new(r"^(?:'[^']*', '.*'|\s*|\t?thread=\d+)$").unwrap(),
             message_continues: Regex::new(r"^(?:[ \t]+[^\s]|[}\])][,;]?[ \t]*$)").unwrap(),
             max_line,
@@ -265,7 +271,7 @@ mod tests {
         assert!(scan(&[b"[1][a] x\r\n"], 1, &p).is_none(), "carriage return");
         assert!(scan(&[b"[1][a] \xff\n"], 1, &p).is_none(), "invalid UTF-8");
         assert!(scan(&[b"[1][a] a long line\n"], 1, &patterns(None, 8)).is_none(), "over the length limit");
-        let unanchored = Patterns { start: Regex::new(r"\[(\d+)\]\[\w+\] ").unwrap(), ..patterns(None, 0) };
+        let unanchored = Patterns { start: meta::Regex::new(r"\[(\d+)\]\[\w+\] ").unwrap(), ..patterns(None, 0) };
         assert!(scan(&[b"x [1][a] y\n"], 1, &unanchored).is_none(), "a prefix past the line's start");
     }
 
