@@ -1,8 +1,14 @@
-"""As-of lookups between frames: "the nearest event of this kind before/after this time on this key"."""
+"""As-of lookups between frames: "the nearest event of this kind before/after this time on this key".
+
+Most calls look up a few dozen to a few thousand rows, where each frame-level polars operation costs a fixed
+~50 µs whatever its size: the lookup builds its two inputs from columns (no select), and filters, sorts and
+puts rows back only when a cheap check (null counts, ``Series.is_sorted``) says it has to.
+"""
 from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.engine.origins import sole_origin
@@ -20,29 +26,45 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
         mine, theirs = sole_origin(left), sole_origin(right)
         if mine is not None and mine == theirs:
             by = [b for b in by if b != "origin"]
-    row = pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row")
-    # Select before filtering: a filter copies every column it keeps.
-    keyed = left.select(row, left_on, *by).filter(pl.col(left_on).is_not_null()).sort(left_on)
-    # Rows of one time: the earlier line is nearer going forward, the later one going back. Ties are broken by
-    # line number where the frame has one, else by the frame's own order (a stable sort): never by chance.
-    line = next((c for c in ("line_no", "first_line_no") if c in right.columns and c != right_on), None)
-    right = (right.select(right_on, *by, *[pl.col(k).alias(v) for k, v in take.items()],
-                          *([pl.col(line).alias("__line")] if line else []))
-             .filter(pl.col(right_on).is_not_null() & pl.all_horizontal(pl.col(b).is_not_null() for b in by)))
-    right = right.sort(right_on, "__line").drop("__line") if line else right.sort(right_on, maintain_order=True)
-    if right_on == left_on:
-        right = right.rename({right_on: "__right_on"})
-        right_on = "__right_on"
-    found = keyed.join_asof(right, left_on=left_on, right_on=right_on, by=by, strategy=strategy,
+    keyed, reordered = _keyed(left, left_on, by)
+    lookup, right_on = _lookup(right, left_on, right_on, by, take)
+    found = keyed.join_asof(lookup, left_on=left_on, right_on=right_on, by=by, strategy=strategy,
                             tolerance=tolerance, check_sortedness=False)
-    # Put the found values back at their rows (a scatter, no join).
-    rows = found["__row"]
-    columns = []
-    for name in take.values():
-        values = found[name]
-        full = pl.select(pl.repeat(None, left.height, dtype=values.dtype).alias(name)).to_series()
-        columns.append(full.scatter(rows, values) if rows.len() else full)
+    if reordered:
+        found = found.sort("__row")  # back to the rows of ``left`` (every row is there: none was filtered)
     existing = [v for v in take.values() if v in left.columns]
     if existing:
         left = left.drop(existing)
-    return left.with_columns(columns)
+    return left.hstack([found.get_column(name) for name in take.values()])
+
+
+def _keyed(left: pl.DataFrame, left_on: str, by: list[str]) -> tuple[pl.DataFrame, bool]:
+    """The left keys sorted on ``left_on`` (null times first: ``join_asof`` finds nothing for them), and whether
+    that reordered the rows (then a ``__row`` column tells where each came from)."""
+    keys = [left.get_column(left_on), *(left.get_column(b) for b in by)]
+    if keys[0].is_sorted():
+        return pl.DataFrame(keys), False
+    row = pl.Series("__row", np.arange(left.height, dtype=np.uint32))
+    return pl.DataFrame([row, *keys]).sort(left_on), True
+
+
+def _lookup(right: pl.DataFrame, left_on: str, right_on: str, by: list[str],
+            take: dict[str, str]) -> tuple[pl.DataFrame, str]:
+    """The right rows that can match (time and keys known), sorted on ``right_on``, and the time's name in it.
+
+    Rows of one time: the earlier line is nearer going forward, the later one going back. Ties are broken by
+    line number where the frame has one, else by the frame's own order (a stable sort): never by chance.
+    """
+    line = next((c for c in ("line_no", "first_line_no") if c in right.columns and c != right_on), None)
+    on = "__right_on" if right_on == left_on else right_on
+    columns = [right.get_column(right_on).alias(on), *(right.get_column(b) for b in by),
+               *(right.get_column(k).alias(v) for k, v in take.items())]
+    if line:
+        columns.append(right.get_column(line).alias("__line"))
+    lookup = pl.DataFrame(columns)
+    if any(c.null_count() for c in columns[:1 + len(by)]):
+        lookup = lookup.filter(pl.col(on).is_not_null() & pl.all_horizontal(pl.col(b).is_not_null() for b in by))
+    # (already in order: time ascending and, where there is one, line number ascending too, so within a time)
+    if not (lookup.get_column(on).is_sorted() and (not line or lookup.get_column("__line").is_sorted())):
+        lookup = lookup.sort(on, "__line") if line else lookup.sort(on, maintain_order=True)
+    return (pl.DataFrame(lookup.get_columns()[:-1]) if line else lookup), on  # (without __line)
