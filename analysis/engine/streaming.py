@@ -718,6 +718,9 @@ class StreamingAnalysis:
             self._steps.drain()
         finally:
             self.close()
+        # (every worker is finished: what each still holds — its loop state, last line — is released before the
+        # capture-wide steps, which need the memory)
+        self._workers.clear()
         notes: list[str] = []
         if self._given_up:
             notes.append(f"{self._given_up} request(s) were given up unfinished (emitted as cut by the capture) "
@@ -728,6 +731,7 @@ class StreamingAnalysis:
             notes.append(restart_note(restarts))
         whole = [pl.concat(s.whole) for s in self._origins.values() if s.whole]
         shakes = [handshakes_of(merge_facts(self._facts))] if self._facts else []
+        self._facts, self._facts_rows = [], 0
         if whole:
             staged = stage(pl.concat(whole), [])
             notes.extend(staged.notes)
