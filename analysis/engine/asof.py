@@ -30,12 +30,16 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
     lookup, right_on = _lookup(right, left_on, right_on, by, take)
     found = keyed.join_asof(lookup, left_on=left_on, right_on=right_on, by=by, strategy=strategy,
                             tolerance=tolerance, check_sortedness=False)
-    if reordered:
-        found = found.sort("__row")  # back to the rows of ``left`` (every row is there: none was filtered)
+    columns = [found.get_column(name) for name in take.values()]
+    if reordered:  # back to the rows of ``left`` (every row is there: none was filtered)
+        rows = found.get_column("__row").to_numpy()
+        back = np.empty_like(rows)
+        back[rows] = np.arange(rows.size, dtype=rows.dtype)
+        columns = [c.gather(back) for c in columns]  # (a gather per column: cheaper than sorting the frame)
     existing = [v for v in take.values() if v in left.columns]
     if existing:
         left = left.drop(existing)
-    return left.hstack([found.get_column(name) for name in take.values()])
+    return left.hstack(columns)
 
 
 def _keyed(left: pl.DataFrame, left_on: str, by: list[str]) -> tuple[pl.DataFrame, bool]:
