@@ -101,7 +101,9 @@ def test_what_the_views_show_first(dash_duo, make_app, artifacts, named, tmp_pat
     # back to a trace-level capture, which measures everything: its banner callback takes the banner away
     # (checked only now: before a banner was shown, its absence would not say the callback had answered)
     dash_duo.find_element("#dataset").click()
-    until(lambda: [e for e in dash_duo.find_elements("[role=option]") if e.text.startswith("demo: lua-cpu (")],
+    # (dash 3's dropdown draws its options as .VirtualizedSelectOption, dash 4's with role=option)
+    until(lambda: [e for e in dash_duo.find_elements(".VirtualizedSelectOption, [role=option]")
+                   if e.text.startswith("demo: lua-cpu (")],
           what="the demo in the dataset options")[0].click()
     dash_duo.wait_for_no_elements("#quality-banner-text", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#dataset", "demo: lua-cpu", timeout=TIMEOUT)
