@@ -72,7 +72,13 @@ from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA, HealthCheckB
 from envoy_dissector.analysis.stages.loop import worker_threads
 from envoy_dissector.analysis.stages.phases import attribute_phases
 from envoy_dissector.analysis.stages.requests import SOCKET_KINDS, build_requests
-from envoy_dissector.analysis.stages.tls import connection_facts, handshakes, handshakes_of, merge_facts
+from envoy_dissector.analysis.stages.tls import (
+    HANDSHAKE_SCHEMA,
+    connection_facts,
+    handshakes,
+    handshakes_of,
+    merge_facts,
+)
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
 
@@ -117,7 +123,9 @@ _Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish`` (``bursts``: the internal work bursts, which
 #: the event-loop view draws one by one, so they are rows like the loop slices, not a summary).
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA,
-                    "bursts": BURSTS_SCHEMA}
+                    "bursts": BURSTS_SCHEMA, "handshakes": HANDSHAKE_SCHEMA}
+#: Connection-facts parts held before they are merged and bounded (``_add_facts``).
+FACT_PARTS = 64
 
 
 @dataclass
@@ -223,6 +231,8 @@ class StreamingAnalysis:
     _done: Spill = field(init=False)
     _facts: list[pl.DataFrame] = field(default_factory=list)
     _facts_rows: int = 0
+    #: connection-facts parts held before they are merged, their ended handshakes spilled and the rest bounded
+    fact_parts: int = FACT_PARTS
     #: record gaps held as they came before they are folded into counts (``gap_counts.GapTally``)
     held_gaps: int = HELD_GAPS
     _gaps: GapTally = field(init=False)
@@ -258,9 +268,11 @@ class StreamingAnalysis:
         self._steps.give(work, [(w.origin, w.thread) for w in workers])
 
     def held_rows(self) -> dict[str, int]:
-        """Rows of the whole run's record gaps and internal work bursts held in memory now: neither grows with the
-        input (gaps: a row per distinct gap beyond ``held_gaps``; bursts: up to the spill's budget)."""
-        return {"gaps": self._gaps.rows_held(), "bursts": self._done.held_rows("bursts")}
+        """Rows of the whole run's record gaps, internal work bursts, connection facts and ended TLS handshakes held
+        in memory now: none grows with the input (gaps: a row per distinct gap beyond ``held_gaps``; bursts and
+        handshakes: up to the spill's budget; connections: ``max_carried`` and the parts of ``fact_parts``)."""
+        return {"gaps": self._gaps.rows_held(), "bursts": self._done.held_rows("bursts"),
+                "connections": self._facts_rows, "handshakes": self._done.held_rows("handshakes")}
 
     def close(self) -> None:
         """Stop the step threads (steps not started are dropped); ``finish`` and ``stream_capture.stream`` call it."""
@@ -431,20 +443,25 @@ class StreamingAnalysis:
     def _add_facts(self, events: pl.DataFrame) -> None:
         self._facts.append(connection_facts(events))
         self._facts_rows += self._facts[-1].height
-        if len(self._facts) > 64 or self._facts_rows > 1_000_000:
+        if len(self._facts) > self.fact_parts or self._facts_rows > 1_000_000:
             self._facts = [self._bounded_facts(merge_facts(self._facts))]
             self._facts_rows = self._facts[0].height
 
     def _bounded_facts(self, facts: pl.DataFrame) -> pl.DataFrame:
-        """Merged connection facts keeping every TLS connection and the ``max_carried`` other connections seen
-        first last: a connection's TLS lines follow its first line within its handshake, so a connection that
-        many others have come after without one is plain TCP (a capture of millions of connections would
-        otherwise keep a row for each)."""
-        plain = ~pl.col("tls")
-        if facts.height <= self.max_carried or facts.select(plain.sum()).item() <= self.max_carried:
+        """Merged connection facts, bounded: a TLS connection shown established has its handshake row spilled
+        with the finished output (its facts are final: its first and connect lines come before the handshake
+        ends), and of the others — plain connections and handshakes not yet ended — the ``max_carried`` seen first
+        last are kept: a connection's handshake lines follow its first line within its handshake, so one that many
+        others have come after without ending a handshake will not end one (a capture or a follow of millions of
+        connections would otherwise keep a row for each)."""
+        ended = pl.col("tls") & pl.col("established_us").is_not_null()
+        if facts.select(ended.any()).item():
+            self._done.add("handshakes", handshakes_of(facts.filter(ended)))
+            facts = facts.filter(~ended)
+        if facts.height <= self.max_carried:
             return facts
-        latest = facts.filter(plain).top_k(self.max_carried, by="first_us").select("origin", "conn_id")
-        return facts.filter(pl.col("tls")).vstack(facts.join(latest, on=["origin", "conn_id"], how="semi"))
+        latest = facts.top_k(self.max_carried, by="first_us").select("origin", "conn_id")
+        return facts.join(latest, on=["origin", "conn_id"], how="semi")
 
     def _add_worker_lines(self, origin: str, thread: int | None, lines: pl.DataFrame) -> None:
         if thread is None:  # a line without a thread id in a format that has them: its connection's worker
@@ -732,6 +749,8 @@ class StreamingAnalysis:
         whole = [pl.concat(s.whole) for s in self._origins.values() if s.whole]
         shakes = [handshakes_of(merge_facts(self._facts))] if self._facts else []
         self._facts, self._facts_rows = [], 0
+        if self._done.rows("handshakes"):
+            shakes.insert(0, self._done.take("handshakes"))
         if whole:
             staged = stage(pl.concat(whole), [])
             notes.extend(staged.notes)

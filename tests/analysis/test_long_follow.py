@@ -44,8 +44,9 @@ class _Followed:
     held: list[dict[str, int]]
 
 
-def _follow(copies: list[pl.DataFrame], diagnostics: Diagnostics, *, held_gaps: int, spill_budget: int) -> _Followed:
-    engine = StreamingAnalysis(background=False, held_gaps=held_gaps, spill_budget=spill_budget)
+def _follow(copies: list[pl.DataFrame], diagnostics: Diagnostics, *, held_gaps: int, spill_budget: int,
+            **bounds: int) -> _Followed:
+    engine = StreamingAnalysis(background=False, held_gaps=held_gaps, spill_budget=spill_budget, **bounds)
     held = []
     for copy in copies:
         engine.add(copy)
@@ -90,3 +91,33 @@ def test_a_long_follow_holds_bounded_gaps_and_bursts_and_says_what_the_whole_inp
     said = _said(bounded.capture)
     assert said == _said(whole.capture)
     assert {"observer-effect"} <= {f["id"] for f in said["findings"]}
+
+
+#: A sidecar's mTLS upstream connection (one ended handshake a copy), replayed as a mesh follow's new connections.
+TLS_CASE = "real/026-gce-workload-mtls-v1.33-trace-tls-upstream-complete.log"
+TLS_COPIES = 40
+FACT_PARTS = 2
+MAX_CARRIED = 4
+TLS_SPILL_BUDGET = 512
+#: A handshake row holds a connection id and two times (8 bytes each) at least.
+MOST_HELD_HANDSHAKES = TLS_SPILL_BUDGET // 24
+
+
+def test_a_long_mtls_follow_spills_its_ended_handshakes_and_holds_a_bounded_set_of_connections() -> None:
+    parsed = parse(FIXTURES / TLS_CASE)
+    copy = replayer(parsed.events)
+    copies = [copy(k) for k in range(TLS_COPIES)]
+    per_copy = parsed.events["conn_id"].drop_nulls().n_unique()
+    bounded = _follow(copies, parsed.diagnostics, held_gaps=HELD_GAPS, spill_budget=TLS_SPILL_BUDGET,
+                      fact_parts=FACT_PARTS, max_carried=MAX_CARRIED)
+    whole = _follow(copies, parsed.diagnostics, held_gaps=UNBOUNDED, spill_budget=UNBOUNDED,
+                    fact_parts=UNBOUNDED, max_carried=UNBOUNDED)
+
+    shakes = bounded.capture.facts.handshake_counts()
+    assert sum(n for by_direction in shakes.values() for n in by_direction.values()) == TLS_COPIES
+    assert shakes == whole.capture.facts.handshake_counts()
+    held = [h["connections"] for h in bounded.held]
+    assert max(held) <= MAX_CARRIED + (FACT_PARTS + 1) * per_copy < TLS_COPIES * per_copy // 4
+    assert whole.held[-1]["connections"] >= TLS_COPIES * per_copy  # (unbounded: a row per connection ever seen)
+    assert max(h["handshakes"] for h in bounded.held) <= MOST_HELD_HANDSHAKES < TLS_COPIES
+    assert _said(bounded.capture) == _said(whole.capture)
