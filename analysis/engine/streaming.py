@@ -203,7 +203,8 @@ class _Origin:
     socket_line: pl.DataFrame | None = None
     #: the earliest line on connection 0 (Envoy's async client, used by every thread), as a plain line
     conn0_first: pl.DataFrame | None = None
-    #: connection -> the worker thread that logged it (routes lines that lack a thread id)
+    #: connection -> the worker thread that logged it (routes lines that lack a thread id); the connections noted
+    #: last, up to twice the carried connections' bound (``_routed``)
     conn_threads: dict[int, int] = field(default_factory=dict)
     #: the run (``ORIGIN#n``) lines of this origin currently belong to
     current_run: str | None = None
@@ -322,7 +323,8 @@ class StreamingAnalysis:
             if part["thread"].null_count() == 0:  # (most chunks: every line has its worker)
                 workers = _per_thread(part)
             else:
-                workers = {key: lines.drop("worker__") for key, lines in self._routed(state, part).partition_by(
+                workers = {key: lines.drop("worker__") for key, lines in self._routed(
+                    state, part, self.max_carried).partition_by(
                     "worker__", as_dict=True, maintain_order=True).items()}
             for (thread,), lines in workers.items():
                 self._add_worker_lines(run_origin, thread, lines)
@@ -413,13 +415,16 @@ class StreamingAnalysis:
         return out
 
     @staticmethod
-    def _routed(state: _Origin, events: pl.DataFrame) -> pl.DataFrame:
+    def _routed(state: _Origin, events: pl.DataFrame, max_carried: int) -> pl.DataFrame:
         """``worker__``: the line's thread; for a line without one (a cut or foreign first line in a format with
-        thread ids), the thread of its connection, else of the nearest line before (after) it."""
+        thread ids), the thread of its connection, else of the nearest line before (after) it. The connections'
+        threads are remembered for the ``max_carried`` connections noted last (at most twice that are held)."""
         known = events.filter(pl.col("thread").is_not_null() & pl.col("conn_id").is_not_null()).select(
             "conn_id", "thread").unique("conn_id", keep="first", maintain_order=True)
         for conn, thread in known.iter_rows():
             state.conn_threads.setdefault(conn, thread)
+        if len(state.conn_threads) > 2 * max_carried:
+            state.conn_threads = dict(list(state.conn_threads.items())[-max_carried:])
         by_conn = pl.col("conn_id").replace_strict(state.conn_threads, default=None, return_dtype=pl.Int64)
         return events.with_columns(worker__=pl.coalesce(
             "thread", by_conn, pl.col("thread").forward_fill(), pl.col("thread").backward_fill(), pl.lit(-1)))

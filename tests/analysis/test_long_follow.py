@@ -121,3 +121,18 @@ def test_a_long_mtls_follow_spills_its_ended_handshakes_and_holds_a_bounded_set_
     assert whole.held[-1]["connections"] >= TLS_COPIES * per_copy  # (unbounded: a row per connection ever seen)
     assert max(h["handshakes"] for h in bounded.held) <= MOST_HELD_HANDSHAKES < TLS_COPIES
     assert _said(bounded.capture) == _said(whole.capture)
+
+
+def test_the_threads_remembered_for_lines_without_one_stay_within_twice_the_carried_connections() -> None:
+    from envoy_dissector.analysis.engine.streaming import _Origin
+
+    carried, schema = 8, {"conn_id": pl.Int64, "thread": pl.Int64}
+    state = _Origin(threaded=True)
+    for k in range(50):  # ten new connections a chunk, and a line of the first without its thread
+        conns = list(range(k * 10, k * 10 + 10))
+        part = pl.DataFrame({"conn_id": [*conns, conns[0]], "thread": [k % 3] * 10 + [None]}, schema=schema)
+        assert StreamingAnalysis._routed(state, part, carried)["worker__"][-1] == k % 3
+        assert len(state.conn_threads) <= 2 * carried
+    # a recent connection's line alone in its chunk, without a thread: its connection's thread is remembered
+    alone = pl.DataFrame({"conn_id": [495], "thread": [None]}, schema=schema)
+    assert StreamingAnalysis._routed(state, alone, carried)["worker__"][0] == 49 % 3
