@@ -58,6 +58,8 @@ LIVE_BLOCK_BYTES = 256 * 1024
 BATCH_ROWS = 200_000
 #: Parsed chunks waiting for the analysis at most (the parser waits beyond: memory stays bounded).
 QUEUED_CHUNKS = 16
+#: The view's note on a log without thread ids (``LiveAnalysis.note``).
+UNTHREADED_NOTE = "no thread ids in this log: its requests are analysed at Ctrl-C (docs/follow.md)"
 #: Options of ``analyze`` that select requests; the follow view shows every request.
 _FILTERS = ("since", "until", "authority", "path", "status")
 #: Why a followed capture has no events: the log it read goes on growing, so reading it again gives more.
@@ -92,6 +94,13 @@ class LiveAnalysis(threading.Thread):
     @property
     def lines_read(self) -> int:
         return self.parse.diagnostics.lines_read
+
+    @property
+    def note(self) -> str | None:
+        """What the rolling view cannot show of this log (``None``: nothing)."""
+        if self.streaming.unthreaded_origins():
+            return UNTHREADED_NOTE
+        return None
 
     def run(self) -> None:
         chunks: queue.Queue[Chunk | BaseException | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
@@ -171,17 +180,21 @@ class Screen:
         self.quiet = quiet
         self.tty = _isatty(stream)
         self._last_total = -1
+        self._noted = False
 
-    def show(self, window: LiveWindow, *, source: str, lines_read: int) -> None:
+    def show(self, window: LiveWindow, *, source: str, lines_read: int, note: str | None = None) -> None:
         if self.quiet:
             return
         snap = window.snapshot()
         if self.tty:
             raw = getattr(self.stream, "inner", None) or self.stream  # (the escape sequences go around SafeStdout)
             raw.write("\x1b[H\x1b[2J" + terminal_safe(render_screen(snap, source=source, lines_read=lines_read,
-                                                                   width=self.width)) + "\n")
+                                                                   width=self.width, note=note)) + "\n")
             raw.flush()
             return
+        if note and not self._noted:
+            self._noted = True
+            print(note, file=self.stream)
         if snap.requests_total == self._last_total and not snap.new_findings:
             return  # nothing new: no line
         self._last_total = snap.requests_total
@@ -281,7 +294,7 @@ def follow(pipe: LivePipe, pumps: Sequence[Pump], args: argparse.Namespace,
                 raise KeyboardInterrupt  # (here, where it is expected: ``wait`` restores levels on it)
             if time.monotonic() >= due[0]:
                 due[0] = time.monotonic() + args.refresh
-                screen.show(window, source=pipe.name, lines_read=engine.lines_read)
+                screen.show(window, source=pipe.name, lines_read=engine.lines_read, note=engine.note)
             for pump in pumps:
                 if pump.error is not None:
                     raise pump.error

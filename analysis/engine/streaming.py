@@ -268,6 +268,11 @@ class StreamingAnalysis:
         adds to the shared output; what it reads of the intake's state is taken when it is given."""
         self._steps.give(work, [(w.origin, w.thread) for w in workers])
 
+    def unthreaded_origins(self) -> list[str]:
+        """The origins whose log has no thread ids: their lines are held and analysed at ``finish``, none emitted
+        before (docs/follow.md)."""
+        return [name for name, state in list(self._origins.items()) if not state.threaded]
+
     def held_rows(self) -> dict[str, int]:
         """Rows of the whole run's record gaps, internal work bursts, connection facts and ended TLS handshakes held
         in memory now: none grows with the input (gaps: a row per distinct gap beyond ``held_gaps``; bursts and

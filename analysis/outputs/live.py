@@ -164,13 +164,14 @@ def _cut(text: str, room: int) -> str:
     return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
 
 
-def render_screen(snap: Snapshot, *, source: str, lines_read: int, width: int = WIDTH) -> str:
-    """The rolling view: a header, the window's rate and phase percentiles, the newest slow requests, the
-    findings; every line at most ``width`` columns."""
+def render_screen(snap: Snapshot, *, source: str, lines_read: int, width: int = WIDTH, note: str | None = None) -> str:
+    """The rolling view: a header (and ``note``, what the view cannot show), the window's rate and phase
+    percentiles, the newest slow requests, the findings; every line at most ``width`` columns."""
     rate = "–" if snap.rate is None else f"{snap.rate:,.1f}/s"
     out = [_cut(f"envoy-dissect follow · {source}", width),
            _cut(f"log time {_clock(snap.newest_us)} UTC · {snap.requests_total:,} requests · {lines_read:,} lines "
                 "· Ctrl-C: final report", width),
+           *([_cut(note, width)] if note else []),
            "",
            _cut(f"last {snap.window_s:,.0f} s: {snap.window_requests:,} complete requests, {rate}", width),
            f"  {'phase':<20} {'p50':>12} {'p99':>12}"]

@@ -24,6 +24,8 @@ from envoy_dissector.cli.tail import FileFollower, LivePipe, follow_file
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 KEEPALIVE = FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"
 LUA = FIXTURES / "istio-thread" / "lua-cpu" / "envoy.log.gz"
+#: Istio 1.11's text format: no thread ids
+LEGACY = FIXTURES / "legacy-1.19" / "plain" / "http2" / "envoy.log.gz"
 #: Longest wait for a subprocess to reach a state (a deadline on a loaded machine, not a speed goal).
 WAIT_S = 90
 
@@ -266,3 +268,23 @@ def test_on_a_terminal_the_view_is_redrawn_in_80_columns(tmp_path: Path) -> None
     assert "envoy-dissect follow · " in screen and "newest slow requests" in screen
     assert all(len(line) <= 80 for line in screen.splitlines())
     assert "50 requests (50 complete)" in text.split("\x1b[H\x1b[2J")[-1]  # the final report, after a clear
+
+
+def test_a_log_without_thread_ids_is_said_to_be_analysed_at_the_end(tmp_path: Path) -> None:
+    """Lines without thread ids cannot be cut into workers' windows: the view says so at once (else it would sit at
+    0 requests) and Ctrl-C gives the requests."""
+    log = tmp_path / "envoy.log"
+    log.write_bytes(gzip.decompress(LEGACY.read_bytes()))
+    stdout, stderr = tmp_path / "out", tmp_path / "err"
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli", "analyze", "--follow", str(log),
+                             "--refresh", "0.2"], stdout=stdout.open("wb"), stderr=stderr.open("wb"))
+    try:
+        _wait_for(lambda: "no thread ids in this log" in stdout.read_text(), "the note on a log without thread ids")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=WAIT_S) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    clients = dissect(LEGACY).requests.filter(~pl.col("internal")).height
+    assert f"{clients} requests ({clients} complete)" in stdout.read_text()
