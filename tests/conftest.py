@@ -86,6 +86,10 @@ SLOW: tuple[str, ...] = (
     "tests/parser/test_native.py::test_generated_blocks_parse_the_same",
     "tests/security/test_hostile_cli.py::test_full_or_closed_stdout",
     "tests/security/test_hostile_cli.py::test_until_stops_reading_an_endless_stream",
+    "tests/analysis/test_loop_stream.py::test_a_captures_slices_are_the_same_with_its_open_slices_summarised",
+    "tests/analysis/test_long_follow.py::test_a_long_follow_holds_bounded_gaps_and_bursts_and_says_what_the_whole_input_says",
+    "tests/analysis/test_long_follow.py::test_a_long_mtls_follow_spills_its_ended_handshakes_and_holds_a_bounded_set_of_connections",
+    "tests/cli/test_follow.py::test_a_log_without_thread_ids_is_said_to_be_analysed_at_the_end",
 )
 
 #: Tests parametrized over every capture whose fast-tier run is a sample: every n-th parameter in collection
