@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -195,15 +197,28 @@ def test_follow_stdin_to_its_end_equals_analyze(tmp_path: Path) -> None:
     assert "50 requests (50 complete)" in out
 
 
+@contextmanager
+def _following(args: list[str], stdout: Path, stderr: Path) -> Iterator[None]:
+    """``envoy-dissect analyze --follow`` with ``args`` while the body runs; then Ctrl-C, which must exit 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli", "analyze", "--follow", *args],
+                            stdout=stdout.open("wb"), stderr=stderr.open("wb"))
+    try:
+        yield
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=WAIT_S) == 0, stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_follow_a_growing_file_appends_then_sigint_reports(tmp_path: Path) -> None:
     lines = _lines(KEEPALIVE)
     log, live = tmp_path / "envoy.log", tmp_path / "live.jsonl"
     log.write_bytes(b"".join(lines[:1000]))
     stdout, stderr = tmp_path / "out", tmp_path / "err"
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli", "analyze", "--follow", str(log), "-o",
-                             str(live), "-o", str(tmp_path / "summary.json"), "--refresh", "0.2"],
-                            stdout=stdout.open("wb"), stderr=stderr.open("wb"))
-    try:
+    with _following([str(log), "-o", str(live), "-o", str(tmp_path / "summary.json"), "--refresh", "0.2"],
+                    stdout, stderr):
         for start in range(1000, len(lines), 500):
             with log.open("ab") as fh:
                 fh.write(b"".join(lines[start:start + 500]))
@@ -211,12 +226,6 @@ def test_follow_a_growing_file_appends_then_sigint_reports(tmp_path: Path) -> No
         # appended as they finish, before the end: the requests whose later lines have been read
         _wait_for(lambda: live.exists() and len(live.read_text().splitlines()) >= 30, "rows appended live")
         assert not (tmp_path / "summary.json").exists()  # (written whole at the end only)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=WAIT_S) == 0, stderr.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     rows = [json.loads(line) for line in live.read_text().splitlines()]
     assert len({r["x_request_id"] for r in rows if r["x_request_id"]}) == 50 == len(rows) - 1  # + the admin request
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -276,15 +285,7 @@ def test_a_log_without_thread_ids_is_said_to_be_analysed_at_the_end(tmp_path: Pa
     log = tmp_path / "envoy.log"
     log.write_bytes(gzip.decompress(LEGACY.read_bytes()))
     stdout, stderr = tmp_path / "out", tmp_path / "err"
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli", "analyze", "--follow", str(log),
-                             "--refresh", "0.2"], stdout=stdout.open("wb"), stderr=stderr.open("wb"))
-    try:
+    with _following([str(log), "--refresh", "0.2"], stdout, stderr):
         _wait_for(lambda: "no thread ids in this log" in stdout.read_text(), "the note on a log without thread ids")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=WAIT_S) == 0, stderr.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     clients = dissect(LEGACY).requests.filter(~pl.col("internal")).height
     assert f"{clients} requests ({clients} complete)" in stdout.read_text()
