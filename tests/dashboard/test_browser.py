@@ -76,8 +76,8 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
                   "downstream_write", "envoy.filters.http.lua"):
         until(lambda p=phase: p in " | ".join(e.text for e in dash_duo.find_elements("#waterfall-graph .ytick text")),
               what=f"{phase} in the waterfall ({labels})")
-    facts = dash_duo.find_element("#request-facts").text
-    assert "upstream connection" in facts and "upstream attempts" in facts
+    until(lambda: "upstream connection" in (facts := text_of(dash_duo, "#request-facts"))
+          and "upstream attempts" in facts, what="the upstream facts")
     dash_duo.wait_for_contains_text("#competing", "C", timeout=TIMEOUT)
     dash_duo.find_element("#show-lines").click()
     dash_duo.wait_for_contains_text("#log-lines-text", "new stream", timeout=TIMEOUT)
@@ -345,7 +345,8 @@ def test_log_content_is_never_markup(dash_br, dashboard_process, hostile_capture
     assert HOSTILE_FILTER in hover, hover
     for sel in ("#waterfall-graph", "#request-facts"):
         no_markup(dash_br, sel)
-    assert HOSTILE_PATH in dash_br.find_element("#request-facts").text
+    # the facts block is redrawn when the request's callbacks settle: read it by query, not by a held element
+    until(lambda: HOSTILE_PATH in text_of(dash_br, "#request-facts"), what="the path in the request facts")
     shot(dash_br, artifacts, "9-markup-waterfall")
     dash_br.find_element("#show-lines").click()
     dash_br.wait_for_contains_text("#log-lines-text", f"':path', '{HOSTILE_PATH}'", timeout=TIMEOUT)
