@@ -25,6 +25,12 @@ def shot(br, artifacts: Path, name: str) -> None:
     br.driver.save_screenshot(str(artifacts / f"{name}.png"))
 
 
+def click(br, selector: str, what: str | None = None) -> None:
+    """Click what ``selector`` finds, found again on each try: a callback that redraws the element between the
+    finding and the click makes the held element stale (the click is tried again on the new one)."""
+    until(lambda: br.find_element(selector).click() or True, what=what or f"a click on {selector}")
+
+
 def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
     deadline = time.time() + timeout
     last = None

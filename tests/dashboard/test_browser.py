@@ -10,7 +10,7 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import Registry
-from tests.dashboard.browser_steps import TIMEOUT, open_tab, shot, until, upload
+from tests.dashboard.browser_steps import TIMEOUT, click, open_tab, shot, until, upload
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -39,6 +39,16 @@ def grid_row_with_path(br, path: str):
     return None
 
 
+def click_status_of_row(br, path: str) -> bool:
+    """Click the status cell of the grid row for ``path``, that row found at the click (the grid redraws its rows
+    as its blocks arrive: a row found earlier may be stale); False while there is none."""
+    row = grid_row_with_path(br, path)
+    if row is None:
+        return False
+    row.find_elements_by_css_selector('[col-id="status"]')[0].click()
+    return True
+
+
 @pytest.fixture
 def app(make_app):
     return make_app()
@@ -57,16 +67,16 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     dash_duo.wait_for_contains_text("#overview-title", "lua-cpu.log.gz", timeout=TIMEOUT)
     dash_duo.wait_for_element("#percentile-table")
     dash_duo.wait_for_contains_text("#findings", "saturated", timeout=TIMEOUT)
-    assert "Fix:" in dash_duo.find_element("#findings").text
+    until(lambda: "Fix:" in text_of(dash_duo, "#findings"), what="a fix in the findings")  # (redrawn by callbacks)
     dash_duo.wait_for_element("#phase-share .main-svg")
     shot(dash_duo, artifacts, "1-overview")
 
     # requests grid, served block by block from the server
     open_tab(dash_duo, "requests")
     dash_duo.wait_for_contains_text("#requests-count", f"of {expected + 1} requests", timeout=TIMEOUT)
-    row = until(lambda: grid_row_with_path(dash_duo, "/"), what="a grid row for path /")
+    until(lambda: grid_row_with_path(dash_duo, "/"), what="a grid row for path /")
     shot(dash_duo, artifacts, "2-requests")
-    row.find_elements_by_css_selector('[col-id="status"]')[0].click()
+    until(lambda: click_status_of_row(dash_duo, "/"), what="a click on the grid row for path /")
 
     # its waterfall: phases and per-filter rows, competing connections
     dash_duo.wait_for_element("#waterfall-graph .main-svg", timeout=TIMEOUT)
@@ -84,10 +94,13 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     shot(dash_duo, artifacts, "3-waterfall")
 
     # a competing connection jumps to the event loop with it highlighted
-    buttons = [b for b in dash_duo.find_elements("#competing .conn-btn") if b.text.startswith("C")]
-    assert buttons, "no competing connection listed"
-    conn = buttons[0].text
-    buttons[0].click()
+    def click_first_connection() -> str | None:  # (found and clicked in one try: the block is a callback's output)
+        for button in dash_duo.find_elements("#competing .conn-btn"):
+            if (text := button.text).startswith("C"):
+                button.click()
+                return text
+        return None
+    conn = until(click_first_connection, what="a competing connection listed, clicked")
     dash_duo.wait_for_contains_text("#loop-info", f"highlighted {conn}", timeout=TIMEOUT)
     dash_duo.wait_for_element("#loop-graph .main-svg", timeout=TIMEOUT)
     until(lambda: "thread" in " ".join(e.text for e in dash_duo.find_elements("#loop-graph .ytick text")),
@@ -104,7 +117,7 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
 
     # the competing connection's own requests: the grid is filtered on the server
     open_tab(dash_duo, "waterfall")
-    dash_duo.wait_for_element("#competing .conn-btn.small", timeout=TIMEOUT).click()
+    click(dash_duo, "#competing .conn-btn.small")
     dash_duo.wait_for_contains_text("#requests-count", f"of {expected + 1} requests", timeout=TIMEOUT)
     count = until(lambda: (t := dash_duo.find_element("#requests-count").text) and not t.startswith(f"{expected + 1} ")
                   and t, what="a filtered request count")
@@ -122,10 +135,10 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     dash_duo.wait_for_text_to_equal("#requests-count", f"{expected + 1} of {expected + 1} requests (incl. internal "
                                     "ones) match", timeout=TIMEOUT)
     totals = dissect(str(LUA)).requests["total_us"].drop_nulls()
-    header = dash_duo.find_element('.ag-header-cell[col-id="total_us"] .ag-header-cell-label')
-    header.click()
+    header = '.ag-header-cell[col-id="total_us"] .ag-header-cell-label'  # (found at each click: the grid redraws it)
+    click(dash_duo, header)
     until(lambda: first_cell(dash_duo, "total_us") == f"{totals.min():,}".replace(",", ""), what="ascending sort")
-    header.click()
+    click(dash_duo, header)
     until(lambda: first_cell(dash_duo, "total_us") == str(totals.max()), what="descending sort")
 
     # compare: upload a second capture, compare it with the first
@@ -133,11 +146,10 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     open_tab(dash_duo, "compare")
     dash_duo.wait_for_contains_text("#compare-a", "uploaded: lua-cpu.log.gz", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#compare-b", "uploaded: upstream-delay.log.gz", timeout=TIMEOUT)
-    dash_duo.wait_for_element("#compare-table", timeout=TIMEOUT)
-    table = dash_duo.find_element("#compare-table").text
-    for phase in ("upstream_wait", "filter_chain", "total"):
-        assert phase in table
-    assert "Δ p50" in table
+    # (the table is a callback's output, redrawn as the two choices settle: read by query inside the wait)
+    until(lambda: all(part in text_of(dash_duo, "#compare-table")
+                      for part in ("upstream_wait", "filter_chain", "total", "Δ p50")),
+          what="every phase and the p50 change in the compare table")
     shot(dash_duo, artifacts, "5-compare")
     assert dash_duo.get_logs() == [] or all("favicon" in str(e) for e in dash_duo.get_logs())
 
@@ -326,11 +338,11 @@ def test_log_content_is_never_markup(dash_br, dashboard_process, hostile_capture
 
     # grid cells: the path and x-request-id as text
     open_tab(dash_br, "requests")
-    row = until(lambda: grid_row_with_path(dash_br, HOSTILE_PATH), what="a grid row with the hostile path")
+    until(lambda: grid_row_with_path(dash_br, HOSTILE_PATH), what="a grid row with the hostile path")
     assert "<i>" in text_of(dash_br, '.ag-center-cols-container .ag-row [col-id="x_request_id"]')
     no_markup(dash_br, "#requests-grid")
     shot(dash_br, artifacts, "8-markup-grid")
-    row.find_elements_by_css_selector('[col-id="status"]')[0].click()
+    until(lambda: click_status_of_row(dash_br, HOSTILE_PATH), what="a click on the hostile path's row")
 
     # waterfall: title, tick labels and hover as text, no link anywhere in the figure
     dash_br.wait_for_element("#waterfall-graph .main-svg", timeout=TIMEOUT)

@@ -95,15 +95,21 @@ def test_what_the_views_show_first(dash_duo, make_app, artifacts, named, tmp_pat
     for phrase in ("Debug-level capture", "downstream_read", "event-loop queueing", "cannot be measured"):
         assert phrase in banner, banner
     open_tab(dash_duo, "overview")
-    assert dash_duo.find_element("#quality-banner-text").is_displayed()
+    until(lambda: dash_duo.find_element("#quality-banner-text").is_displayed(),  # (found at each try: redrawn)
+          what="the banner shown on the overview tab")
     shot(dash_duo, artifacts, "details-debug-banner")
 
     # back to a trace-level capture, which measures everything: its banner callback takes the banner away
     # (checked only now: before a banner was shown, its absence would not say the callback had answered)
     dash_duo.find_element("#dataset").click()
-    # (dash 3's dropdown draws its options as .VirtualizedSelectOption, dash 4's with role=option)
-    until(lambda: [e for e in dash_duo.find_elements(".VirtualizedSelectOption, [role=option]")
-                   if e.text.startswith("demo: lua-cpu (")],
-          what="the demo in the dataset options")[0].click()
+
+    def click_the_demo() -> bool:  # (found and clicked in one try: the open menu redraws its options)
+        # (dash 3's dropdown draws its options as .VirtualizedSelectOption, dash 4's with role=option)
+        for option in dash_duo.find_elements(".VirtualizedSelectOption, [role=option]"):
+            if option.text.startswith("demo: lua-cpu ("):
+                option.click()
+                return True
+        return False
+    until(click_the_demo, what="the demo in the dataset options, clicked")
     dash_duo.wait_for_no_elements("#quality-banner-text", timeout=TIMEOUT)
     dash_duo.wait_for_contains_text("#dataset", "demo: lua-cpu", timeout=TIMEOUT)
