@@ -11,9 +11,14 @@ from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.gap_counts import GapCounts
+from envoy_dissector.analysis.gap_counts import GapCounts, back_to_back
 from envoy_dissector.analysis.schema import Phase
-from envoy_dissector.analysis.stages.cost import BACK_TO_BACK_US, STALL_NOTE_SHARE, record_cost_from_gaps
+from envoy_dissector.analysis.stages.cost import (
+    BACK_TO_BACK_US,
+    COLD_BACK_TO_BACK_US,
+    STALL_NOTE_SHARE,
+    record_costs_from_gaps,
+)
 from envoy_dissector.analysis.stages.internal import (
     AUTHZ,
     HEALTH_CHECK_RESULT_KINDS,
@@ -24,7 +29,6 @@ from envoy_dissector.analysis.stages.internal import (
 from envoy_dissector.analysis.stages.loop import WAITED_US
 from envoy_dissector.analysis.stats import counted, median, percentile
 from envoy_dissector.analysis.units import format_us
-from envoy_dissector.parser.kinds import EventKind
 
 Severity = Literal["info", "warning", "critical"]
 #: The one severity order (most severe first): report, summary.json and dashboard sort by it.
@@ -332,29 +336,33 @@ def slow_side(requests: pl.DataFrame) -> list[Finding]:
 
 
 def record_gaps(events: pl.DataFrame) -> pl.Series:
-    """Gaps between a ``socket event`` and the ``write ready``/``read ready`` its worker logs next."""
-    pairs = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no").with_columns(
-        nxt=pl.col("kind").shift(-1).over("origin", "thread"),
-        gap=pl.col("ts_us").shift(-1).over("origin", "thread") - pl.col("ts_us"))
-    return pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT)
-                        & pl.col("nxt").is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
+    """Gaps between a ``socket event`` and the ``write ready``/``read ready`` its worker logs next, with the idle
+    class before the ``socket event`` (``gap_counts.back_to_back``)."""
+    lines = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no")
+    return back_to_back(lines.select("origin", "thread", "ts_us", "kind"), over=["origin", "thread"])
 
 
 def observer_cost_of(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     """Trace logging's own cost, from the gaps ``record_gaps`` measures (or gathered worker by worker when
     streaming): ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between, so that
-    gap is about the cost of formatting and writing one record."""
+    gap is about the cost of formatting and writing one record; the record that wakes an idle worker costs more
+    (``stages.cost.record_costs_from_gaps``, the cost's own per-record figures: one definition)."""
     r = counted(requests)
-    per_line = record_cost_from_gaps(gaps)  # the report's and summary's per-record cost: one definition
-    if per_line is None or r.height == 0:
+    costs = record_costs_from_gaps(gaps)
+    if costs is None or r.height == 0:
         return []
+    warm, cold = costs.warm + costs.unseen, costs.cold + costs.unseen
     lines = median(r["log_lines"])
-    cost = per_line * lines if lines is not None else None
+    cost = warm * lines + costs.cold - costs.warm if lines is not None else None
     return [Finding(
-        "observer-effect", "info", f"Trace logging itself costs about {per_line:.1f} µs per log record",
-        f"mean back-to-back record gap of at most {BACK_TO_BACK_US} µs ({gaps.len()} samples); "
-        + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer."
-           if cost is not None else ""),
+        "observer-effect", "info",
+        f"Trace logging itself costs about {warm:.1f} µs per log record, {cold:.1f} µs for one that wakes an idle "
+        "worker",
+        f"mean back-to-back record gap of at most {BACK_TO_BACK_US} µs ({COLD_BACK_TO_BACK_US} after > 1 ms idle) by "
+        f"the worker's idle before it ({gaps.len()} "
+        f"samples), plus {costs.unseen:.1f} µs a record no gap shows (docs/cost.md); "
+        + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer "
+           "(one wake-up)." if cost is not None else ""),
         "Phases with many log lines (header parsing, filters) are inflated by this much; turn trace logging "
         "off outside captures.",
     )]

@@ -120,6 +120,27 @@ def cpu_times(pid: int) -> CpuTimes:
                     wait_ns / 1e9 if sched else None, all_ns / 1e9 if sched else None)
 
 
+def waited_s(tasks: list[Path]) -> float | None:
+    """Seconds the threads ``tasks`` (``/proc/.../task/TID`` directories) were runnable but waiting for a CPU
+    (schedstat's second field), or None where the kernel keeps no schedstat."""
+    total = 0
+    for task in tasks:
+        got = _schedstat(task)
+        if got is None:
+            return None
+        total += got[1]
+    return total / 1e9
+
+
+def threads_of(*pids: int | None) -> list[Path]:
+    """The thread directories of processes ``pids`` (None: skipped) and of the calling thread."""
+    tasks = [Path("/proc/thread-self")]
+    for pid in pids:
+        if pid is not None:
+            tasks += sorted(Path(f"/proc/{pid}/task").iterdir())
+    return tasks
+
+
 def worker_row(before: CpuTimes, after: CpuTimes, load: BenchLoad) -> dict[str, object]:
     """Envoy's worker CPU over one load: utime + stime (clock ticks), per 1000 requests and over the wall time;
     and from ``schedstat``: CPU per 1000 requests in ns precision, ``worker_demand`` (time on a CPU or waiting
@@ -247,6 +268,10 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
 AB_ARMS: Final = (("direct", None), ("sidecar-info", "info"), ("sidecar-trace", "trace"))
 
 
+def _since(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
 def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, rounds: int = 2,
            log_format: str = DEFAULT_LOG_FORMAT) -> Path:
     """Run every arm of :data:`AB_ARMS` ``rounds`` times, interleaved, at ``rate`` requests/s (``requests`` per
@@ -265,18 +290,26 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
     late: dict[str, int] = dict.fromkeys(latencies, 0)
     worker_run_s: dict[str, float | None] = {name: 0.0 for name, level in AB_ARMS if level is not None}
     envoy_run_s: dict[str, float | None] = dict(worker_run_s)
+    # (the client's thread, the upstream's and Envoy's threads waiting for a CPU: contention the latencies carry)
+    wait_s: dict[str, float | None] = dict.fromkeys(latencies, 0.0)
     with LeanUpstream(out) as upstream:
         for _ in range(max(1, rounds)):
             for name, level in AB_ARMS:
                 if level is None:
+                    tasks = threads_of(upstream.pid)
+                    waited = waited_s(tasks)
                     load = open_loop(upstream.port, rate=rate, requests=requests, wall_s=wall)
+                    waited = _since(waited, waited_s(tasks))
                 else:
                     settings = dataclasses.replace(MIXES["plain"], log_level=level)
                     with _envoy(settings, out / name, upstream.port, fmt[1], None) as envoy:
                         assert envoy.pid is not None
                         time.sleep(0.2)
                         before = cpu_times(envoy.pid)
+                        tasks = threads_of(upstream.pid, envoy.pid)
+                        waited = waited_s(tasks)
                         load = open_loop(envoy.listener_port, rate=rate, requests=requests, wall_s=wall)
+                        waited = _since(waited, waited_s(tasks))
                         after = cpu_times(envoy.pid)
                         time.sleep(0.2)
                     for into, ran in ((worker_run_s, worker_row(before, after, load)["worker_run_s"]),
@@ -287,9 +320,15 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
                     _meta(out / name, settings, fmt, envoy, load, {"scenario": "bench-ab", "arm": name})
                 latencies[name] += load.latencies_us
                 late[name] += load.late
+                total_wait = wait_s[name]
+                wait_s[name] = None if waited is None or total_wait is None else total_wait + waited
     arms: dict[str, dict[str, object]] = {
         name: {"requests": len(lat), "late": late[name], "latency_us": _percentiles(lat)}
         for name, lat in latencies.items()}
+    for name, waited_total in wait_s.items():
+        count = len(latencies[name])
+        arms[name]["cpu_wait_us_per_request"] = (round(waited_total * 1e6 / count, 1)
+                                                 if waited_total is not None and count else None)
     for name, ran in worker_run_s.items():  # Envoy's CPU per request, worker and all threads (schedstat, ns)
         count, every = len(latencies[name]), envoy_run_s[name]
         arms[name]["worker_run_us_per_request"] = round(ran * 1e6 / count, 1) if ran is not None and count else None

@@ -78,6 +78,10 @@ class LeanUpstream:
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
     def __enter__(self) -> LeanUpstream:
         self.port_file.unlink(missing_ok=True)
         self._proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.lab.bench_upstream",

@@ -60,7 +60,7 @@ from envoy_dissector.analysis.engine.pipeline import Analysis, conclude, restart
 from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET, Spill
 from envoy_dissector.analysis.engine.steps import Apply, Steps
 from envoy_dissector.analysis.findings import health_checks, record_gaps
-from envoy_dissector.analysis.gap_counts import HELD_GAPS, GapTally
+from envoy_dissector.analysis.gap_counts import HELD_GAPS, GapTally, back_to_back
 from envoy_dissector.analysis.schema import (
     ANALYSED_COLUMNS,
     LOOP_SCHEMA,
@@ -143,7 +143,7 @@ class _Worker:
     #: request_uid -> last line time of requests already emitted whose lines may still be inside the window
     emitted: dict[str, int] = field(default_factory=dict)
     slices: WorkerSlices = field(default_factory=WorkerSlices)
-    #: the worker's last line so far (the gap after a `socket event` may span two parts)
+    #: the worker's last two lines so far (the gap after a `socket event` may span two parts)
     last_line: pl.DataFrame | None = None
     #: the health checker's bursts on this thread (they belong to no request)
     health_checks: HealthCheckBursts = field(init=False)
@@ -670,12 +670,11 @@ class StreamingAnalysis:
     def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
         """``findings.record_gaps`` of the worker's next lines (the previous part's last line leads)."""
         lines = in_order(new.select("ts_us", "line_no", "kind"), "ts_us", "line_no")
-        if worker.last_line is not None:
-            lines = pl.concat([worker.last_line, lines])
-        worker.last_line = lines.tail(1)
-        return lines.with_columns(nxt=pl.col("kind").shift(-1), gap=pl.col("ts_us").shift(-1) - pl.col("ts_us")).filter(
-            (pl.col("kind") == EventKind.SOCKET_EVENT)
-            & pl.col("nxt").is_in([EventKind.WRITE_READY, EventKind.READ_READY]))["gap"]
+        carried = worker.last_line
+        if carried is not None:
+            lines = pl.concat([carried, lines])
+        worker.last_line = lines.tail(2)  # (the line before the last gives the last one's idle class)
+        return back_to_back(lines, carried=0 if carried is None else carried.height - 1)
 
     def _finished(self, requests: pl.DataFrame, newest: int) -> pl.DataFrame:
         """``requests`` with ``done__``: nothing later in the log can change the request any more.

@@ -242,7 +242,10 @@ def _cost(capture: Capture, width: int) -> list[str]:
             facts.append(f"CPU {cost.cpu_ms_per_1000_requests:,.0f} ms per 1000 requests"
                          + (f" (workers {busy} busy)" if busy else ""))
         if cost.record_cost_us is not None:
-            facts.append(f"trace logging {cost.record_cost_us:.1f} µs per record (mean back-to-back gap)")
+            by_idle = cost.record_costs
+            facts.append(f"trace logging {cost.record_cost_us:.1f} µs per record" + (
+                "" if by_idle is None else f" ({by_idle.warm + by_idle.unseen:.1f} warm, "
+                f"{by_idle.cold + by_idle.unseen:.1f} waking the worker)"))
         if cost.ceiling is not None:
             c = cost.ceiling
             more = ", ".join(f"{n}: {v:,.0f}" for n, v in c.concurrency.items() if n != len(c.workers))

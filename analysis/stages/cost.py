@@ -6,10 +6,12 @@ Every figure is defined and derived in docs/cost.md; in short:
   and not waiting for the upstream — ``queue_before_read_us + total_us − upstream_wait_us``, with the part of
   the upstream wait that was the worker being busy elsewhere (the ``upstream wait`` queueing window) given
   back, because the response had arrived and the proxy had not read it.
-* the observer: trace logging costs each record some worker time (:func:`record_cost_from_gaps`: the mean
-  gap between two records logged by adjacent statements; :func:`record_cost_us` from the densest slices when
-  the capture has too few); a request's observer cost is that times the records on its own slices plus the
-  logging share of the time it queued behind others (:func:`request_cpu`).
+* the observer: trace logging costs each record some worker time, about ten times more for the record that wakes
+  an idle worker than for one that follows others (:func:`record_costs_from_gaps`: the mean gap between two records
+  logged by adjacent statements, per idle class before them; :func:`record_cost_us` from the densest slices when the
+  capture has too few), plus what no gap shows (:data:`UNSEEN_RECORD_US`); a request's observer cost is that over
+  the records on its own slices, each slice's first record at its idle class's cost, plus the logging share of the
+  time it queued behind others (:func:`request_cpu`).
 * CPU per request: the worker busy time (loop slices inside the traffic window) of the request's own slices
   (its downstream and upstream connections), plus an equal share of the worker's slices no request owns,
   without the time off the CPU (:func:`corrected_slices`: a slice far longer than its shape's median).
@@ -26,7 +28,7 @@ from typing import Any, Final
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
-from envoy_dissector.analysis.gap_counts import GapCounts
+from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM, GapCounts, idle_class
 from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
 from envoy_dissector.analysis.stats import QUANTILES, percentile_expr
 
@@ -40,6 +42,15 @@ RECORD_COST_QUANTILE: Final = 0.1
 MIN_GAPS: Final = 5
 #: A back-to-back gap longer than this is the worker descheduled between two statements, not logging.
 BACK_TO_BACK_US: Final = 10
+#: The same bound for the record that wakes an idle worker (idle class cold): its gaps are 8-13 µs on a quiet
+#: worker, so 10 µs would cut half of them; a worker descheduled is off for hundreds of µs.
+COLD_BACK_TO_BACK_US: Final = 30
+#: Worker time (µs) a trace record costs that no back-to-back gap shows: the logger's code and buffers pushing the
+#: proxy's out of the caches, and records longer than the short pair the gaps time (header dumps). Calibrated on
+#: the lab's bench-ab (trace-minus-info worker CPU per request, schedstat, less what the gaps explain, over the
+#: records): 0.64 and 0.66 µs a record in two runs at load average 2-11, 0.45 in an earlier one (docs/cost.md,
+#: the observer); other runs validate it. A proxy on other hardware may differ.
+UNSEEN_RECORD_US: Final = 0.6
 #: Fewer dense slices than this and the per-record cost is not estimated.
 MIN_DENSE_SLICES: Final = 20
 #: Relative uncertainty of the ceiling's model beyond sampling (per-event work the log does not show, work
@@ -79,6 +90,50 @@ def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.Dat
     return conform(out.with_columns(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
 
 
+@dataclass(frozen=True, kw_only=True)
+class RecordCosts:
+    """Worker µs one trace record costs, by the worker's idle before it (``gap_counts.idle_class``), and the
+    per-record cost no gap shows (:data:`UNSEEN_RECORD_US`). Only a slice's first record can follow idle: the
+    others follow records of the same event and cost ``warm``."""
+
+    warm: float
+    cooling: float
+    cold: float
+    unseen: float = 0.0
+
+    @classmethod
+    def uniform(cls, cost: float) -> RecordCosts:
+        """Every record at ``cost`` (no idle classes measured, nothing added)."""
+        return cls(warm=cost, cooling=cost, cold=cost)
+
+    def observer(self, records: pl.Expr, cooling: pl.Expr, cold: pl.Expr) -> pl.Expr:
+        """µs of ``records`` records, ``cooling`` and ``cold`` of them a slice's first after that much idle."""
+        return ((self.warm + self.unseen) * records + (self.cooling - self.warm) * cooling
+                + (self.cold - self.warm) * cold)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"warm": round(self.warm, 3), "cooling": round(self.cooling, 3), "cold": round(self.cold, 3),
+                "unseen": round(self.unseen, 3)}
+
+
+def record_costs_from_gaps(gaps: GapCounts) -> RecordCosts | None:
+    """Per idle class, the mean back-to-back gap (:func:`record_cost_from_gaps`; the cold class's up to
+    :data:`COLD_BACK_TO_BACK_US`), plus :data:`UNSEEN_RECORD_US` a record. A class with fewer than
+    :data:`MIN_GAPS` gaps (or gaps counted without their idle class) takes the mean over all the gaps; ``None``
+    when that has fewer than :data:`MIN_GAPS` too."""
+    pooled = record_cost_from_gaps(gaps)
+    if pooled is None:
+        return None
+
+    def of(idle: int, limit: int) -> float:
+        kept = gaps.in_class(idle).at_most(limit)
+        mean = kept.mean()
+        return mean if mean is not None and kept.len() >= MIN_GAPS else pooled  # type: ignore[return-value]
+
+    return RecordCosts(warm=of(WARM, BACK_TO_BACK_US), cooling=of(COOLING, BACK_TO_BACK_US),
+                       cold=of(COLD, COLD_BACK_TO_BACK_US), unseen=UNSEEN_RECORD_US)
+
+
 def record_cost_from_gaps(gaps: GapCounts) -> float | None:
     """Worker time one log record costs (µs): the mean gap between a ``socket event`` record and the
     ``read ready``/``write ready`` its worker logs next (``findings.record_gaps``: adjacent statements, no
@@ -113,15 +168,15 @@ def corrected_slices(slices: pl.DataFrame) -> pl.DataFrame:
     and ``saturated_us`` (what the slice would cost on a worker that never idles: a slice that woke the worker
     counts at most as the median of its shape's warm slices, those that began within :data:`WARM_GAP_US` of the
     previous one, when there are :data:`MIN_WARM_SLICES`; else as it is). A shape is an event kind and a record
-    count, per origin (with fewer than :data:`MIN_SHAPE_SLICES` slices, the event kind alone). Drops ``end_us``
-    and ``kind``."""
+    count, per origin (with fewer than :data:`MIN_SHAPE_SLICES` slices, the event kind alone). ``idle``: the
+    idle class (``gap_counts.idle_class``) of the slice's first record. Drops ``end_us`` and ``kind``."""
     shape = ["origin", "kind", "lines"]
     median = (pl.when(pl.len().over(shape) >= MIN_SHAPE_SLICES).then(pl.col("busy_us").median().over(shape))
               .otherwise(pl.col("busy_us").median().over("origin", "kind")))
     stalled = pl.col("busy_us") > STALL_FACTOR * median + STALL_US
     out = slices.with_columns(cpu_us=pl.when(stalled).then(median).otherwise(pl.col("busy_us")).cast(pl.Float64))
     after = pl.col("start_us") - pl.col("end_us").shift(1).over("origin", "thread", order_by="start_us")
-    out = out.with_columns(warm=after.is_not_null() & (after <= WARM_GAP_US))
+    out = out.with_columns(warm=after.is_not_null() & (after <= WARM_GAP_US), idle=idle_class(after))
     warm_median = pl.col("cpu_us").filter(pl.col("warm")).median().over(shape)
     warm_count = pl.col("warm").sum().over(shape)
     return out.with_columns(
@@ -156,28 +211,36 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     return slices.with_columns(request_uid=pl.coalesce("by_down", "by_up")).drop("by_down", "by_up")
 
 
-def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_cost: float | None) -> pl.DataFrame:
+def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: RecordCosts | None) -> pl.DataFrame:
     """Per complete client request: ``own_cpu_us`` (its slices' CPU, :func:`corrected_slices`), ``cpu_us``
     (plus its equal share of its worker's unowned slices), ``stall_us`` (the same for the time off the CPU taken
     out: ``cpu_us + stall_us`` is its slices' wall time), ``saturated_cpu_us`` (the same at saturation: the
-    ceiling's cost), ``own_lines`` and ``observer_us`` (``record_cost`` × its records, plus the logging share of
-    its worker's CPU × the time it queued behind others; null without a cost)."""
+    ceiling's cost), ``own_lines``, ``own_cooling`` and ``own_cold`` (its slices that followed idle) and
+    ``observer_us`` (its records at ``record_costs``, each slice's first at its idle class's cost, plus the logging
+    share of its worker's CPU × the time it queued behind others; null without costs)."""
     slices = owned_slices(requests, loop)
     client = requests.filter(~pl.col("internal") & pl.col("complete"))
     figures = ("cpu_us", "stall_us", "saturated_us")
+    cooling, cold = (pl.col("idle") == COOLING).sum(), (pl.col("idle") == COLD).sum()
     own = slices.filter(pl.col("request_uid").is_not_null()).group_by("request_uid").agg(
-        *(pl.col(f).sum().alias(f"own_{f}") for f in figures), own_lines=pl.col("lines").sum())
+        *(pl.col(f).sum().alias(f"own_{f}") for f in figures), own_lines=pl.col("lines").sum(),
+        own_cooling=cooling, own_cold=cold)
     per_worker = client.group_by("origin", "thread").agg(n=pl.len())
     unowned = pl.col("request_uid").is_null()
     worker = slices.group_by("origin", "thread").agg(
         *(pl.col(f).filter(unowned).sum().alias(f"shared_{f}") for f in figures),
-        worker_cpu_us=pl.col("cpu_us").sum(), worker_lines=pl.col("lines").sum())
+        worker_cpu_us=pl.col("cpu_us").sum(), worker_lines=pl.col("lines").sum(), worker_cooling=cooling,
+        worker_cold=cold)
     out = (client.select("request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us",
                          "sidecar_added_us")
            .join(own, on="request_uid", how="left")
            .join(worker.join(per_worker, on=["origin", "thread"]), on=["origin", "thread"], how="left"))
-    cost = pl.lit(record_cost, dtype=pl.Float64)
-    logging_share = (cost * pl.col("worker_lines") / pl.col("worker_cpu_us")).clip(0, 1)
+    def observer(who: str) -> pl.Expr:
+        if record_costs is None:
+            return pl.lit(None, dtype=pl.Float64)
+        return record_costs.observer(*(pl.col(f"{who}_{n}").fill_null(0) for n in ("lines", "cooling", "cold")))
+
+    logging_share = (observer("worker") / pl.col("worker_cpu_us")).clip(0, 1)
     queued = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
 
     def with_share(figure: str) -> pl.Expr:
@@ -186,13 +249,15 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_cost: float |
     return out.with_columns(
         own_cpu_us=pl.col("own_cpu_us").fill_null(0),
         own_lines=pl.col("own_lines").fill_null(0),
+        own_cooling=pl.col("own_cooling").fill_null(0),
+        own_cold=pl.col("own_cold").fill_null(0),
         cpu_us=with_share("cpu_us"),
         stall_us=with_share("stall_us"),
         saturated_cpu_us=with_share("saturated_us"),
     ).with_columns(
-        observer_us=cost * pl.col("own_lines") + logging_share * queued,
+        observer_us=observer("own") + logging_share * queued,
     ).select("request_uid", "origin", "thread", "own_cpu_us", "cpu_us", "stall_us", "saturated_cpu_us",
-             "own_lines", "observer_us", "sidecar_added_us")
+             "own_lines", "own_cooling", "own_cold", "observer_us", "sidecar_added_us")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,6 +290,7 @@ class Cost:
     sidecar_added_without_observer_us: dict[str, int | None]
     observer_us: dict[str, int | None]
     record_cost_us: float | None
+    """The mean cost of the capture's records (their own slices'), each at its idle class's cost."""
     cpu_ms_per_1000_requests: float | None
     cpu_us_per_request: dict[str, int | None]
     utilisation: dict[int, float]
@@ -233,6 +299,7 @@ class Cost:
     on_cpu: dict[int, float] = field(default_factory=dict)
     """Per worker: the share of the traffic window it ran (``utilisation`` without the time off the CPU that CPU
     leaves out, :func:`corrected_slices`); the saturation finding states it beside the busy share."""
+    record_costs: RecordCosts | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The summary's ``cost`` entry."""
@@ -242,6 +309,7 @@ class Cost:
             "sidecar_added_without_observer_us": self.sidecar_added_without_observer_us,
             "observer_us": self.observer_us,
             "record_cost_us": None if self.record_cost_us is None else round(self.record_cost_us, 3),
+            "record_cost_by_idle_us": None if self.record_costs is None else self.record_costs.as_dict(),
             "cpu_ms_per_1000_requests": (None if self.cpu_ms_per_1000_requests is None
                                          else round(self.cpu_ms_per_1000_requests, 1)),
             "cpu_us_per_request": self.cpu_us_per_request,
@@ -288,17 +356,18 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
 
     ``workers`` is ``Capture.workers()`` (utilisation per worker); ``busy_measured`` False (no socket lines:
     the loop's busy time is not measured) leaves CPU, the observer and the ceiling out. ``gaps``: the
-    back-to-back record gaps of ``findings.record_gaps`` (:func:`record_cost_from_gaps`); without enough of
-    them, :func:`record_cost_us` from the loop's dense slices.
+    back-to-back record gaps of ``findings.record_gaps`` (:func:`record_costs_from_gaps`); without enough of
+    them, :func:`record_cost_us` from the loop's dense slices for every record.
     """
     client = requests.filter(~pl.col("internal") & pl.col("complete"))
     if client.height == 0:
         return []
-    record_cost = None
+    costs = None
     if busy_measured:
-        record_cost = record_cost_from_gaps(gaps) if gaps is not None else None
-        record_cost = record_cost if record_cost is not None else record_cost_us(loop)
-    per_request = request_cpu(requests, loop, record_cost) if busy_measured else None
+        costs = record_costs_from_gaps(gaps) if gaps is not None else None
+        dense = record_cost_us(loop) if costs is None else None
+        costs = costs if dense is None else RecordCosts.uniform(dense)
+    per_request = request_cpu(requests, loop, costs) if busy_measured else None
     out = []
     for origin in sorted(client["origin"].unique().to_list()):
         mine = client.filter(pl.col("origin") == origin)
@@ -329,16 +398,20 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
             notes.append(f"{stalled / (stalled + ran):.0%} of the workers' busy time was events stretched while "
                          "the worker did not run (a busy node, a CPU limit, a blocked log write); CPU and the "
                          "ceiling leave it out")
-        if record_cost is None:
+        if costs is None:
             notes.append("too few dense slices to estimate the cost of a log record: the observer is not removed")
-        without = (rows["sidecar_added_us"] - rows["observer_us"]).clip(lower_bound=0) if record_cost else None
+        without = (rows["sidecar_added_us"] - rows["observer_us"]).clip(lower_bound=0) if costs else None
+        per_record = None
+        if costs is not None and rows["own_lines"].sum() > 0:
+            own = rows.select(costs.observer(*(pl.col(c).sum() for c in ("own_lines", "own_cooling", "own_cold"))))
+            per_record = float(own.item()) / float(rows["own_lines"].sum())
         cpu = rows["cpu_us"]
         out.append(Cost(
             origin=origin, requests=mine.height, sidecar_added_us=_quantiles(added),
             sidecar_added_without_observer_us=(_quantiles(without) if without is not None
                                                else dict.fromkeys(QUANTILES)),
-            observer_us=_quantiles(rows["observer_us"]) if record_cost else dict.fromkeys(QUANTILES),
-            record_cost_us=record_cost,
+            observer_us=_quantiles(rows["observer_us"]) if costs else dict.fromkeys(QUANTILES),
+            record_cost_us=per_record, record_costs=costs,
             # µs per request × 1000 requests / 1000 µs per ms: the mean in µs is the ms per 1000 requests
             cpu_ms_per_1000_requests=float(cpu.mean()) if cpu.len() else None,  # type: ignore[arg-type]
             cpu_us_per_request=_quantiles(cpu), utilisation=util, ceiling=ceiling_of(rows), notes=tuple(notes),

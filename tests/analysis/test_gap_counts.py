@@ -8,9 +8,17 @@ import random
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis.gap_counts import GapCounts, GapTally
-from envoy_dissector.analysis.stages.cost import BACK_TO_BACK_US, MIN_GAPS, record_cost_from_gaps
+from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM, GapCounts, GapTally, back_to_back
+from envoy_dissector.analysis.stages.cost import (
+    BACK_TO_BACK_US,
+    COLD_BACK_TO_BACK_US,
+    MIN_GAPS,
+    UNSEEN_RECORD_US,
+    record_cost_from_gaps,
+    record_costs_from_gaps,
+)
 from envoy_dissector.analysis.stats import median
+from envoy_dissector.parser.kinds import EventKind
 
 
 def _gaps(seed: int, n: int) -> pl.Series:
@@ -55,3 +63,46 @@ def test_a_tally_folded_at_any_size_holds_the_counts_of_all_it_was_given(held: i
     assert tally.counts() == GapCounts.of(pl.concat(parts))
     distinct = pl.concat(parts).n_unique()
     assert most <= held + distinct if held < 10**9 else most == sum(p.len() for p in parts)
+
+
+def _keyed(seed: int, n: int) -> pl.Series:
+    """Gaps with an idle class each, the cold ones longer (a record waking an idle worker)."""
+    rng = random.Random(seed)
+    idle = [rng.choice((WARM, WARM, WARM, COOLING, COLD)) for _ in range(n)]
+    gap = [rng.randint(8, 14) if i == COLD else rng.choice((0, 1, 1, 2, 11)) for i in idle]
+    return pl.DataFrame({"gap": gap, "idle": idle}, schema={"gap": pl.Int64, "idle": pl.Int8}).select(
+        pl.struct("gap", "idle").alias("gap"))["gap"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_gaps_keyed_by_idle_class_give_each_class_its_mean_and_stay_bounded(seed: int) -> None:
+    keyed = _keyed(seed, 2_000)
+    frame = keyed.struct.unnest()
+    counts = GapCounts.of(keyed)
+    assert counts.len() == keyed.len() and counts == GapCounts.of(pl.concat([keyed.head(700), keyed.tail(1_300)]))
+    assert counts.frame.height <= 3 * frame["gap"].n_unique()
+    assert counts.median() == median(frame["gap"])  # (over every class, as the plain gaps)
+    costs = record_costs_from_gaps(counts)
+    assert costs is not None
+    for idle, limit, cost in ((WARM, BACK_TO_BACK_US, costs.warm), (COOLING, BACK_TO_BACK_US, costs.cooling),
+                              (COLD, COLD_BACK_TO_BACK_US, costs.cold)):
+        mine = frame.filter((pl.col("idle") == idle) & (pl.col("gap") <= limit))["gap"]
+        assert cost == pytest.approx(float(mine.mean()))  # type: ignore[arg-type]
+    assert costs.unseen == UNSEEN_RECORD_US and costs.cold > costs.warm
+
+
+def test_a_class_with_too_few_gaps_takes_the_mean_of_all() -> None:
+    plain = GapCounts.of(pl.Series([0, 1, 1, 2, 3, 9], dtype=pl.Int64))  # (no idle class known)
+    costs = record_costs_from_gaps(plain)
+    assert costs is not None
+    assert costs.warm == costs.cooling == costs.cold == record_cost_from_gaps(plain)
+
+
+def test_back_to_back_keys_each_gap_by_the_idle_before_its_socket_event() -> None:
+    socket, ready, other = EventKind.SOCKET_EVENT, EventKind.READ_READY, EventKind.TIMER_NOISE
+    lines = pl.DataFrame({"ts_us": [0, 1, 3, 4, 400, 402, 5_000, 5_009],
+                          "kind": [str(k) for k in (socket, ready, other, socket, ready, socket, ready, socket)]})
+    got = back_to_back(lines).struct.unnest()
+    assert got.rows() == [(1, COLD), (396, WARM), (4_598, WARM)]
+    # (carried lines were paired before: they give only the idle class of the next)
+    assert back_to_back(lines.slice(3), carried=1).struct.unnest().rows() == [(4_598, WARM)]

