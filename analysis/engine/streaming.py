@@ -38,8 +38,10 @@ a follow of hours holds a row per distinct gap, not one per socket event), resta
 the lifecycle lines that name the main thread (admin requests) and one socket line per origin (capture level) are
 added to every window; internal work bursts wait in the spill with the finished requests; TLS connection facts
 are merged (``tls.merge_facts``); event-loop queueing, which takes minima over a whole origin, and stitching run
-at the end on the requests frame (``pipeline.conclude``). Origins without thread ids cannot be split by worker
-(lanes are inferred from the whole capture): their events are kept and analysed whole at the end.
+at the end on the requests frame (``pipeline.conclude``). An origin without thread ids is windowed as one worker
+(its lines are in time order as a whole, and the stages look its lines up by origin): its requests are emitted as they
+finish, without a thread; its worker lanes, which depend on the whole capture, are inferred at the end from the few
+columns of its lines that the spill keeps (``lanes.py``).
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ import polars as pl
 
 from envoy_dissector.analysis.engine.carry import MAX_CARRIED_CONNECTIONS, carried
 from envoy_dissector.analysis.engine.facts import STARTED_SCHEMA, CaptureFacts
+from envoy_dissector.analysis.engine.lanes import LANE_SCHEMA, lane_lines, requests_on_lanes, with_lanes
 from envoy_dissector.analysis.engine.loop_stream import WorkerSlices
 from envoy_dissector.analysis.engine.order import in_order
 from envoy_dissector.analysis.engine.pipeline import Analysis, conclude, restart_note, stage
@@ -63,13 +66,14 @@ from envoy_dissector.analysis.findings import health_checks, record_gaps
 from envoy_dissector.analysis.gap_counts import HELD_GAPS, GapTally, back_to_back
 from envoy_dissector.analysis.schema import (
     ANALYSED_COLUMNS,
+    LINK_SCHEMA,
     LOOP_SCHEMA,
     PHASED_REQUEST_SCHEMA,
     PHASES_SCHEMA,
     REQUEST_FRAME_SCHEMA,
 )
 from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
-from envoy_dissector.analysis.stages.loop import worker_threads
+from envoy_dissector.analysis.stages.loop import slices, worker_threads
 from envoy_dissector.analysis.stages.phases import attribute_phases
 from envoy_dissector.analysis.stages.requests import SOCKET_KINDS, build_requests
 from envoy_dissector.analysis.stages.tls import (
@@ -96,6 +100,10 @@ WINDOW_EVENTS = 400_000
 MAX_OPEN_REQUESTS = 20_000
 #: Lines kept before the earliest unfinished request (a tracing flush looks at the line before its first).
 MARGIN_ROWS = 256
+#: Log time an origin without thread ids keeps in its window before its newest line at least: its workers' lines
+#: interleave out of time order (by up to 4.4 ms in fixtures/istio/workers), and a line that comes after the cut
+#: must still find the lines of its time in the window.
+THREADLESS_KEEP_US = 100_000
 #: Workers finished in one batch at most (each adds a row to the batch's join; see ``_finish_step``).
 MAX_ENDED_WORKERS = 64
 #: Forward as-of lookups of the requests and phases stages: (from column, found column or None, tolerance µs).
@@ -118,12 +126,17 @@ _Context = tuple[list[pl.DataFrame], pl.DataFrame | None, pl.DataFrame | None]
 _Given = tuple["_Worker", list[pl.DataFrame], _Context]
 #: A window step's input: the window, its first and newest time, the window with its context lines.
 _Window = tuple[pl.DataFrame, int, int, pl.DataFrame]
-#: What a worker's new lines add besides its window: loop slices, record gaps (None: no new lines), bursts.
-_Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame]
+#: What a worker's new lines add besides its window: loop slices, record gaps (None: no new lines), bursts, and
+#: of a worker without thread ids its lines' lane columns (``lanes.lane_lines``; None for a threaded worker).
+_Side = tuple[pl.DataFrame, "pl.Series | None", pl.DataFrame, "pl.DataFrame | None"]
 #: What ``StreamingAnalysis`` keeps of finished work until ``finish`` (``bursts``: the internal work bursts, which
-#: the event-loop view draws one by one, so they are rows like the loop slices, not a summary).
+#: the event-loop view draws one by one, so they are rows like the loop slices, not a summary; ``lanes`` and
+#: ``links``: the lines and finished requests' links of origins without thread ids, whose lanes are inferred at the
+#: end, ``lanes.py``).
 FINISHED_SCHEMAS = {"requests": PHASED_REQUEST_SCHEMA, "phases": PHASES_SCHEMA, "loop": LOOP_SCHEMA,
-                    "bursts": BURSTS_SCHEMA, "handshakes": HANDSHAKE_SCHEMA}
+                    "bursts": BURSTS_SCHEMA, "handshakes": HANDSHAKE_SCHEMA, "lanes": LANE_SCHEMA,
+                    "links": LINK_SCHEMA}
+_LANE_OF_SCHEMA = {"origin": pl.String(), "conn_id": pl.Int64(), "lane": pl.Int64()}
 #: Connection-facts parts held before they are merged and bounded (``_add_facts``).
 FACT_PARTS = 64
 
@@ -131,7 +144,8 @@ FACT_PARTS = 64
 @dataclass
 class _Worker:
     origin: str
-    thread: int
+    #: None: the one worker of an origin without thread ids (its lanes are inferred at the end)
+    thread: int | None
     pending: list[pl.DataFrame] = field(default_factory=list)
     pending_rows: int = 0
     #: `new stream` lines among the pending rows (a step's stages cost per request: see ``_add_worker_lines``)
@@ -149,7 +163,8 @@ class _Worker:
     health_checks: HealthCheckBursts = field(init=False)
 
     def __post_init__(self) -> None:
-        self.health_checks = HealthCheckBursts(self.origin, self.thread)
+        # (a worker without thread ids finds no bursts on its lines: they are found at the end, on its lanes)
+        self.health_checks = HealthCheckBursts(self.origin, -1 if self.thread is None else self.thread)
 
 
 def _stagger(k: int) -> float:
@@ -224,7 +239,10 @@ class StreamingAnalysis:
     #: connections whose past a worker's carry keeps at most (``carry.MAX_CARRIED_CONNECTIONS``)
     max_carried: int = MAX_CARRIED_CONNECTIONS
     on_finished: Emit | None = None
-    _workers: dict[tuple[str, int], _Worker] = field(default_factory=dict)
+    #: window an origin without thread ids as one worker (False: hold its lines and analyse them whole at ``finish``,
+    #: the reference the tests compare the windows with)
+    window_threadless: bool = True
+    _workers: dict[tuple[str, int | None], _Worker] = field(default_factory=dict)
     _origins: dict[str, _Origin] = field(default_factory=dict)
     #: where finished requests, their phase rows, closed loop slices and internal work bursts wait for ``finish``
     #: bytes of finished output held in memory before it is written to parquet parts (``spill.py``)
@@ -257,6 +275,10 @@ class StreamingAnalysis:
     _source_runs: set[str] = field(default_factory=set)
     #: requests given up unfinished because their worker held ``max_open`` open ones
     _given_up: int = 0
+    #: each connection's inferred lane in origins without thread ids (``origin, conn_id, lane``; set by ``finish``)
+    _lanes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_LANE_OF_SCHEMA))
+    #: those origins' lines on their lanes, from their inference until their internal work bursts are found
+    _lane_events: pl.DataFrame | None = None
 
     def __post_init__(self) -> None:
         self._done = Spill(FINISHED_SCHEMAS, budget=self.spill_budget)
@@ -269,16 +291,26 @@ class StreamingAnalysis:
         self._steps.give(work, [(w.origin, w.thread) for w in workers])
 
     def unthreaded_origins(self) -> list[str]:
-        """The origins whose log has no thread ids: their lines are held and analysed at ``finish``, none emitted
-        before (docs/follow.md)."""
+        """The origins whose log has no thread ids: their requests are emitted without a thread, their worker lanes
+        (threads, loop slices, event-loop queueing) are inferred at ``finish`` (docs/follow.md)."""
         return [name for name, state in list(self._origins.items()) if not state.threaded]
 
     def held_rows(self) -> dict[str, int]:
-        """Rows of the whole run's record gaps, internal work bursts, connection facts and ended TLS handshakes held
-        in memory now: none grows with the input (gaps: a row per distinct gap beyond ``held_gaps``; bursts and
-        handshakes: up to the spill's budget; connections: ``max_carried`` and the parts of ``fact_parts``)."""
+        """Rows held in memory now of the whole run's record gaps, internal work bursts, connection facts, ended TLS
+        handshakes, the lane lines and links of origins without thread ids, and of the workers' windows and carries:
+        none of these grows with the input (gaps: a row per distinct gap beyond ``held_gaps``; bursts, handshakes,
+        lane lines and links: up to the spill's budget; connections: ``max_carried`` and the parts of
+        ``fact_parts``; windows: ``window_events`` and the open requests' lines, carries: ``max_carried``); and the
+        lines of origins without thread ids held whole (``window_threadless=False``), which does."""
+        workers = list(self._workers.values())
         return {"gaps": self._gaps.rows_held(), "bursts": self._done.held_rows("bursts"),
-                "connections": self._facts_rows, "handshakes": self._done.held_rows("handshakes")}
+                "connections": self._facts_rows, "handshakes": self._done.held_rows("handshakes"),
+                "lanes": self._done.held_rows("lanes"), "links": self._done.held_rows("links"),
+                "windows": sum(w.window.height for w in workers if w.window is not None)
+                + sum(w.pending_rows for w in workers),
+                "carries": sum(w.carry.height for w in workers if w.carry is not None),
+                # (only with ``window_threadless=False``: it grows with the input)
+                "whole": sum(part.height for state in list(self._origins.values()) for part in state.whole)}
 
     def close(self) -> None:
         """Stop the step threads (steps not started are dropped); ``finish`` and ``stream_capture.stream`` call it."""
@@ -314,7 +346,7 @@ class StreamingAnalysis:
             state = self._origins.setdefault(run_origin, _Origin(threaded=base.threaded))
             self._source_runs.add(run_origin)
             self.facts.records.add_span(run_origin, part)
-            if not state.threaded:
+            if not state.threaded and not self.window_threadless:
                 state.whole.append(part)
                 continue
             with self._timed("facts"):
@@ -325,6 +357,9 @@ class StreamingAnalysis:
                 pl.col("message").str.starts_with("worker entering dispatch loop"))
             if started.height:
                 self._started.append(started.select("origin", "thread"))
+            if not state.threaded:
+                self._add_worker_lines(run_origin, None, part)
+                continue
             if part["thread"].null_count() == 0:  # (most chunks: every line has its worker)
                 workers = _per_thread(part)
             else:
@@ -474,8 +509,7 @@ class StreamingAnalysis:
         return facts.join(latest, on=["origin", "conn_id"], how="semi")
 
     def _add_worker_lines(self, origin: str, thread: int | None, lines: pl.DataFrame) -> None:
-        if thread is None:  # a line without a thread id in a format that has them: its connection's worker
-            thread = -1
+        """``lines`` of one worker (``thread`` None: of an origin without thread ids)."""
         worker = self._workers.get((origin, thread))
         if worker is None:
             worker = self._workers[(origin, thread)] = _Worker(origin, thread)
@@ -503,7 +537,9 @@ class StreamingAnalysis:
     def _extras(worker: _Worker, first_line: int, context: _Context) -> list[pl.DataFrame]:
         """The origin's lifecycle lines not in the window, and its first socket line."""
         lifecycle, socket_line, conn0_first = context
-        mine = (pl.col("thread") != worker.thread) | (pl.col("line_no") < first_line)
+        # (an origin without thread ids is one worker: each of its lines is in the window from ``first_line`` on)
+        mine = (pl.col("line_no") < first_line) if worker.thread is None else (
+            (pl.col("thread") != worker.thread) | (pl.col("line_no") < first_line))
         out = [f.filter(mine) for f in lifecycle]
         # (a line of this worker still in its window is not added again: stages would count it twice)
         out += [f.filter(mine) for f in (socket_line, conn0_first) if f is not None]
@@ -531,7 +567,12 @@ class StreamingAnalysis:
             lines = build_requests(events)
         uids = pl.Series(list(worker.emitted), dtype=pl.String)
         candidates = lines.filter((pl.col("first_ts") >= start) & ~pl.col("request_uid").is_in(uids.implode()))
-        flagged = self._finished(candidates, newest)
+        # (an origin without thread ids: its newest line may be another worker's; a request's own connection is on
+        # its worker, so the connection's newest line says when that worker has gone past it; a settle, cut=False,
+        # goes past every connection)
+        connections = window.group_by("origin", "conn_id").agg(conn_newest__=pl.col("ts_us").max()) if (
+            worker.thread is None and cut) else None
+        flagged = self._finished(candidates, newest, connections)
         flagged, given_up = self._bounded(flagged)
         if given_up:
             with self._timings_lock:  # (steps of several workers run at once)
@@ -573,8 +614,9 @@ class StreamingAnalysis:
         emitted = pl.Series([u for w, _ in steps for u in w.emitted], dtype=pl.String)
         with self._timed("requests"):
             lines = build_requests(events)
+        # (an origin without thread ids is one worker, of thread None, and its lines have none)
         candidates = lines.join(starts.cast({"thread": lines.schema["thread"]}), on=["origin", "thread"],
-                                how="left").filter(
+                                how="left", nulls_equal=True).filter(
             (pl.col("start__").is_null() | (pl.col("first_ts") >= pl.col("start__")))
             & ~pl.col("request_uid").is_in(emitted.implode()))
         self._emit(lines, events, candidates.select("request_uid"), out)
@@ -611,14 +653,17 @@ class StreamingAnalysis:
         worker's own that the requests and phases stages do not touch."""
         if new is None:
             empty = pl.DataFrame(schema=_WINDOW_SCHEMA)
-            return worker.slices.step(empty, final=True), None, worker.health_checks.step(empty, final=True)
+            return worker.slices.step(empty, final=True), None, worker.health_checks.step(empty, final=True), None
+        if worker.thread is None:  # (slices, gaps and bursts need the lanes, inferred at the end from these)
+            with self._timed("loop"):
+                return pl.DataFrame(schema=LOOP_SCHEMA), None, pl.DataFrame(schema=BURSTS_SCHEMA), lane_lines(new)
         with self._timed("loop"):
             threaded = new.filter(pl.col("thread").is_not_null()) if new["thread"].null_count() else new
             loop = worker.slices.step(threaded, final=final)
             gaps = self._record_gaps(worker, threaded)
         with self._timed("internal"):
             bursts = worker.health_checks.step(threaded, final=final)
-        return loop, gaps, bursts
+        return loop, gaps, bursts, None
 
     def _apply(self, out: _Output) -> None:
         """A step's output, added to the shared state (in step order): its finished requests and phase rows
@@ -627,16 +672,21 @@ class StreamingAnalysis:
         for requests, phases in out.finished:
             self._done.add("requests", requests)
             self._done.add("phases", phases)
+            unthreaded = [o for o in requests["origin"].unique() if not self._origins[o].threaded]
+            if unthreaded:  # (their links place connections on lanes at the end)
+                self._done.add("links", requests.filter(pl.col("origin").is_in(unthreaded)).select(*LINK_SCHEMA))
             if self.on_finished is not None:
                 self.on_finished(requests, phases)
         for got in out.sides:
             if got is None:
                 continue
-            loop, gaps, bursts = got
+            loop, gaps, bursts, lanes = got
             self._done.add("loop", loop)
             if gaps is not None:
                 self._gaps.add(gaps)
             self._done.add("bursts", bursts)
+            if lanes is not None:
+                self._done.add("lanes", lanes)
         for bursts in out.bursts:
             self._done.add("bursts", bursts)
 
@@ -676,13 +726,15 @@ class StreamingAnalysis:
         worker.last_line = lines.tail(2)  # (the line before the last gives the last one's idle class)
         return back_to_back(lines, carried=0 if carried is None else carried.height - 1)
 
-    def _finished(self, requests: pl.DataFrame, newest: int) -> pl.DataFrame:
+    def _finished(self, requests: pl.DataFrame, newest: int, connections: pl.DataFrame | None = None) -> pl.DataFrame:
         """``requests`` with ``done__``: nothing later in the log can change the request any more.
 
         A request is done once its response has ended (an internal stream: its upstream answer, a reset or a
         local reply), its last line is ``grace_us`` old and its forward lookups are settled; or once it has
-        been silent for ``idle_us``. A tracing flush's extent decides what it charges the client requests in
-        flight beside it, so those wait until the flushes that began before their end are done.
+        been silent for ``idle_us``. With ``connections`` (``origin, conn_id, conn_newest__``: an origin without
+        thread ids), the grace of a client request runs on the newest line of its downstream connection, not of the
+        window. A tracing flush's extent decides what it charges the client requests in flight beside it, so those
+        wait until the flushes that began before their end are done.
         """
         times = [c for c, t in requests.schema.items() if t == pl.Int64 and c.endswith(("_ts", "_us"))
                  and not c.endswith("_dur_us")]
@@ -693,15 +745,20 @@ class StreamingAnalysis:
         internal_end = pl.col("internal") & (pl.col("us_rx_end_us").is_not_null()
                                              | pl.col("outcome").str.starts_with("local reply")
                                              | (pl.col("outcome") == "stream reset"))
-        ended = ((pl.col("response_end_ts").is_not_null() | internal_end) & (last + self.grace_us < newest)
-                 & pl.all_horizontal(settled))
+        past = last + self.grace_us < newest
+        if connections is not None:
+            requests = requests.join(connections.rename({"conn_id": "downstream_conn_id"}),
+                                     on=["origin", "downstream_conn_id"], how="left", maintain_order="left")
+            # (Envoy's own streams share connection 0 on every worker: theirs is the window's newest line)
+            past = past & (pl.col("internal") | (last + self.grace_us < pl.col("conn_newest__")))
+        ended = (pl.col("response_end_ts").is_not_null() | internal_end) & past & pl.all_horizontal(settled)
         flagged = requests.with_columns(done__=(ended | (last + self.idle_us < newest)).fill_null(False),
                                         last__=last)
         open_internal = flagged.filter(pl.col("internal") & ~pl.col("done__"))
         if open_internal.height:
             hold = int(open_internal["first_ts"].min())  # type: ignore[arg-type]
             flagged = flagged.with_columns(done__=pl.col("done__") & (pl.col("internal") | (pl.col("last__") < hold)))
-        return flagged.drop("last__")
+        return flagged.drop("last__", "conn_newest__", strict=False)
 
     def _bounded(self, flagged: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         """``flagged`` with at most ``max_open`` requests left unfinished: the others, those whose last line is
@@ -716,7 +773,7 @@ class StreamingAnalysis:
             open_rows - self.max_open)
 
     def _cut(self, worker: _Worker, window: pl.DataFrame, unfinished: pl.DataFrame, newest: int) -> None:
-        keep_from = newest - self.grace_us
+        keep_from = newest - (self.grace_us if worker.thread is not None else max(self.grace_us, THREADLESS_KEEP_US))
         if unfinished.height:
             earliest = unfinished.select(pl.min_horizontal(*[c for c in _EARLIEST if c in unfinished.columns])
                                          .min()).item()
@@ -734,6 +791,37 @@ class StreamingAnalysis:
                                max_connections=self.max_carried)
         first_kept = int(worker.window["ts_us"].min())  # type: ignore[arg-type]
         worker.emitted = {u: t for u, t in worker.emitted.items() if t is None or t >= first_kept}
+
+    def _place_on_lanes(self) -> list[str]:
+        """The lanes of origins without thread ids (``lanes.with_lanes``) from their lines and finished requests'
+        links, and what is built on them, as for the whole file: loop slices, record gaps, workers started; returns
+        the inference's note. Their lines are kept until the internal work bursts are found (``_lane_bursts``)."""
+        with self._timed("lanes"):
+            events, self._lanes, note = with_lanes(self._done.take("lanes"), self._done.take("links"))
+            self._done.add("loop", slices(events))
+            self._gaps.add(record_gaps(events))
+            no_requests = pl.DataFrame(schema={"origin": pl.String(), "thread": pl.Int64(), "internal": pl.Boolean()})
+            self._started.append(worker_threads(events, no_requests).select("origin", "thread"))
+            self._lane_events = events
+        return [note] if note else []
+
+    def _lane_bursts(self, requests: pl.DataFrame) -> pl.DataFrame:
+        """The internal work bursts of origins without thread ids: ``work_bursts`` on their lanes and their finished
+        ``requests`` (placed on lanes), as for the whole file."""
+        events, self._lane_events = self._lane_events, None
+        if events is None:
+            return pl.DataFrame(schema=BURSTS_SCHEMA)
+        mine = requests.filter(pl.col("origin").is_in(events.select(pl.col("origin").unique()).to_series().implode()))
+        mine = mine.with_columns(conn_id=pl.col("downstream_conn_id")) if "conn_id" not in mine.columns else mine
+        return work_bursts(mine, events)
+
+    def _finished_requests(self) -> pl.DataFrame:
+        """The finished requests, those of origins without thread ids on their lanes (their internal work bursts
+        found meanwhile)."""
+        requests = requests_on_lanes(self._done.take("requests"), self._lanes)
+        if self._lane_events is not None:
+            self._done.add("bursts", self._lane_bursts(requests))
+        return requests
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps (the events are not kept: ``engine/events.py``)."""
@@ -760,6 +848,8 @@ class StreamingAnalysis:
         self._facts, self._facts_rows = [], 0
         if self._done.rows("handshakes"):
             shakes.insert(0, self._done.take("handshakes"))
+        if self._done.rows("lanes"):
+            notes.extend(self._place_on_lanes())
         if whole:
             staged = stage(pl.concat(whole), [])
             notes.extend(staged.notes)
@@ -778,19 +868,22 @@ class StreamingAnalysis:
             whole_requests = staged.requests.with_columns(conn_id=pl.col("downstream_conn_id")) if (
                 "conn_id" not in staged.requests.columns) else staged.requests
             self._done.add("bursts", work_bursts(whole_requests, staged.events))
+        self.spilled_parts = self._done.parts
+        # (in a list, popped into ``conclude``: no reference is held here while it runs)
+        held = [self._finished_requests()] if self._done.rows("requests") else []
+        if self._lane_events is not None:  # (no request: the health checker's bursts on the lanes)
+            self._done.add("bursts", self._lane_bursts(pl.DataFrame(schema=PHASED_REQUEST_SCHEMA)))
         self.facts.internal_work = self._done.take("bursts")
         loop_frame = self._done.take("loop").sort("origin", "thread", maintain_order=True)
-        if not self._done.rows("requests"):
+        if not held:
             self._done.close()
             empty = pl.DataFrame(schema=REQUEST_FRAME_SCHEMA)
             return Analysis(empty, pl.DataFrame(schema=PHASES_SCHEMA), loop_frame.head(0), ())
-        self.spilled_parts = self._done.parts
         all_shakes = pl.concat(shakes) if shakes else handshakes_of(connection_facts(pl.DataFrame(schema=EVENT_SCHEMA)))
         with self._timed("conclude"):
             # (requests taken inside the call, not held here: conclude frees each input once it has the next
             # frame; the phase rows wait on disk meanwhile — conclude only appends to them — and join after)
-            done = conclude(self._done.take("requests"), pl.DataFrame(schema=PHASES_SCHEMA), loop_frame, all_shakes,
-                            tuple(notes))
+            done = conclude(held.pop(), pl.DataFrame(schema=PHASES_SCHEMA), loop_frame, all_shakes, tuple(notes))
             phases = pl.concat([self._done.take("phases"), done.phases], rechunk=False)
         self._done.close()
         return Analysis(done.requests, phases, loop_frame, done.notes, done.stitching, done.queueing)

@@ -98,15 +98,19 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
                 parent[a] = b
     conn_lines = events.select("origin", "conn_id", "ts_us", "line_no", "kind").filter(pl.col("conn_id").is_not_null())
     conns = conn_lines.select("origin", "conn_id").unique().rows()
-    group_of = pl.DataFrame([(o, c, "{}|{}".format(*find((o, c)))) for o, c in conns],
-                            schema={"origin": pl.String, "conn_id": pl.Int64, "group": pl.String}, orient="row")
-    lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("group", "ts_us", "line_no")
-    lines = lines.with_columns(slice=(pl.col("kind") == EventKind.SOCKET_EVENT).cast(pl.Int64).cum_sum().over("group"))
+    # (a group is named by its first connection, not by the union's root, which depends on the links' order: the
+    # streaming engine gives them in the order requests finished, and ties in a group's first slice are broken by it)
+    roots = pl.DataFrame([(o, c, "{}|{}".format(*find((o, c)))) for o, c in conns],
+                         schema={"origin": pl.String, "conn_id": pl.Int64, "root": pl.String}, orient="row")
+    group_of = roots.with_columns(group=pl.col("conn_id").min().over("origin", "root")).drop("root")
+    lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("origin", "group", "ts_us", "line_no")
+    lines = lines.with_columns(slice=(pl.col("kind") == EventKind.SOCKET_EVENT).cast(pl.Int64).cum_sum().over(
+        "origin", "group"))
     spans = lines.group_by("origin", "group", "slice").agg(s=pl.col("ts_us").min(), e=pl.col("ts_us").max())
     by_group = spans.group_by("origin", "group").agg(pl.col("s"), pl.col("e"), first=pl.col("s").min()).sort(
-        "first")
+        "first", "origin", "group")
     lanes: dict[str, list[_Lane]] = {}
-    lane_rows: list[tuple[str, str, int]] = []
+    lane_rows: list[tuple[str, int, int]] = []
     for origin, group, starts, ends, _ in by_group.iter_rows():
         mine_s, mine_e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
         order = np.lexsort((mine_e, mine_s))
@@ -121,7 +125,7 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
             origin_lanes[-1].add(mine_s, mine_e)
             i = len(origin_lanes) - 1
         lane_rows.append((origin, group, -(i + 1)))
-    lane_of = group_of.join(pl.DataFrame(lane_rows, schema={"origin": pl.String, "group": pl.String,
+    lane_of = group_of.join(pl.DataFrame(lane_rows, schema={"origin": pl.String, "group": pl.Int64,
                                                             "lane": pl.Int64}, orient="row"),
                             on=["origin", "group"]).select("origin", "conn_id", "lane")
     # Only the lane column is looked up (joining the whole events frame would copy every column).
@@ -130,7 +134,8 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
     events = events.with_columns(thread=lanes_of_lines)
     # Lines without a connection id: the lane whose latest slice started before them.
     lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select("origin", "group", "lane")
-                            .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane")
+                            .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane").sort(
+        "origin", "s", "e", "lane")
     events = asof(events, lane_spans, left_on="ts_us", right_on="s", by=["origin"], strategy="backward",
                   take={"lane": "covering_lane", "e": "covering_end"})
     events = events.with_columns(thread=pl.coalesce(
