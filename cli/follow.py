@@ -58,8 +58,9 @@ LIVE_BLOCK_BYTES = 256 * 1024
 BATCH_ROWS = 200_000
 #: Parsed chunks waiting for the analysis at most (the parser waits beyond: memory stays bounded).
 QUEUED_CHUNKS = 16
-#: The view's note on a log without thread ids (``LiveAnalysis.note``).
-UNTHREADED_NOTE = "no thread ids in this log: its requests are analysed at Ctrl-C (docs/follow.md)"
+#: The view's note on a log without thread ids (``LiveAnalysis.note``): its requests are shown as they finish, but
+#: its workers are lanes inferred from the whole run, at the end (docs/follow.md).
+UNTHREADED_NOTE = "no thread ids in this log: worker lanes are inferred at Ctrl-C (docs/follow.md)"
 #: Options of ``analyze`` that select requests; the follow view shows every request.
 _FILTERS = ("since", "until", "authority", "path", "status")
 #: Why a followed capture has no events: the log it read goes on growing, so reading it again gives more.

@@ -89,7 +89,8 @@ SLOW: tuple[str, ...] = (
     "tests/analysis/test_loop_stream.py::test_a_captures_slices_are_the_same_with_its_open_slices_summarised",
     "tests/analysis/test_long_follow.py::test_a_long_follow_holds_bounded_gaps_and_bursts_and_says_what_the_whole_input_says",
     "tests/analysis/test_long_follow.py::test_a_long_mtls_follow_spills_its_ended_handshakes_and_holds_a_bounded_set_of_connections",
-    "tests/cli/test_follow.py::test_a_log_without_thread_ids_is_said_to_be_analysed_at_the_end",
+    "tests/cli/test_follow.py::test_a_log_without_thread_ids_shows_its_requests_before_ctrl_c",
+    "tests/analysis/test_threadless_stream.py::test_a_long_follow_without_thread_ids_holds_bounded_windows_and_lane_lines",
 )
 
 #: Tests parametrized over every capture whose fast-tier run is a sample: every n-th parameter in collection
@@ -99,6 +100,7 @@ SAMPLED: dict[str, int] = {
     "tests/analysis/test_numbers.py::test_report_fits_one_screen_on_every_other_log": 3,
     "tests/analysis/test_report_layout.py::test_report_fits_and_keeps_one_unit_per_table": 3,
     "tests/parser/test_native.py::test_real_excerpts_parse_the_same": 3,
+    "tests/analysis/test_threadless_stream.py::test_a_log_without_thread_ids_windowed_gives_the_capture_it_gives_held_whole": 4,
 }
 
 #: The files of the full run's longest tests (its ``--durations``), longest first, run before the others:

@@ -279,13 +279,15 @@ def test_on_a_terminal_the_view_is_redrawn_in_80_columns(tmp_path: Path) -> None
     assert "50 requests (50 complete)" in text.split("\x1b[H\x1b[2J")[-1]  # the final report, after a clear
 
 
-def test_a_log_without_thread_ids_is_said_to_be_analysed_at_the_end(tmp_path: Path) -> None:
-    """Lines without thread ids cannot be cut into workers' windows: the view says so at once (else it would sit at
-    0 requests) and Ctrl-C gives the requests."""
+def test_a_log_without_thread_ids_shows_its_requests_before_ctrl_c(tmp_path: Path) -> None:
+    """Lines without thread ids are windowed as one worker: every request is in the rolling view before Ctrl-C (the
+    log pauses once written whole, so the last ones are emitted too), the view says that the worker lanes come at
+    the end, and Ctrl-C gives the report ``analyze`` gives."""
     log = tmp_path / "envoy.log"
     log.write_bytes(gzip.decompress(LEGACY.read_bytes()))
     stdout, stderr = tmp_path / "out", tmp_path / "err"
-    with _following([str(log), "--refresh", "0.2"], stdout, stderr):
-        _wait_for(lambda: "no thread ids in this log" in stdout.read_text(), "the note on a log without thread ids")
     clients = dissect(LEGACY).requests.filter(~pl.col("internal")).height
+    with _following([str(log), "--refresh", "0.2"], stdout, stderr):
+        _wait_for(lambda: f" requests {clients} rate" in stdout.read_text(), "every request in the rolling view")
+        assert "no thread ids in this log: worker lanes are inferred at Ctrl-C" in stdout.read_text()
     assert f"{clients} requests ({clients} complete)" in stdout.read_text()
