@@ -79,11 +79,11 @@ def all_jobs() -> list[list[str]]:
     return [[str(p), *_custom_format(p)] for p in logs]
 
 
-def _run_way(jobs: list[list[str]], out: Path, threads: str, native: str, block: int, cache: Path) -> None:
+def _run_way(jobs: list[dict[str, object]], out: Path, threads: str, native: str, cache: Path) -> None:
     out.mkdir(parents=True)
     (out / "jobs.json").write_text(json.dumps(jobs))
     env = {**os.environ, "POLARS_MAX_THREADS": threads, "ENVOY_DISSECTOR_NATIVE": native,
-           "DETERMINISM_BLOCK_BYTES": str(block), "ENVOY_DISSECTOR_CACHE": "1", "ENVOY_DISSECTOR_CACHE_DIR": str(cache)}
+           "ENVOY_DISSECTOR_CACHE": "1", "ENVOY_DISSECTOR_CACHE_DIR": str(cache)}
     done = subprocess.run([sys.executable, str(RUNNER), str(out / "jobs.json"), str(out / "runs")], env=env,
                           capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -94,21 +94,19 @@ def _outputs(run: Path) -> dict[str, bytes]:
 
 
 def _run_and_read(jobs: list[list[str]], picks: list[int], tmp: Path, way: Way, cache: Path) -> dict[str, bytes]:
-    """Run ``jobs[i]`` for every i in *picks* one way; the outputs keyed ``<i>/<file>`` by their number in *jobs*."""
+    """Run ``jobs[i]`` for every i in *picks* one way, in one interpreter (each job with its own block size:
+    0 is the default); the outputs keyed ``<i>/<file>`` by their number in *jobs*."""
     name, threads, native, small_blocks = way
-    by_block: dict[int, list[int]] = {}  # one run per block size (0: the default)
-    for i in picks:
-        by_block.setdefault(small_block(jobs[i][0]) if small_blocks else 0, []).append(i)
+    out = tmp / name
+    _run_way([{"args": jobs[i], "block_bytes": small_block(jobs[i][0]) if small_blocks else 0} for i in picks],
+             out, threads, native, cache)
+    outputs = _outputs(out / "runs")
+    # (a rejected capture writes its report and no file: the same files every way)
+    assert sum(k.endswith("report.txt") for k in outputs) == len(picks), name
     renumbered = {}
-    for block, group in sorted(by_block.items()):
-        out = tmp / name / f"block-{block}"
-        _run_way([jobs[i] for i in group], out, threads, native, block, cache)
-        outputs = _outputs(out / "runs")
-        # (a rejected capture writes its report and no file: the same files every way)
-        assert sum(k.endswith("report.txt") for k in outputs) == len(group), name
-        for key, data in outputs.items():
-            run_number, rest = key.split("/", 1)
-            renumbered[f"{group[int(run_number)]:03d}/{rest}"] = data
+    for key, data in outputs.items():
+        run_number, rest = key.split("/", 1)
+        renumbered[f"{picks[int(run_number)]:03d}/{rest}"] = data
     return renumbered
 
 
