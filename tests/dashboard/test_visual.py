@@ -30,6 +30,18 @@ LOOP_FIXTURES = ("istio-thread/tracing-zipkin", "istio-thread/lua-cpu")
 
 
 @pytest.fixture(scope="module")
+def dash_br(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One headless Chromium for the module (dash[testing]'s ``dash_br`` starts one per test, ~2 s each): every
+    test opens its figure as a page of its own (``draw``), so no test sees another's page."""
+    from dash.testing.browser import Browser
+
+    with Browser(browser="Chrome", headless=True, options=request.config.hook.pytest_setup_options(),
+                 download_path=str(tmp_path_factory.mktemp("download")), percy_run=False,
+                 percy_finalize=False) as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
 def caps() -> dict[str, Any]:
     return {rel: dissect(str(FIXTURES / rel / "envoy.log.gz"))
             for rel in (*LOOP_FIXTURES, "istio-thread/tracing-off")}
