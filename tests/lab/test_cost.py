@@ -133,7 +133,7 @@ def test_ceiling_of_a_saturated_capture_is_the_rate_it_served(ladders, mix: str)
 #: The observer is worker CPU (records × their cost): checked against Envoy's own worker CPU per request with trace
 #: logging on minus off at the same rate (bench-ab, schedstat). Each record at its idle class's cost plus 0.6 µs no gap
 #: shows (calibrated on two quiet runs: -4 %, -7 %) predicted 106-112 µs in six runs at load average 16-22 against
-#: 38-124 µs measured (+1, +38, -14, +64, +77, +182 %): the A/B difference itself is 38-66 µs in four of them and
+#: 38-124 µs measured (+1, +38, -14, +64, +77, +182 %): the A/B difference itself is 38-81 µs in four of them and
 #: 108-124 in two, the prediction steady (docs/cost.md, the observer and the lab).
 @pytest.mark.xfail(reason="wake-aware records: -14..+182 % of the trace-minus-info worker CPU at load 16-22, where "
                           "the A/B difference itself is 38-124 us; -4/-7 % on the two quiet calibration runs (#30)",
