@@ -1,8 +1,9 @@
 """Memory of a long live follow (issue 29: ``analyze --follow``/``watch`` for hours): prints numbers; not a test.
 
-    python bench/follow_memory.py [--minutes 30] [--spill-mb MB] [--rev REV]
+    python bench/follow_memory.py [--minutes 30] [--spill-mb MB] [--rev REV] [--capture REL]
 
-A capture (istio-thread health-check: socket events and health-check bursts) is replayed copy after copy, one copy
+A capture (istio-thread health-check: socket events and health-check bursts; ``--capture`` another under fixtures/,
+e.g. ``legacy-1.19/plain/workers/envoy.log.gz``, a log without thread ids) is replayed copy after copy, one copy
 per second of log time (``tests/analysis/replay.py``: each copy later, with ids of its own), into the streaming
 engine as the follow runs it (``window_events`` 1, steps on their own threads, ``settle`` after each batch of
 ``--batch`` copies) until ``--minutes`` of log time have been fed; finished output is spilled beyond ``--spill-mb``
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE = REPO / "fixtures/istio-thread/health-check/envoy.log.gz"
+FIXTURE = "istio-thread/health-check/envoy.log.gz"
 PACKAGES = ("analysis", "cli", "dashboard", "fleet", "kube", "lab", "parser")
 
 
@@ -47,7 +48,7 @@ def _held(engine: Any) -> dict[str, int]:
     return {"gaps": sum(s.len() for s in engine._gaps), "bursts": sum(b.height for b in engine._bursts)}
 
 
-def replay(minutes: float, batch: int, every: float, spill_mb: float | None) -> None:
+def replay(minutes: float, batch: int, every: float, spill_mb: float | None, capture: str) -> None:
     sys.path.insert(0, str(REPO / "tests" / "analysis"))
     import polars as pl
     from replay import PAUSE_US, replayer
@@ -56,7 +57,8 @@ def replay(minutes: float, batch: int, every: float, spill_mb: float | None) -> 
     from envoy_dissector.cli.follow import LIVE_WINDOW_EVENTS
     from envoy_dissector.parser.pipeline import parse
 
-    events = parse(FIXTURE).events
+    fixture = REPO / "fixtures" / capture
+    events = parse(fixture).events
     copy = replayer(events)
     span_s = (int(events["ts_us"].max() - events["ts_us"].min()) + PAUSE_US) / 1e6  # type: ignore[operator]
     copies = int(minutes * 60 / span_s)
@@ -65,7 +67,7 @@ def replay(minutes: float, batch: int, every: float, spill_mb: float | None) -> 
     fed = rows = 0
     next_report = 0.0
     t0 = time.perf_counter()
-    print(json.dumps({"capture": FIXTURE.name, "copy_log_s": round(span_s, 3), "copies": copies,
+    print(json.dumps({"capture": capture, "copy_log_s": round(span_s, 3), "copies": copies,
                       "rss_mib_start": round(_rss_mib(), 1)}), flush=True)
     try:
         while fed < copies:
@@ -103,15 +105,17 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=5.0, help="log minutes between two lines")
     ap.add_argument("--spill-mb", type=float, help="the spill's memory budget (default: the engine's)")
     ap.add_argument("--rev", help="replay on the engine of this git revision instead")
+    ap.add_argument("--capture", default=FIXTURE, help=f"the capture replayed, under fixtures/ (default {FIXTURE})")
     args = ap.parse_args()
     if args.rev is None:
-        replay(args.minutes, args.batch, args.every, args.spill_mb)
+        replay(args.minutes, args.batch, args.every, args.spill_mb, args.capture)
         return 0
     with tempfile.TemporaryDirectory(prefix="follow-memory-") as tmp:
         tree = _exported(args.rev, Path(tmp))
         env = {**os.environ, "PYTHONPATH": str(tree)}
         cmd = [sys.executable, __file__, "--minutes", str(args.minutes), "--batch", str(args.batch),
-               "--every", str(args.every), *(["--spill-mb", str(args.spill_mb)] if args.spill_mb else [])]
+               "--every", str(args.every), "--capture", args.capture,
+               *(["--spill-mb", str(args.spill_mb)] if args.spill_mb else [])]
         return subprocess.run(cmd, env=env, check=False).returncode
 
 
