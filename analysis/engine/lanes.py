@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.schema import ANALYSED_COLUMNS, LINK_SCHEMA
+from envoy_dissector.analysis.schema import LINK_SCHEMA
 from envoy_dissector.analysis.stages.loop import infer_threads
 from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.schema import EVENT_SCHEMA
@@ -44,11 +44,11 @@ def lane_lines(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def as_events(lines: pl.DataFrame) -> pl.DataFrame:
-    """Lane lines as the stages read events (``ANALYSED_COLUMNS``: the others null, ``thread`` among them), in
-    log order."""
-    missing = [pl.lit(None, dtype=EVENT_SCHEMA[c]).alias(c) for c in ANALYSED_COLUMNS if c not in lines.columns]
+    """Lane lines as the stages that read them take events (their types, a null ``thread``), in log order. (Only
+    those columns: every other event column, null on each line, would cost more than the lines themselves.)"""
     return lines.cast({c: EVENT_SCHEMA[c] for c in lines.columns}).sort(  # type: ignore[arg-type]
-        "origin", "line_no", maintain_order=True).with_columns(missing).select(ANALYSED_COLUMNS)
+        "origin", "line_no", maintain_order=True).with_columns(pl.lit(None, dtype=EVENT_SCHEMA["thread"]).alias(
+            "thread"))
 
 
 def with_lanes(lines: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
