@@ -11,7 +11,7 @@ from typing import Literal
 
 import polars as pl
 
-from envoy_dissector.analysis.gap_counts import GapCounts, back_to_back
+from envoy_dissector.analysis.gap_counts import COLD, GapCounts, back_to_back
 from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.analysis.stages.cost import (
     BACK_TO_BACK_US,
@@ -352,17 +352,18 @@ def observer_cost_of(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     if costs is None or r.height == 0:
         return []
     warm, cold = costs.warm + costs.unseen, costs.cold + costs.unseen
+    woken = COLD in costs.measured  # (a worker that never idled shows no record waking it)
     lines = median(r["log_lines"])
-    cost = warm * lines + costs.cold - costs.warm if lines is not None else None
+    cost = warm * lines + (costs.cold - costs.warm if woken else 0.0) if lines is not None else None
     return [Finding(
         "observer-effect", "info",
-        f"Trace logging itself costs about {warm:.1f} µs per log record, {cold:.1f} µs for one that wakes an idle "
-        "worker",
+        f"Trace logging itself costs about {warm:.1f} µs per log record"
+        + (f", {cold:.1f} µs for one that wakes an idle worker" if woken else ""),
         f"mean back-to-back record gap of at most {BACK_TO_BACK_US} µs ({COLD_BACK_TO_BACK_US} after > 1 ms idle) by "
-        f"the worker's idle before it ({gaps.len()} "
-        f"samples), plus {costs.unseen:.1f} µs a record no gap shows (docs/cost.md); "
-        + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer "
-           "(one wake-up)." if cost is not None else ""),
+        f"the worker's idle before it ({gaps.len()} samples), plus {costs.unseen:.1f} µs a record no gap shows "
+        "(docs/cost.md); "
+        + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer"
+           + (" (one wake-up)." if woken else ".") if cost is not None else ""),
         "Phases with many log lines (header parsing, filters) are inflated by this much; turn trace logging "
         "off outside captures.",
     )]

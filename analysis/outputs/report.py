@@ -12,6 +12,7 @@ import polars as pl
 
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.analysis.findings import Finding
+from envoy_dissector.analysis.gap_counts import COLD
 from envoy_dissector.analysis.outputs.terminal import MAX_WIDTH
 from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
@@ -244,8 +245,8 @@ def _cost(capture: Capture, width: int) -> list[str]:
         if cost.record_cost_us is not None:
             by_idle = cost.record_costs
             facts.append(f"trace logging {cost.record_cost_us:.1f} µs per record" + (
-                "" if by_idle is None else f" ({by_idle.warm + by_idle.unseen:.1f} warm, "
-                f"{by_idle.cold + by_idle.unseen:.1f} waking the worker)"))
+                f" ({by_idle.warm + by_idle.unseen:.1f} warm, {by_idle.cold + by_idle.unseen:.1f} waking the worker)"
+                if by_idle is not None and COLD in by_idle.measured else ""))
         if cost.ceiling is not None:
             c = cost.ceiling
             more = ", ".join(f"{n}: {v:,.0f}" for n, v in c.concurrency.items() if n != len(c.workers))

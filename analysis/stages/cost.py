@@ -100,6 +100,8 @@ class RecordCosts:
     cooling: float
     cold: float
     unseen: float = 0.0
+    measured: frozenset[int] = frozenset()
+    """The idle classes whose cost their own gaps gave (the others took the mean over all the gaps)."""
 
     @classmethod
     def uniform(cls, cost: float) -> RecordCosts:
@@ -125,13 +127,12 @@ def record_costs_from_gaps(gaps: GapCounts) -> RecordCosts | None:
     if pooled is None:
         return None
 
-    def of(idle: int, limit: int) -> float:
-        kept = gaps.in_class(idle).at_most(limit)
-        mean = kept.mean()
-        return mean if mean is not None and kept.len() >= MIN_GAPS else pooled  # type: ignore[return-value]
-
-    return RecordCosts(warm=of(WARM, BACK_TO_BACK_US), cooling=of(COOLING, BACK_TO_BACK_US),
-                       cold=of(COLD, COLD_BACK_TO_BACK_US), unseen=UNSEEN_RECORD_US)
+    limits = {WARM: BACK_TO_BACK_US, COOLING: BACK_TO_BACK_US, COLD: COLD_BACK_TO_BACK_US}
+    kept = {idle: gaps.in_class(idle).at_most(limit) for idle, limit in limits.items()}
+    measured = frozenset(idle for idle, k in kept.items() if k.len() >= MIN_GAPS)
+    cost = {idle: float(kept[idle].mean() or 0.0) if idle in measured else pooled for idle in limits}
+    return RecordCosts(warm=cost[WARM], cooling=cost[COOLING], cold=cost[COLD], unseen=UNSEEN_RECORD_US,
+                       measured=measured)
 
 
 def record_cost_from_gaps(gaps: GapCounts) -> float | None:
