@@ -297,20 +297,24 @@ class StreamingAnalysis:
 
     def held_rows(self) -> dict[str, int]:
         """Rows held in memory now of the whole run's record gaps, internal work bursts, connection facts, ended TLS
-        handshakes, the lane lines and links of origins without thread ids, and of the workers' windows and carries:
-        none of these grows with the input (gaps: a row per distinct gap beyond ``held_gaps``; bursts, handshakes,
-        lane lines and links: up to the spill's budget; connections: ``max_carried`` and the parts of
-        ``fact_parts``; windows: ``window_events`` and the open requests' lines, carries: ``max_carried``); and the
-        lines of origins without thread ids held whole (``window_threadless=False``), which does."""
-        workers = list(self._workers.values())
+        handshakes, the lane lines and links of origins without thread ids, of the workers' windows and carries, and
+        of the origins' context lines: none of these grows with the input (gaps: a row per distinct gap beyond
+        ``held_gaps``; bursts, handshakes, lane lines and links: up to the spill's budget; connections:
+        ``max_carried`` and the parts of ``fact_parts``; windows: ``window_events`` and the open requests' lines;
+        carries: ``max_carried``; context: the lifecycle lines of the runs still read, ``MAX_LIFECYCLE_ROWS`` each,
+        and their connections' threads); and the lines of origins without thread ids held whole
+        (``window_threadless=False``), which does."""
+        workers, origins = list(self._workers.values()), list(self._origins.values())
         return {"gaps": self._gaps.rows_held(), "bursts": self._done.held_rows("bursts"),
                 "connections": self._facts_rows, "handshakes": self._done.held_rows("handshakes"),
                 "lanes": self._done.held_rows("lanes"), "links": self._done.held_rows("links"),
                 "windows": sum(w.window.height for w in workers if w.window is not None)
                 + sum(w.pending_rows for w in workers),
                 "carries": sum(w.carry.height for w in workers if w.carry is not None),
+                "context": sum(s.lifecycle_rows if s.lifecycle else 0 for s in origins) + sum(
+                    len(s.conn_threads) for s in origins),
                 # (only with ``window_threadless=False``: it grows with the input)
-                "whole": sum(part.height for state in list(self._origins.values()) for part in state.whole)}
+                "whole": sum(part.height for state in origins for part in state.whole)}
 
     def close(self) -> None:
         """Stop the step threads (steps not started are dropped); ``finish`` and ``stream_capture.stream`` call it."""
@@ -342,6 +346,7 @@ class StreamingAnalysis:
             part = _materialized(part)
             if base.current_run not in (None, run_origin):
                 self._end_run(base.current_run)
+                self._release_run(self._origins[base.current_run])
             base.current_run = run_origin
             state = self._origins.setdefault(run_origin, _Origin(threaded=base.threaded))
             self._source_runs.add(run_origin)
@@ -374,6 +379,13 @@ class StreamingAnalysis:
         (``_finish_later``), which frees their windows."""
         for key in [k for k in self._workers if k[0] == run_origin]:
             self._finish_later(self._workers.pop(key))
+
+    @staticmethod
+    def _release_run(state: _Origin) -> None:
+        """A restarted run's capture-level lines, which only its windows read: its workers have been given theirs
+        (``_end_run``) and no line comes to it any more, so a follow across many restarts does not keep each run's
+        (up to ``MAX_LIFECYCLE_ROWS`` lifecycle lines). What the end reads of it (threaded, boots) stays."""
+        state.lifecycle, state.socket_line, state.conn0_first, state.conn_threads = [], None, None, {}
 
     def end_source(self) -> None:
         """The source being read has ended (the next chunk comes from another file, or none does): the workers of

@@ -24,6 +24,7 @@ from envoy_dissector.analysis.engine.streaming import StreamingAnalysis
 from envoy_dissector.analysis.findings import record_gaps
 from envoy_dissector.analysis.gap_counts import GapCounts
 from envoy_dissector.analysis.outputs.report import render
+from envoy_dissector.parser.kinds import EventKind
 from envoy_dissector.parser.pipeline import Diagnostics, parse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -136,3 +137,34 @@ def test_the_threads_remembered_for_lines_without_one_stay_within_twice_the_carr
     # a recent connection's line alone in its chunk, without a thread: its connection's thread is remembered
     alone = pl.DataFrame({"conn_id": [495], "thread": [None]}, schema=schema)
     assert StreamingAnalysis._routed(state, alone, carried)["worker__"][0] == 49 % 3
+
+
+RESTARTS = 6
+
+
+def test_a_follow_across_restarts_keeps_the_context_lines_of_the_running_envoy_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each restart (an `initializing epoch`) starts a run of its own (``ORIGIN#n``) whose windows read its lifecycle
+    lines; once the next run starts they are released, so a follow across many restarts holds one run's (the
+    engine that keeps them holds every run's), and the capture is the one that engine gives."""
+    from test_streaming import _restarted
+
+    log = tmp_path / "restarted.log"
+    log.write_text(_restarted(RESTARTS))
+    parsed = parse(log)
+    boot = (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & pl.col("message").str.starts_with(
+        "initializing epoch")
+    starts = parsed.events.with_row_index("row").filter(boot)["row"].to_list()
+    assert len(starts) == RESTARTS and starts[0] == 0
+    ends = [*starts[1:], parsed.events.height]
+    runs = [parsed.events.slice(a, b - a) for a, b in zip(starts, ends, strict=True)]  # a part per run
+    released = _follow(runs, parsed.diagnostics, held_gaps=HELD_GAPS, spill_budget=UNBOUNDED)
+    monkeypatch.setattr(StreamingAnalysis, "_release_run", staticmethod(lambda state: None))
+    kept = _follow(runs, parsed.diagnostics, held_gaps=HELD_GAPS, spill_budget=UNBOUNDED)
+
+    context = [h["context"] for h in released.held]
+    assert context[0] > 0 and max(context) == context[0]  # one run's lines, whichever run is running
+    assert kept.held[-1]["context"] >= RESTARTS * context[0]  # (kept, every run's)
+    assert released.capture.requests["origin"].n_unique() == RESTARTS
+    assert released.capture.requests.equals(kept.capture.requests)
+    assert _said(released.capture) == _said(kept.capture)
