@@ -126,7 +126,6 @@ def record_costs_from_gaps(gaps: GapCounts) -> RecordCosts | None:
     pooled = record_cost_from_gaps(gaps)
     if pooled is None:
         return None
-
     limits = {WARM: BACK_TO_BACK_US, COOLING: BACK_TO_BACK_US, COLD: COLD_BACK_TO_BACK_US}
     kept = {idle: gaps.in_class(idle).at_most(limit) for idle, limit in limits.items()}
     measured = frozenset(idle for idle, k in kept.items() if k.len() >= MIN_GAPS)
@@ -136,11 +135,12 @@ def record_costs_from_gaps(gaps: GapCounts) -> RecordCosts | None:
 
 
 def record_cost_from_gaps(gaps: GapCounts) -> float | None:
-    """Worker time one log record costs (µs): the mean gap between a ``socket event`` record and the
-    ``read ready``/``write ready`` its worker logs next (``findings.record_gaps``: adjacent statements, no
-    work between), over the gaps of at most :data:`BACK_TO_BACK_US` (longer: the worker was descheduled).
-    The mean, not the median: timestamps tick in whole µs, so the gaps are 0, 1 or 2 and their median only
-    ever says 1. ``None`` with fewer than :data:`MIN_GAPS`."""
+    """The mean gap (µs) between a ``socket event`` record and the ``read ready``/``write ready`` its worker logs
+    next (``findings.record_gaps``: adjacent statements, no work between), over the gaps of at most
+    :data:`BACK_TO_BACK_US` (longer: the worker was descheduled), whatever the idle before them: the cost of a
+    class with too few gaps of its own (:func:`record_costs_from_gaps`). The mean, not the median: timestamps tick
+    in whole µs, so the gaps are 0, 1 or 2 and their median only ever says 1. ``None`` with fewer than
+    :data:`MIN_GAPS`."""
     kept = gaps.at_most(BACK_TO_BACK_US)
     return kept.mean() if kept.len() >= MIN_GAPS else None
 
