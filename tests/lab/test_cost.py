@@ -174,7 +174,7 @@ def contention(arms: dict[str, Any]) -> float | None:
 
 
 #: An A/B whose processes waited this long for a CPU per request (``contention``) measured the machine: the wait alone
-#: could move a p50 by the check's whole absolute tolerance (150 µs). Runs at load average 16-22 waited 2,400-13,400
+#: could move a p50 by the check's whole absolute tolerance (150 µs). Runs at load average 16-29 waited 3,300-17,400
 #: µs a request; a request wakes the three processes about ten times, a few µs each on an idle core.
 CONTENDED_WAIT_US = 150
 
