@@ -31,11 +31,13 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
     found = keyed.join_asof(lookup, left_on=left_on, right_on=right_on, by=by, strategy=strategy,
                             tolerance=tolerance, check_sortedness=False)
     columns = [found.get_column(name) for name in take.values()]
-    if reordered:  # back to the rows of ``left`` (every row is there: none was filtered)
+    if reordered and columns:  # back to the rows of ``left`` (every row is there: none was filtered)
         rows = found.get_column("__row").to_numpy()
         back = np.empty_like(rows)
         back[rows] = np.arange(rows.size, dtype=rows.dtype)
-        columns = [c.gather(back) for c in columns]  # (a gather per column: cheaper than sorting the frame)
+        # (one take of the taken columns by a Series of positions: cheaper than sorting the frame, and than a
+        # gather per column, which goes through an expression and converts the numpy positions each time)
+        columns = pl.DataFrame(columns)[pl.Series(back)].get_columns()
     existing = [v for v in take.values() if v in left.columns]
     if existing:
         left = left.drop(existing)

@@ -116,4 +116,9 @@ def failure_reason(details: pl.Expr, status: pl.Expr, retried: pl.Expr, connect_
     flags = response_flags(details, retried)
     reply = pl.when(details.is_not_null() & (status.is_null() | (status >= 400))).then(
         pl.when(flags != "").then(flags + pl.lit(" ")).otherwise(pl.lit("")) + details)
-    return pl.coalesce(reply, pl.when(connect_failure.is_not_null()).then(pl.lit("UF ") + connect_failure))
+    return pl.coalesce(reply, connect_failure_reason(connect_failure))
+
+
+def connect_failure_reason(connect_failure: pl.Expr) -> pl.Expr:
+    """``failure_reason`` of a request without a local reply's details: ``UF`` and the connection's failure."""
+    return pl.when(connect_failure.is_not_null()).then(pl.lit("UF ") + connect_failure)

@@ -14,7 +14,7 @@ import polars as pl
 from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.engine.origins import group_per_origin
 from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
-from envoy_dissector.analysis.stages.failures import failed_connects, failure_reason
+from envoy_dissector.analysis.stages.failures import connect_failure_reason, failed_connects, failure_reason
 from envoy_dissector.parser.kinds import EventKind
 
 CONN = ["origin", "conn_id"]
@@ -480,6 +480,9 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # An async stream has no connection: Envoy logs it as connection 0, as it does a client's first connection; a
     # router dump with the connection manager's headers tells the client's stream. A stream of another connection
     # with router or filter lines only is a client request whose connection-manager lines lie outside the excerpt.
+    # (the response flags are 16 regexes, ~2 ms a window whatever its size: without a local reply there are no
+    # details for them to read, and the failure is the failed connect's alone)
+    replied = s["local_reply"].null_count() < s.height or s["reply_details"].null_count() < s.height
     internal = ((~hcm & (pl.col("conn_id") == 0) & ~pl.col("client_dump").fill_null(False))
                 # (a routed stream is never the admin interface, whatever thread it runs on)
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
@@ -509,7 +512,8 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
                   & (~pl.col("origin_socket_lines")
                      | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
         failure_reason=failure_reason(_reply_details(), pl.col("status"), pl.col("retries").fill_null(0) > 0,
-                                      pl.col("failed_reason")),
+                                      pl.col("failed_reason")) if replied else connect_failure_reason(
+            pl.col("failed_reason")),
     ).with_columns(outcome=_outcome())
 
 
