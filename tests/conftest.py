@@ -105,7 +105,8 @@ SAMPLED: dict[str, int] = {
 
 #: The files of the full run's longest tests (its ``--durations``), longest first, run before the others:
 #: pytest-xdist hands tests out in collection order, and a test of a minute collected late was the run's tail.
-#: A file's tests keep their order and stay together (a module fixture is made once per worker).
+#: Under xdist they are dealt over the workers' first shares (``_dealt``); a file with a module fixture stays
+#: together (made once per worker), the other files' tests are dealt one by one.
 LONG_FIRST: tuple[str, ...] = (
     "tests/cli/test_follow_live.py",
     "tests/analysis/test_determinism.py",
@@ -164,6 +165,40 @@ class _RunOrder:
             items[:] = [item for item in items if item not in covered]
         rank = {path: n for n, path in enumerate(LONG_FIRST)}
         items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)  # (set in each xdist worker)
+        if workers > 1:
+            items[:] = _dealt(items, sum(item.nodeid.split("::")[0] in rank for item in items), workers)
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(d.scope in ("module", "class", "package")
+                                    for defs in info.name2fixturedefs.values() for d in defs)
+
+
+def _dealt(items: list[pytest.Item], long: int, workers: int) -> list[pytest.Item]:
+    """The first *long* items (LONG_FIRST's) dealt round-robin over *workers* contiguous shares of the run, each
+    share filled up with the other items in their order. ``--dist worksteal`` (.ci/check) starts worker k on the
+    k-th share (sized as here) and then moves tests from the end of a worker's queue to an idle one; with every
+    long test in the first share, one worker ran them all one after another while the other ran out of work."""
+    units: list[list[pytest.Item]] = []
+    for item in items[:long]:
+        file = item.nodeid.split("::")[0]
+        if units and units[-1][0].nodeid.split("::")[0] == file and _shares_a_fixture(item):
+            units[-1].append(item)
+        else:
+            units.append([item])
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for n, unit in enumerate(units):
+        shares[n % workers].extend(unit)
+    rest, left = items[long:], len(items)
+    for k, share in enumerate(shares):
+        size = left // (workers - k)  # (xdist's worksteal: an equal share of what is left, in order)
+        take = len(rest) if k == workers - 1 else max(0, size - len(share))
+        share.extend(rest[:take])
+        rest = rest[take:]
+        left -= len(share)
+    return [item for share in shares for item in share]
 
 
 def pytest_configure(config: pytest.Config) -> None:
