@@ -38,6 +38,9 @@ STAGE_STEPS = (
     ("envoy_dissector.cli.analyze", "render"),
 )
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/istio-thread/keepalive/envoy.log.gz"
+#: ``stages``: the wait after the engine finished before ``held_mib`` is read (polars' jemalloc returns freed
+#: pages after 500 ms)
+SETTLE_S = 2.0
 #: ``ladder``: the one-line request counts run one after another.
 LADDER = (1_000_000, 3_000_000, 10_000_000)
 #: one `new stream` line (Istio text with thread ids), on its own connection, on one of two workers
@@ -100,8 +103,11 @@ def run(inputs: list[Path]) -> dict[str, object]:
 def stages(inputs: list[Path]) -> dict[str, object]:
     """``analyze INPUT -o requests.parquet -q`` in this process, its RSS read every 10 ms: the peak while each of
     ``STAGE_STEPS`` runs (``after <step>``: from its return to the next step), the spill's reads (``take <kind>``)
-    and the read before them (``read``). A probe for finding where the end's memory goes, not a bound."""
+    and the read before them (``read``); then ``held``: the RSS above the start once the engine has finished and
+    freed pages went back (``SETTLE_S`` later): what the analysed capture itself holds, the floor of any end
+    that hands it over whole, and its frames' bytes a request. A probe for where the memory goes, not a bound."""
     import contextlib
+    import gc
     import importlib
     import io
     import threading
@@ -134,8 +140,22 @@ def stages(inputs: list[Path]) -> dict[str, object]:
     for module_name, function_name in STAGE_STEPS:
         module = importlib.import_module(module_name)
         setattr(module, function_name, labelled(function_name, getattr(module, function_name)))
+    held: dict[str, object] = {}
+    engine = importlib.import_module("envoy_dissector.analysis.engine.streaming").StreamingAnalysis
+    finishing = engine.finish
+
+    def finish(analysis):  # type: ignore[no-untyped-def]
+        done = finishing(analysis)
+        current[0] = "settle"
+        gc.collect()
+        time.sleep(SETTLE_S)
+        held.update(start_mib=start_mib, held_mib=rss_mib() - start_mib, bytes_a_request=bytes_a_request(done))
+        return done
+
+    engine.finish = finish
     take = Spill.take
     Spill.take = lambda spill, kind: labelled(f"take {kind}", take)(spill, kind)  # type: ignore[method-assign]
+    start_mib = rss_mib()
     threading.Thread(target=sample, daemon=True).start()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -146,7 +166,21 @@ def stages(inputs: list[Path]) -> dict[str, object]:
     import resource
 
     return {"exit": code, "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            "wall_s": round(wall, 1), "steps_mib": peaks, "load": os.getloadavg()[0]}
+            "wall_s": round(wall, 1), "steps_mib": peaks, "held": held, "load": os.getloadavg()[0]}
+
+
+def bytes_a_request(done) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The frames the capture holds whole, in bytes a request: polars' estimate of each frame's columns that vary
+    (a column of one value is not materialised, ``spill.constant_columns``). Text gathered from another column
+    shares its buffer and is counted again here: an upper bound; ``held_mib`` is the measure."""
+    from envoy_dissector.analysis.engine.spill import constant_columns
+
+    rows = max(done.requests.height, 1)
+    sizes = {}
+    for name in ("requests", "phases", "queueing"):
+        frame = getattr(done, name)
+        sizes[name] = round(frame.drop(list(constant_columns(frame))).estimated_size() / rows, 1)
+    return sizes
 
 
 def main() -> int:
