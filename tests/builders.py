@@ -1,19 +1,24 @@
 """Builders shared by the test folders: one module, so that no test module imports another (or a conftest).
 
 * fixture captures: ``FIXTURE_LOGS`` (every trace log under fixtures/, with the format it must be detected as);
+  ``analysed`` (a capture file analysed once per test process, for the tests that only read it);
 * Dash callback requests: ``body`` (a ``/_dash-update-component`` request for one callback), ``pattern``;
 * a served upload and every answer of the UI about it: ``serve_upload``, ``every_answer``;
 * processes: ``DashboardProcess`` (``envoy-dissect dashboard`` in a subprocess), ``RssSampler`` (peak RSS).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
+
+if TYPE_CHECKING:
+    from envoy_dissector.analysis import Capture
 
 # --- fixture captures -------------------------------------------------------------------------------------
 
@@ -78,6 +83,20 @@ def fixture_logs() -> list[FixtureLog]:
 
 
 FIXTURE_LOGS = fixture_logs()
+
+
+def analysed(log: str | Path, log_format: str | None = None) -> Capture:
+    """``dissect(log, log_format=...)``, once per test process (an xdist worker) for every test module: the
+    tests that only read a capture share it instead of each analysing the file again (keyed by the path as
+    given: the name is the capture's origin in what it shows). A capture that fails raises on every call."""
+    return _analysed(str(log), log_format)
+
+
+@functools.cache
+def _analysed(log: str, log_format: str | None) -> Capture:
+    from envoy_dissector.analysis import dissect
+
+    return dissect(log, log_format=log_format)
 
 
 def by_rel(rel: str) -> FixtureLog:

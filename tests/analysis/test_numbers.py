@@ -19,6 +19,7 @@ from envoy_dissector.analysis.units import format_us, in_unit
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.datasets import Registry
 from envoy_dissector.parser.errors import DissectorError
+from tests.builders import analysed
 
 ALL = discover()
 ROOT = FIXTURES.parent
@@ -132,7 +133,7 @@ OTHER_LOGS = sorted(p for p in FIXTURES.rglob("*.log*")
 @pytest.mark.parametrize("log", OTHER_LOGS, ids=[str(p.relative_to(FIXTURES)) for p in OTHER_LOGS])
 def test_report_fits_one_screen_on_every_other_log(log: Path) -> None:
     try:
-        cap = dissect(str(log))
+        cap = analysed(log)  # (shared with test_stage_frames, which reads the same captures)
     except DissectorError:  # info level, no timestamps...: one error line, no report (exit codes in output.md)
         return
     assert max(len(line) for line in render(cap).splitlines()) <= WIDTH

@@ -17,6 +17,7 @@ from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
 from envoy_dissector.analysis.outputs.report import render
 from envoy_dissector.analysis.outputs.terminal import MAX_WIDTH, report_width
+from tests.builders import analysed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LOGS = sorted({*FIXTURES.rglob("envoy.log*"), *FIXTURES.rglob("*.log.gz")})
@@ -35,7 +36,7 @@ def _log_format(log: Path) -> str | None:
 
 @pytest.fixture(scope="module", params=LOGS, ids=[str(p.relative_to(FIXTURES)) for p in LOGS])
 def capture(request):
-    return dissect(str(request.param), log_format=_log_format(request.param))
+    return analysed(request.param, _log_format(request.param))  # (shared with the other modules reading it)
 
 
 def _phase_table(text: str) -> list[str]:

@@ -31,6 +31,7 @@ from envoy_dissector.analysis.stages.requests import build_requests, connection_
 from envoy_dissector.analysis.stages.stitch import stitch
 from envoy_dissector.analysis.stages.tls import downstream_waits
 from envoy_dissector.parser.schema import EVENT_SCHEMA
+from tests.builders import analysed
 
 TRUTHS = discover()
 
@@ -93,7 +94,7 @@ OTHER_LOGS = sorted(
 
 @pytest.mark.parametrize("rel", OTHER_LOGS)
 def test_every_stage_returns_its_declared_frame_on_other_captures(rel: str) -> None:
-    _assert_stage_frames(dissect(str(FIXTURES / rel)))
+    _assert_stage_frames(analysed(FIXTURES / rel))  # (shared with test_numbers, which reads the same captures)
 
 
 QUEUED = [t for t in TRUTHS if t.rel.endswith("/lua-cpu")]

@@ -10,7 +10,6 @@ is expected: the expectation always comes from these files.
 """
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from envoy_dissector.analysis import Capture, dissect
+from envoy_dissector.analysis import Capture
+from tests.builders import analysed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -95,10 +95,9 @@ def _jsonl(path: Path) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
-@functools.cache
 def capture_of(log: Path, log_format: str | None = None) -> Capture:
-    """``dissect`` once per log for the whole test session (test modules share this cache)."""
-    return dissect(str(log), log_format=log_format)
+    """``dissect`` once per log for the whole test session (tests/builders.py ``analysed``: every module shares it)."""
+    return analysed(log, log_format)
 
 
 def _log_in(d: Path) -> Path | None:

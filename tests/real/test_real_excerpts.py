@@ -17,7 +17,6 @@ import io
 import json
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from envoy_dissector.analysis import dissect
 from envoy_dissector.analysis.capture import Capture
 from envoy_dissector.cli.main import main
 from envoy_dissector.parser.errors import InputError
+from tests.builders import analysed
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real"
 MANIFEST: dict[str, Any] = json.loads((REAL / "manifest.json").read_text(encoding="utf-8"))
@@ -61,9 +61,8 @@ def _params(check: str, excerpts: list[dict[str, Any]] | None = None) -> list[An
 ACCEPTED = [e for e in EXCERPTS if e["accepted"]]
 
 
-@cache
 def _capture(file: str) -> Capture:
-    return dissect(str(REAL / file))
+    return analysed(REAL / file)  # (once per test process: test_numbers and test_stage_frames read them too)
 
 
 def _client_requests(cap: Capture) -> pl.DataFrame:
