@@ -72,7 +72,14 @@ from envoy_dissector.analysis.schema import (
     PHASES_SCHEMA,
     REQUEST_FRAME_SCHEMA,
 )
-from envoy_dissector.analysis.stages.internal import BURSTS_SCHEMA, HealthCheckBursts, work_bursts
+from envoy_dissector.analysis.stages.internal import (
+    BURSTS_SCHEMA,
+    STREAMS_SCHEMA,
+    HealthCheckBursts,
+    internal_streams,
+    own_work,
+    work_bursts,
+)
 from envoy_dissector.analysis.stages.loop import slices, worker_threads
 from envoy_dissector.analysis.stages.phases import attribute_phases
 from envoy_dissector.analysis.stages.requests import SOCKET_KINDS, build_requests
@@ -685,8 +692,10 @@ class StreamingAnalysis:
             self._done.add("requests", requests)
             self._done.add("phases", phases)
             unthreaded = [o for o in requests["origin"].unique() if not self._origins[o].threaded]
-            if unthreaded:  # (their links place connections on lanes at the end)
-                self._done.add("links", requests.filter(pl.col("origin").is_in(unthreaded)).select(*LINK_SCHEMA))
+            if unthreaded:  # (their streams' links place connections on lanes at the end: requests.connection_links)
+                self._done.add("links", requests.filter(
+                    pl.col("origin").is_in(unthreaded) & pl.col("stream_id").is_not_null()
+                    & pl.col("downstream_conn_id").is_not_null()).select(*LINK_SCHEMA))
             if self.on_finished is not None:
                 self.on_finished(requests, phases)
         for got in out.sides:
@@ -817,23 +826,32 @@ class StreamingAnalysis:
             self._lane_events = events
         return [note] if note else []
 
-    def _lane_bursts(self, requests: pl.DataFrame) -> pl.DataFrame:
-        """The internal work bursts of origins without thread ids: ``work_bursts`` on their lanes and their finished
-        ``requests`` (placed on lanes), as for the whole file."""
+    def _lane_bursts(self, requests: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The internal work bursts of origins without thread ids (``work_bursts`` on their lanes and their finished
+        ``requests``, placed on lanes, as for the whole file) and each internal request's own work in them
+        (``own_work``: a window without lanes found none)."""
         events, self._lane_events = self._lane_events, None
         if events is None:
-            return pl.DataFrame(schema=BURSTS_SCHEMA)
+            return pl.DataFrame(schema=BURSTS_SCHEMA), own_work(pl.DataFrame(schema=BURSTS_SCHEMA),
+                                                                pl.DataFrame(schema=STREAMS_SCHEMA))
         mine = requests.filter(pl.col("origin").is_in(events.select(pl.col("origin").unique()).to_series().implode()))
         mine = mine.with_columns(conn_id=pl.col("downstream_conn_id")) if "conn_id" not in mine.columns else mine
-        return work_bursts(mine, events)
+        streams = internal_streams(mine, events)
+        bursts = work_bursts(mine, events, streams)
+        return bursts, own_work(bursts, streams)
 
     def _finished_requests(self) -> pl.DataFrame:
-        """The finished requests, those of origins without thread ids on their lanes (their internal work bursts
-        found meanwhile)."""
+        """The finished requests, those of origins without thread ids on their lanes, with their internal requests'
+        own work (their internal work bursts found meanwhile)."""
         requests = requests_on_lanes(self._done.take("requests"), self._lanes)
-        if self._lane_events is not None:
-            self._done.add("bursts", self._lane_bursts(requests))
-        return requests
+        if self._lane_events is None:
+            return requests
+        bursts, own = self._lane_bursts(requests)
+        self._done.add("bursts", bursts)
+        work = ("internal_work_us", "flush_work_us")
+        found = requests.select("request_uid").join(own.select("request_uid", *work), on="request_uid", how="left",
+                                                     maintain_order="left")
+        return requests.with_columns(pl.coalesce(found[c], pl.col(c)).cast(requests.schema[c]).alias(c) for c in work)
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps (the events are not kept: ``engine/events.py``)."""
@@ -884,7 +902,7 @@ class StreamingAnalysis:
         # (in a list, popped into ``conclude``: no reference is held here while it runs)
         held = [self._finished_requests()] if self._done.rows("requests") else []
         if self._lane_events is not None:  # (no request: the health checker's bursts on the lanes)
-            self._done.add("bursts", self._lane_bursts(pl.DataFrame(schema=PHASED_REQUEST_SCHEMA)))
+            self._done.add("bursts", self._lane_bursts(pl.DataFrame(schema=PHASED_REQUEST_SCHEMA))[0])
         self.facts.internal_work = self._done.take("bursts")
         loop_frame = self._done.take("loop").sort("origin", "thread", maintain_order=True)
         if not held:

@@ -124,10 +124,11 @@ def module_episodes(events: pl.DataFrame) -> pl.DataFrame:
 
 def _place(calls: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
     """``calls`` with the ``request_uid`` they ran for (see the module docstring), unplaced ones dropped."""
-    lanes = _with_lanes(events.select("origin", "thread", "line_no", "conn_id", "stream_id"),
-                        pl.lit(False)).with_columns(
-        lane=pl.when(pl.col("origin").is_in(calls.filter(pl.col("lane") == WHOLE_ORIGIN)["origin"].unique().implode()))
-        .then(pl.lit(WHOLE_ORIGIN)).otherwise(pl.col("lane")))
+    # (an origin whose calls are on the whole origin's lane: so is every line of it, with or without a thread; a
+    # window of a log without thread ids has none, the whole file its inferred lanes)
+    whole = calls.filter(pl.col("lane") == WHOLE_ORIGIN)["origin"].unique().implode()
+    lanes = events.select("origin", "line_no", "conn_id", "stream_id", lane=pl.when(pl.col("origin").is_in(whole)).then(
+        pl.lit(WHOLE_ORIGIN, dtype=pl.Int64)).otherwise(pl.col("thread"))).filter(pl.col("lane").is_not_null())
     # (a request cut by the excerpt has no life bounds: its own first and last lines stand in)
     life = requests.select("request_uid", "origin", "conn_id", "stream_id",
                            life_start_us=pl.coalesce("life_start_us", "first_ts"),
