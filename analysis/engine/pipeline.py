@@ -163,13 +163,16 @@ def request_order(requests: pl.DataFrame, constants: Mapping[str, object]) -> pl
     """The rows' positions in ``REQUEST_ORDER``, sorted on its columns that vary: a column of one value on every
     row (``constants``: the one origin) orders nothing. A sort on several columns encodes each row's keys, and a
     text key costs its length a row (the uid ~60 bytes, the origin's file name ~50; 0.5 GB each for 10 M at the
-    moment memory peaks): the uid, last, only breaks ties, so the rows are sorted without it first and again
-    with it only when two rows tie on every other key."""
+    moment memory peaks): the rows are sorted on the first key alone, then without the uid (last, it only breaks
+    ties), and on every key only while two neighbours tie on all the keys sorted on (a key of unique starts, as a
+    flood of one-line requests has, is one sort of one column)."""
     keys = [key for key in REQUEST_ORDER if key not in constants]
     if not keys:
         return pl.int_range(requests.height, dtype=pl.UInt32, eager=True)
-    *leading, last = keys
-    if leading and last == "request_uid":
+    tries = [keys[:1]] if len(keys) > 1 else []
+    if len(keys) > 2 and keys[-1] == "request_uid":
+        tries.append(keys[:-1])
+    for leading in tries:
         order = requests.select(pl.arg_sort_by(leading, nulls_last=True)).to_series()
         if not _ties(requests, leading, order):
             return order

@@ -198,18 +198,19 @@ def _order_frame(origins: list[str]) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("origins", [["one.log"], ["a.log", "b.log"]])
-@pytest.mark.parametrize("unique_starts", [False, True])
-def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str], unique_starts: bool,
+@pytest.mark.parametrize("unique", [None, "life_start_us", "ds_rx_beg_us"])
+def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str], unique: str | None,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``conclude`` sorts the requests on ``REQUEST_ORDER``'s columns that vary, the uid only where rows tie on
-    the others (text keys are encoded into every row of a sort: ~50 bytes a request each, at the peak), and the
-    order is the one of every column: with ties on every key but the uid, and without."""
+    """``conclude`` sorts the requests on ``REQUEST_ORDER``'s columns that vary, on the first alone while it has
+    no ties (a flood of one-line requests: one sort of one column), the uid only where rows tie on the others
+    (text keys are encoded into every row of a sort: ~50 bytes a request each, at the peak), and the order is
+    the one of every column: with ties on every key but the uid, and without."""
     from envoy_dissector.analysis.engine.pipeline import REQUEST_ORDER, request_order
     from envoy_dissector.analysis.engine.spill import constant_columns
 
     frame = _order_frame(origins)
-    if unique_starts:
-        frame = frame.with_columns(life_start_us=pl.int_range(pl.len()).reverse() * 3)
+    if unique:
+        frame = frame.with_columns(pl.int_range(pl.len()).reverse().alias(unique) * 3)
     fixed = constant_columns(frame)
     assert ("origin" in fixed) == (len(origins) == 1)
     every_column = frame.select(pl.arg_sort_by(REQUEST_ORDER, nulls_last=True)).to_series()
@@ -223,4 +224,7 @@ def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str], uniqu
     monkeypatch.setattr(pl, "arg_sort_by", spy)
     assert request_order(frame, fixed).to_list() == every_column.to_list()
     varying = [k for k in REQUEST_ORDER if k not in fixed]
-    assert sorted_on == ([varying[:-1]] if unique_starts else [varying[:-1], varying])
+    first_unique = unique == varying[0]
+    expected = [varying[:1]] if first_unique else [varying[:1], varying[:-1]] if unique else [
+        varying[:1], varying[:-1], varying]
+    assert sorted_on == expected
