@@ -254,4 +254,7 @@ def _in_order(phases: pl.DataFrame) -> pl.DataFrame:
     ids = phases.select(pl.col("request_uid").drop_nulls().unique().sort()).to_series()
     rank = pl.col("request_uid").cast(pl.Enum(ids)).to_physical()
     keys = [rank if c == "request_uid" else pl.col(c) for c in PHASE_ORDER]
-    return phases.sort(keys, descending=[c == "part_of_total" for c in PHASE_ORDER], nulls_last=True)
+    # (on one thread: the steps already run two at a time, and polars' parallel sort costs ~1.6x the CPU; every
+    # column is a key, so rows that tie are equal and the order is the same either way)
+    return phases.sort(keys, descending=[c == "part_of_total" for c in PHASE_ORDER], nulls_last=True,
+                       multithreaded=False)
