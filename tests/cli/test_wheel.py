@@ -29,10 +29,11 @@ def _run(*argv: str | Path, env: dict[str, str] | None = None, cwd: Path | None 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``pip wheel`` of a copy of the source (cargo found; its build cache is the repository's native/target)."""
+    """``pip wheel`` of a copy of the source (cargo found; its build cache is the one the install used:
+    ``$CARGO_TARGET_DIR`` (.ci/run's, outside the clone), else the repository's native/target)."""
     tmp = tmp_path_factory.mktemp("wheel")
     shutil.copytree(REPO, tmp / "src", ignore=_NOT_SOURCE)
-    env = {**os.environ, "CARGO_TARGET_DIR": str(REPO / "native" / "target")}
+    env = {**os.environ, "CARGO_TARGET_DIR": os.environ.get("CARGO_TARGET_DIR") or str(REPO / "native" / "target")}
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "dist", tmp / "src", env=env)
     (built,) = (tmp / "dist").glob("envoy_dissector-*.whl")
     return built
