@@ -73,7 +73,9 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
     columns appended, and the summary."""
     out = requests
     empty = out.with_columns(*(pl.lit(None, dtype=t).alias(c) for c, t in PEER_SCHEMA.items()))
-    if requests["origin"].n_unique() < 2:
+    # (`select`, not `requests["origin"]`: indexing a constant column — the one origin — makes the frame keep a
+    # full copy of it, 16 bytes a request to the end)
+    if requests.select(pl.col("origin").n_unique()).item() < 2:
         return empty, Stitching()
     r = requests.select(_NEEDED).filter(pl.col("complete") & ~pl.col("internal") & pl.col("x_request_id").is_not_null())
     # Requests whose id appears in exactly one request per origin, in exactly two origins.
