@@ -228,3 +228,14 @@ def test_requests_are_ordered_on_the_columns_that_vary(origins: list[str], uniqu
     expected = [varying[:1]] if first_unique else [varying[:1], varying[:-1]] if unique else [
         varying[:1], varying[:-1], varying]
     assert sorted_on == expected
+
+
+def test_a_request_without_its_read_event_has_no_queueing_at_all(tmp_path: Path) -> None:
+    """Its queueing is unmeasured (null, docs/output.md): no windows, no loop_queue phase rows either (they held
+    a window per wait point a request: the flood's largest frame after the requests)."""
+    cap = dissect(_one_line_requests(tmp_path / "one-line.log", 2_000))
+    assert cap.requests.height == 2_000
+    assert cap.requests["unmeasured_phases"].str.contains("downstream_read").all()
+    assert cap.requests["loop_queue_us"].null_count() == cap.requests.height
+    assert cap.queueing.height == 0
+    assert cap.phases.filter(pl.col("phase") == "loop_queue").height == 0
