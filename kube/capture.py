@@ -182,11 +182,17 @@ def run_capture(kube: Kube, caps: list[PodCapture], duration_s: float, *, level:
     raised: list[PodCapture] = []
     failure: BaseException | None = None
     try:
-        with signals_raise():
+        # A signal during a level request is acted on once the requests are done: a KeyboardInterrupt inside the
+        # client library's request (mid-read, or holding its connection pool's lock) could leave the pool in a
+        # state where the restore that follows hangs. The requests are bounded by the request timeout.
+        with signals_deferred() as during_raise:
             for cap in caps:
                 raised.append(cap)  # before the request: a timed-out request may still have applied
                 cap.t_on_ns = time.time_ns()
                 cap.admin.set_all(level)
+        if during_raise:
+            raise KeyboardInterrupt
+        with signals_raise():
             deadline = time.monotonic() + duration_s
             while (left := deadline - time.monotonic()) > 0:
                 sleep(min(left, 0.25))

@@ -308,6 +308,8 @@ class ApiServerStandIn:
         self.trickle_s: float | None = None
         """Set: responses to paths holding ``trickle_path`` are sent one byte per ``trickle_s`` seconds."""
         self.trickle_path = ""
+        self.trickles_cut: list[str] = []
+        """The paths of trickled responses the client went away from before their end."""
         self.clock: Callable[[], int] = time.time_ns
         """The API server's now (epoch ns), which ``sinceSeconds`` counts back from."""
 
@@ -427,6 +429,7 @@ class _Trickle:
                 time.sleep(self.pause_s)
         except OSError:  # the client gave up (what the tests want): drop the rest quietly
             self.handler.close_connection = True
+            self.handler.api.trickles_cut.append(self.handler.path)
         return len(data)
 
     def flush(self) -> None:

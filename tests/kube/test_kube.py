@@ -538,6 +538,37 @@ def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, p
     assert not (tmp_path / pod).exists()  # aborted: nothing fetched
 
 
+def test_a_signal_while_the_level_is_being_raised_is_acted_on_after_the_request(cluster: Cluster,
+                                                                               tmp_path: Path) -> None:
+    """Ctrl-C while the raise's answer is still arriving (the API server sends it a byte a millisecond): the
+    request is finished first, then the capture stops and restores the levels (a KeyboardInterrupt inside the
+    client's request could leave its connection pool mid-response, and the restore could hang on it)."""
+    port = cluster.admin_port("web-1")
+    before = admin_levels(port)
+    cluster.api.trickle_s, cluster.api.trickle_path = 0.001, "level=trace"
+    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "capture", "web-1", "-n", NS,
+                             "--kubeconfig", cluster.kc(), "--duration", "60s", "-o", str(tmp_path), "--no-analyze"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while set(admin_levels(port).values()) != {"trace"}:  # Envoy applied it: its answer is on its way
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "trace never switched on"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        cluster.api.trickle_s, cluster.api.trickle_path = None, ""
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "envoy-dissect: interrupted" in err and "Traceback" not in err
+    assert admin_levels(port) == before
+    assert [r for r in cluster.api.requests if r.query.get("level") == ["trace"]], "no raise reached the API server"
+    assert not cluster.api.trickles_cut, f"the raise's answer was cut off: {cluster.api.trickles_cut}"
+
+
 @pytest.mark.parametrize("user, argv, message", [
     ("logreader", ["web-1"], "forbidden: your account lacks 'create' on 'pods/proxy' and 'create' on "
                              "'pods/portforward' in namespace shop"),
