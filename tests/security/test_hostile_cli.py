@@ -239,14 +239,24 @@ def test_full_or_closed_stdout(fixtures_dir):
 
 # --- Ctrl-C and endless streams ---------------------------------------------------------------------
 
+#: the interrupted commands run with faulthandler on: one still running after Ctrl-C is stopped with SIGABRT,
+#: which prints every thread's stack (where it was stuck) for the failure's message
+INTERRUPTED_ENV = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+
+
 def _interrupt(proc: subprocess.Popen, after_s: float) -> tuple[int, str]:
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("still running 20 s after Ctrl-C")
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        pytest.fail(f"still running 20 s after Ctrl-C; its threads then:\n{err.decode(errors='replace')[-6000:]}")
     return proc.returncode, err.decode()
 
 
@@ -265,7 +275,7 @@ def _loading_polars(pid: int, timeout_s: float = 60) -> None:
 
 def test_ctrl_c_during_start_up(fixtures_dir):
     proc = subprocess.Popen(CLI + ["analyze", "-q", str(fixtures_dir / FIXTURE)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, env=INTERRUPTED_ENV)
     _loading_polars(proc.pid)
     code, err = _interrupt(proc, 0)
     assert "Traceback" not in err
@@ -281,7 +291,7 @@ def test_ctrl_c_while_reading_stdin_that_stays_open(tmp_path, lines):
     writer = _writer(write(tmp_path / "a.log", lines))
     try:
         proc = subprocess.Popen(CLI + ["analyze", "-q", "-"], stdin=writer.stdout, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, env=INTERRUPTED_ENV)
         _loading_polars(proc.pid)
         code, err = _interrupt(proc, 4)
         assert code == 130 and "interrupted" in err and "Traceback" not in err
@@ -295,7 +305,8 @@ def test_ctrl_c_while_reading_a_fifo_whose_writer_stays_open(tmp_path, lines):
     source = write(tmp_path / "a.log", lines)
     writer = subprocess.Popen(["sh", "-c", f"exec 3>{fifo}; head -200 {source} >&3; sleep 120"])  # never closes
     try:
-        proc = subprocess.Popen(CLI + ["analyze", "-q", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(CLI + ["analyze", "-q", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=INTERRUPTED_ENV)
         _loading_polars(proc.pid)
         code, err = _interrupt(proc, 4)
         assert code == 130 and "Traceback" not in err
