@@ -157,6 +157,9 @@ class FileFollower:
                     continue
                 replaced = self._replaced(fh)
                 if replaced:
+                    # what the old file got between the read above and the rename is still to be read
+                    while rest := fh.read(READ_BYTES):
+                        yield rest
                     fh.close()
                     fh = self._open()
                     self.rotations += 1

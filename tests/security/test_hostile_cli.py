@@ -244,19 +244,37 @@ def test_full_or_closed_stdout(fixtures_dir):
 INTERRUPTED_ENV = {**os.environ, "PYTHONFAULTHANDLER": "1"}
 
 
+def _as_from_a_terminal() -> None:
+    """The child starts with SIGINT at its default and unblocked, as a command started from a shell does: an
+    ignored or blocked SIGINT is inherited across exec (and Python then leaves it so), and the test process may
+    carry one from an earlier test's library in the same worker."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_state(pid: int) -> str:
+    try:
+        return "".join(line for line in Path(f"/proc/{pid}/status").read_text().splitlines(keepends=True)
+                       if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    except OSError:
+        return "(gone)"
+
+
 def _interrupt(proc: subprocess.Popen, after_s: float) -> tuple[int, str]:
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
+        state = _signal_state(proc.pid)
         proc.send_signal(signal.SIGABRT)
         try:
             _, err = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             _, err = proc.communicate()
-        pytest.fail(f"still running 20 s after Ctrl-C; its threads then:\n{err.decode(errors='replace')[-6000:]}")
+        pytest.fail(f"still running 20 s after Ctrl-C; its signals:\n{state}its threads then:\n"
+                    f"{err.decode(errors='replace')[-6000:]}")
     return proc.returncode, err.decode()
 
 
@@ -275,7 +293,8 @@ def _loading_polars(pid: int, timeout_s: float = 60) -> None:
 
 def test_ctrl_c_during_start_up(fixtures_dir):
     proc = subprocess.Popen(CLI + ["analyze", "-q", str(fixtures_dir / FIXTURE)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=INTERRUPTED_ENV)
+                            stderr=subprocess.PIPE, env=INTERRUPTED_ENV,
+                            preexec_fn=_as_from_a_terminal)
     _loading_polars(proc.pid)
     code, err = _interrupt(proc, 0)
     assert "Traceback" not in err
@@ -291,7 +310,8 @@ def test_ctrl_c_while_reading_stdin_that_stays_open(tmp_path, lines):
     writer = _writer(write(tmp_path / "a.log", lines))
     try:
         proc = subprocess.Popen(CLI + ["analyze", "-q", "-"], stdin=writer.stdout, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=INTERRUPTED_ENV)
+                                stderr=subprocess.PIPE, env=INTERRUPTED_ENV,
+                                preexec_fn=_as_from_a_terminal)
         _loading_polars(proc.pid)
         code, err = _interrupt(proc, 4)
         assert code == 130 and "interrupted" in err and "Traceback" not in err
@@ -306,7 +326,8 @@ def test_ctrl_c_while_reading_a_fifo_whose_writer_stays_open(tmp_path, lines):
     writer = subprocess.Popen(["sh", "-c", f"exec 3>{fifo}; head -200 {source} >&3; sleep 120"])  # never closes
     try:
         proc = subprocess.Popen(CLI + ["analyze", "-q", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=INTERRUPTED_ENV)
+                                env=INTERRUPTED_ENV,
+                                preexec_fn=_as_from_a_terminal)
         _loading_polars(proc.pid)
         code, err = _interrupt(proc, 4)
         assert code == 130 and "Traceback" not in err
