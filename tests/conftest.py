@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 def fixtures_dir() -> Path:
     """The repository's ``fixtures/`` folder (real captures; see fixtures/README.md)."""
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _signals_deliverable() -> None:
+    """Each test starts with SIGINT and SIGTERM unblocked in this thread: a blocked signal is inherited by every
+    process a test starts (across exec), and a Ctrl-C test's command then never sees its Ctrl-C. The gate once
+    found SIGINT blocked in a worker after an earlier test's library (the Ctrl-C tests of analyze and capture hung)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
