@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -224,7 +225,11 @@ def fixtures_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _signals_deliverable() -> None:
-    """Each test starts with SIGINT and SIGTERM unblocked in this thread: a blocked signal is inherited by every
+    """Each test starts with SIGINT and SIGTERM unblocked in this thread (and SIGINT not ignored): a blocked signal is inherited by every
     process a test starts (across exec), and a Ctrl-C test's command then never sees its Ctrl-C. The gate once
     found SIGINT blocked in a worker after an earlier test's library (the Ctrl-C tests of analyze and capture hung)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    # ... and SIGINT not ignored: an ignored signal is inherited too (Python then leaves it ignored), and the gate
+    # found capture's Ctrl-C lost in its wait so (the handlers it installs itself cover only the level requests)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
