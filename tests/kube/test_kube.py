@@ -513,10 +513,10 @@ def test_capture_warns_when_the_log_was_rotated_during_the_window(cluster: Clust
         "warning"]
 
 
-@pytest.mark.parametrize("pod, sig", [("web-1", signal.SIGINT), ("web-2", signal.SIGTERM)])
-def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, pod: str, sig: int) -> None:
+def _capture_interrupted_at_trace(cluster: Cluster, tmp_path: Path, pod: str, sig: int,
+                                  poll_s: float) -> tuple[int, str]:
+    """``capture POD`` for 60 s, sent ``sig`` as soon as the pod's admin reports trace: its exit code and stderr."""
     port = cluster.admin_port(pod)
-    before = admin_levels(port)
     proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "capture", pod, "-n", NS,
                              "--kubeconfig", cluster.kc(), "--duration", "60s", "-o", str(tmp_path), "--no-analyze"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -525,14 +525,22 @@ def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, p
         while set(admin_levels(port).values()) != {"trace"}:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "trace never switched on"
-            time.sleep(0.05)
+            time.sleep(poll_s)
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("pod, sig", [("web-1", signal.SIGINT), ("web-2", signal.SIGTERM)])
+def test_capture_interrupted_restores_levels(cluster: Cluster, tmp_path: Path, pod: str, sig: int) -> None:
+    port = cluster.admin_port(pod)
+    before = admin_levels(port)
+    code, err = _capture_interrupted_at_trace(cluster, tmp_path, pod, sig, poll_s=0.05)
+    assert code == 130, err
     assert "envoy-dissect: interrupted" in err and "Traceback" not in err
     assert admin_levels(port) == before
     assert not (tmp_path / pod).exists()  # aborted: nothing fetched
@@ -546,23 +554,11 @@ def test_a_signal_while_the_level_is_being_raised_is_acted_on_after_the_request(
     port = cluster.admin_port("web-1")
     before = admin_levels(port)
     cluster.api.trickle_s, cluster.api.trickle_path = 0.001, "level=trace"
-    proc = subprocess.Popen([sys.executable, "-m", "envoy_dissector.cli.main", "capture", "web-1", "-n", NS,
-                             "--kubeconfig", cluster.kc(), "--duration", "60s", "-o", str(tmp_path), "--no-analyze"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while set(admin_levels(port).values()) != {"trace"}:  # Envoy applied it: its answer is on its way
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "trace never switched on"
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
+    try:  # (signalled once Envoy applied the level: its answer is on its way)
+        code, err = _capture_interrupted_at_trace(cluster, tmp_path, "web-1", signal.SIGINT, poll_s=0.02)
     finally:
         cluster.api.trickle_s, cluster.api.trickle_path = None, ""
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+    assert code == 130, err
     assert "envoy-dissect: interrupted" in err and "Traceback" not in err
     assert admin_levels(port) == before
     assert [r for r in cluster.api.requests if r.query.get("level") == ["trace"]], "no raise reached the API server"
