@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +63,22 @@ def _capacity(step: dict[str, Any]) -> float:
     return float(step["worker_capacity_rps"] or (1e6 / ticks if ticks else 0))
 
 
-def _moderate_step(ladder: dict[str, Any]) -> dict[str, Any]:
-    """The busiest paced step (4 connections pausing between requests: a moderate load by construction) at most
-    MODERATE busy and not saturated. (A closed-loop step on a core shared with other work can read under half
-    busy while its worker always had work: a saturated capture, not a moderate one.)"""
+def _moderate_steps(ladder: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paced steps (4 connections pausing between requests: a moderate load by construction) at most MODERATE
+    busy and not saturated, that served 100 requests. (A closed-loop step on a core shared with other work can read
+    under half busy while its worker always had work: a saturated capture, not a moderate one.)"""
     steps = [s for s in ladder["steps"] if s["think_us"] and s["worker_utilisation"] is not None
              and s["worker_utilisation"] <= MODERATE and _demand(s) < SATURATED
              and s["requests"] >= 100]
     assert steps, (f"no paced ladder step served 100 requests with Envoy's worker at most {MODERATE:.0%} busy and "
                    f"under {SATURATED:.0%} demand (the machine gave Envoy or the client too little CPU to measure a "
                    f"moderate load): {ladder['steps']}")
-    return max(steps, key=lambda s: s["worker_utilisation"])
+    return steps
+
+
+def _moderate_step(ladder: dict[str, Any]) -> dict[str, Any]:
+    """The busiest of :func:`_moderate_steps`."""
+    return max(_moderate_steps(ladder), key=lambda s: s["worker_utilisation"])
 
 
 def _top_step(ladder: dict[str, Any], *, check: bool = True) -> dict[str, Any]:
@@ -98,15 +104,24 @@ def _cost(step_dir: Path) -> Any:
     return costs[0]
 
 
+#: Each paced step is one capture at a moderate load; the check judges their median prediction, because one step's
+#: capture can measure a machine that slowed while it ran: in a quiet CI run plain's step at 27 % busy predicted
+#: −29 % while its three neighbours predicted −10, −8 and −1 % — Envoy's own /proc CPU per request at that step
+#: was 219 µs against 181 at the step before, its slices' median grew from 34 to 53 µs within the step and its
+#: warm record cost was 0.80 µs against 0.48-0.55 in every other step (docs/cost.md, the lab).
 @pytest.mark.parametrize("mix", list(MIXES))
 def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: str) -> None:  # type: ignore[no-untyped-def]
     out, ladder = ladders[mix]
     saturation = _capacity(_top_step(ladder))
-    step = _moderate_step(ladder)
-    ceiling = _cost(out / step["dir"]).ceiling
-    assert ceiling is not None
-    assert abs(ceiling.pod / saturation - 1) <= 0.25, (mix, step, ceiling, saturation)
-    assert ceiling.low <= ceiling.pod <= ceiling.high
+    predicted: dict[str, float] = {}
+    for step in _moderate_steps(ladder):
+        ceiling = _cost(out / step["dir"]).ceiling
+        assert ceiling is not None, step
+        assert ceiling.low <= ceiling.pod <= ceiling.high, (step, ceiling)
+        predicted[step["dir"]] = ceiling.pod
+    median = statistics.median(predicted.values())
+    errors = {step: f"{pod / saturation - 1:+.0%}" for step, pod in predicted.items()}
+    assert abs(median / saturation - 1) <= 0.25, (mix, saturation, errors)
 
 
 @pytest.mark.parametrize("mix", list(MIXES))
@@ -130,15 +145,35 @@ def test_ceiling_of_a_saturated_capture_is_the_rate_it_served(ladders, mix: str)
     assert abs(ceiling.pod / _capacity(top) - 1) <= 0.25, (mix, top, ceiling)
 
 
+def contention(arms: dict[str, Any]) -> float | None:
+    """The most µs per request any arm's processes (the client's thread, the upstream, Envoy) spent runnable but
+    waiting for a CPU (bench-ab, schedstat); None without schedstat."""
+    waits = [arm.get("cpu_wait_us_per_request") for arm in arms.values()]
+    return None if not waits or None in waits else max(waits)
+
+
+#: An A/B whose processes waited this long for a CPU per request (``contention``) measured the machine: the wait alone
+#: could move a p50 by the added-latency check's whole absolute tolerance (150 µs). Runs at load average 8-29 waited
+#: 3,300-17,400 µs a request; a request wakes the three processes about ten times, a few µs each on an idle core
+#: (the quiet CI run: 44-126 µs).
+CONTENDED_WAIT_US = 150
+
+
+def _judge(within: bool, arms: dict[str, Any], what: str) -> None:
+    """Fails a miss, except one on a contended machine (``contention`` over CONTENDED_WAIT_US), which is not judged:
+    a skip, which a CI run counts as a failure."""
+    waited = contention(arms)
+    if not within and waited is not None and waited > CONTENDED_WAIT_US:
+        pytest.skip(f"not judged: the A/B's processes waited {waited:.0f} µs a request for a CPU (over "
+                    f"{CONTENDED_WAIT_US}: the machine was contended); {what}")
+    assert within, (what, arms)
+
+
 #: The observer is worker CPU (records × their cost): checked against Envoy's own worker CPU per request with trace
 #: logging on minus off at the same rate (bench-ab, schedstat). Each record at its idle class's cost plus 0.6 µs no gap
-#: shows (calibrated on two quiet runs: -4 %, -7 %) predicted 102-113 µs in eleven runs at load average 8-29 against
-#: 38-157 µs measured (+1, +38, -14, +64, +77, +182, +85, -33, +6, -7, +26 %: six within ±35 %): the A/B difference
-#: itself is 38-83 µs in six of them and 105-157 in five, the prediction steady (docs/cost.md, the observer and the
-#: lab).
-@pytest.mark.xfail(reason="wake-aware records: -33..+182 % of the trace-minus-info worker CPU at load 8-29 (6 of 11 "
-                          "within 35 %), where the A/B difference itself is 38-157 us; -4/-7 % on the two quiet "
-                          "calibration runs (#30)", strict=False)
+#: shows (calibrated on two quiet runs: -4 %, -7 %); the quiet CI run after them: 109 against 120 µs (-9 %). At load
+#: average 8-29 the A/B difference itself moved between 38 and 157 µs while the prediction stayed at 102-113
+#: (docs/cost.md, the observer and the lab): a miss there is not judged.
 def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
     arms = result["arms"]
@@ -148,36 +183,22 @@ def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: i
     records = request_cpu(cap.requests, cap.loop, cost.record_costs)["own_lines"].mean()
     predicted = cost.record_cost_us * records  # (each record at its idle class's cost: the mean over them)
     assert measured > 0, arms
-    assert abs(predicted / measured - 1) <= 0.35, (arms, cost.record_costs, records, predicted)
+    _judge(abs(predicted / measured - 1) <= 0.35,
+           arms, f"observer CPU predicted {predicted:.0f} µs a request against {measured:.0f} ({cost.record_costs})")
 
 
 #: The client's trace-minus-info p50 is not only the observer, and on a loaded machine not the proxy: on the two quiet
-#: runs it was within 30 µs of the worker CPU difference (158 against 128 µs, 127 against 124; the observer's p50 123
-#: and 118: -22 %, -7 %), at load average 8-29 -82,226..216,298 µs against 110-14,146 µs predicted (the queued share
-#: grows with the queueing). No per-wake term: what the capture misses was within the noise where it could be
-#: measured.
-@pytest.mark.xfail(reason="the client's latency difference measures the machine at load 8-29 (-82,226..216,298 us "
-                          "against 110-14,146 predicted); -22 %, -7 % on the two quiet runs (#30)", strict=False)
+#: calibration runs it was within 30 µs of the worker CPU difference (158 against 128 µs, 127 against 124; the
+#: observer's p50 123 and 118: -22 %, -7 %), on the quiet CI run 136 against 120 (the observer's p50 108: -21 %); at
+#: load average 8-29 -82,226..216,298 µs against 110-14,146 µs predicted (the queued share grows with the queueing).
 def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
     arms = result["arms"]
     measured = arms["sidecar-trace"]["latency_us"]["p50"] - arms["sidecar-info"]["latency_us"]["p50"]
     predicted = _cost(out / "sidecar-trace").observer_us["p50"]
     assert predicted is not None and measured > 0, (arms, predicted)
-    assert abs(predicted - measured) <= 0.35 * measured, (arms, predicted)
-
-
-def contention(arms: dict[str, Any]) -> float | None:
-    """The most µs per request any arm's processes (the client's thread, the upstream, Envoy) spent runnable but
-    waiting for a CPU (bench-ab, schedstat); None without schedstat."""
-    waits = [arm.get("cpu_wait_us_per_request") for arm in arms.values()]
-    return None if not waits or None in waits else max(waits)
-
-
-#: An A/B whose processes waited this long for a CPU per request (``contention``) measured the machine: the wait alone
-#: could move a p50 by the check's whole absolute tolerance (150 µs). Runs at load average 8-29 waited 3,300-17,400
-#: µs a request; a request wakes the three processes about ten times, a few µs each on an idle core.
-CONTENDED_WAIT_US = 150
+    _judge(abs(predicted - measured) <= 0.35 * measured, arms,
+           f"observer p50 predicted {predicted} µs against the client's trace - info p50 {measured}")
 
 
 def test_added_latency_without_observer_is_sidecar_minus_direct(ab) -> None:  # type: ignore[no-untyped-def]
@@ -186,9 +207,5 @@ def test_added_latency_without_observer_is_sidecar_minus_direct(ab) -> None:  # 
     measured = arms["sidecar-info"]["latency_us"]["p50"] - arms["direct"]["latency_us"]["p50"]
     predicted = _cost(out / "sidecar-trace").sidecar_added_without_observer_us["p50"]
     assert predicted is not None
-    within = abs(predicted - measured) <= max(0.35 * measured, 150)
-    waited = contention(arms)
-    if not within and waited is not None and waited > CONTENDED_WAIT_US:
-        pytest.skip(f"not judged: the A/B's processes waited {waited:.0f} µs a request for a CPU (over "
-                    f"{CONTENDED_WAIT_US}: the machine was contended); predicted {predicted} µs against {measured}")
-    assert within, (arms, predicted)
+    _judge(abs(predicted - measured) <= max(0.35 * measured, 150), arms,
+           f"added latency without the observer predicted {predicted} µs against info - direct p50 {measured}")
