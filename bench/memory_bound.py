@@ -172,7 +172,8 @@ def stages(inputs: list[Path]) -> dict[str, object]:
 def bytes_a_request(done) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """The frames the capture holds whole, in bytes a request: polars' estimate of each frame's columns that vary
     (a column of one value is not materialised, ``spill.constant_columns``). Text gathered from another column
-    shares its buffer and is counted again here: an upper bound; ``held_mib`` is the measure."""
+    shares its buffer, and so do columns of equal values (``spill.sharing_equal_columns``): each is counted again
+    here, an upper bound; ``held_mib`` is the measure."""
     from envoy_dissector.analysis.engine.spill import constant_columns
 
     rows = max(done.requests.height, 1)

@@ -8,13 +8,17 @@ contiguous buffers instead of thousands of small batches. Small captures never t
 A column that holds one value on every row (only nulls: a field the capture's level never logs; one origin) comes
 back as a constant column, one value that polars does not materialise (``constant_columns``, ``with_constants``):
 a one-line request sets 43 of its 80 columns, and a null integer costs 8 bytes a row, a null text 16.
+
+A column that holds the same values as an earlier one shares that column's buffer (``same_values_as``): a
+one-line request's 14 time columns (its first and last line, its start, the ten boundaries) are one timestamp,
+its connection id is its line number; 18 columns that vary are 4 buffers (≈ 200 → ≈ 85 bytes a request).
 """
 from __future__ import annotations
 
 import shutil
 import tempfile
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +86,7 @@ class Spill:
         if not parts:
             return pl.concat(held, rechunk=False) if held else pl.DataFrame(schema=store.schema)
         columns: list[pl.Series] = []
+        distinct: list[pl.Series] = []
         constants: dict[str, Any] = {}
         height = 0
         for name in store.schema:
@@ -92,7 +97,12 @@ class Spill:
             if len(values) == 1 and (value := values.pop()) is not _VARIES:
                 constants[name] = value
             else:
-                columns.append(pl.concat(pieces, rechunk=True))
+                column = pl.concat(pieces, rechunk=True)
+                same = same_values_as(column, distinct)
+                if same is None:
+                    distinct.append(column)
+                columns.append(column if same is None else same.alias(name))
+                del column
             del pieces
         for part in parts:
             part.unlink(missing_ok=True)
@@ -140,6 +150,41 @@ def _one_value(frame: pl.DataFrame, name: str) -> Any:
         return _VARIES
     low, high = frame.select(column.min(), column.max().alias("high__")).row(0)
     return low if low == high else _VARIES
+
+
+#: dtypes whose equal values are equal bytes (a float's -0.0 equals 0.0): a column of these may share an equal one's
+#: buffer without changing a byte of any output
+_SHAREABLE = (pl.Boolean, pl.String, pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32,
+              pl.UInt64, pl.Date, pl.Datetime, pl.Duration)
+#: rows compared first: most columns that differ differ there, before a comparison of every row
+_HEAD_ROWS = 64
+
+
+def same_values_as(column: pl.Series, others: Iterable[pl.Series]) -> pl.Series | None:
+    """The first of ``others`` that holds ``column``'s values (nulls alike, same dtype), or ``None``. Its buffer can
+    stand for both (``other.alias(name)`` copies nothing)."""
+    return next((other for other in others if _same_values(column, other)), None)
+
+
+def sharing_equal_columns(columns: list[pl.Series]) -> list[int]:
+    """For each of ``columns``, the position of the first column that holds the same values (its own when none
+    does): the columns one buffer can stand for (``same_values_as``)."""
+    firsts: list[int] = []
+    distinct: list[int] = []
+    for i, column in enumerate(columns):
+        first = next((j for j in distinct if _same_values(column, columns[j])), i)
+        if first == i:
+            distinct.append(i)
+        firsts.append(first)
+    return firsts
+
+
+def _same_values(column: pl.Series, other: pl.Series) -> bool:
+    if not isinstance(column.dtype, _SHAREABLE) or other.dtype != column.dtype or other.len() != column.len():
+        return False
+    if other.null_count() != column.null_count() or not other.head(_HEAD_ROWS).equals(column.head(_HEAD_ROWS)):
+        return False
+    return other.equals(column)
 
 
 def constant_columns(frame: pl.DataFrame) -> dict[str, Any]:

@@ -185,6 +185,30 @@ def test_columns_of_one_value_stay_one_value_to_the_end(tmp_path: Path) -> None:
     assert requests.select("b0").estimated_size() >= 8 * requests.height  # (a column of many values: one a row)
 
 
+def _integer_bytes_held(frame: pl.DataFrame) -> int:
+    """Bytes of the distinct Arrow buffers under ``frame``'s integer columns of more than one value (a buffer two
+    columns share is counted once; a column of one value holds no buffer of its rows, spill.constant_columns)."""
+    from envoy_dissector.analysis.engine.spill import constant_columns
+
+    fixed = constant_columns(frame)
+    buffers = {buffer.address: buffer.size
+               for name, dtype in frame.schema.items() if dtype.is_integer() and name not in fixed
+               for buffer in frame[name].to_arrow().buffers() if buffer is not None}
+    return sum(buffers.values())
+
+
+@pytest.mark.parametrize("spill_budget", [0, 1 << 40])
+def test_columns_of_equal_values_share_one_buffer_to_the_end(tmp_path: Path, spill_budget: int) -> None:
+    """A one-line request's 14 time columns hold one timestamp and its connection id its line number: read back
+    from the spill and put in order by ``conclude``, they are one buffer each (spill.sharing_equal_columns), so a
+    request holds the three integers it has (thread, connection, time), not 17 (≈ 1.1 GiB at 10 M)."""
+    log = _one_line_requests(tmp_path / "one-line.log", 20_000)
+    requests = _streamed(log, spill_budget=spill_budget)[0]
+    times = ["ds_rx_beg_us", "first_ts", "last_ts", "life_start_us", *(f"b{i}" for i in range(10))]
+    assert requests.select(pl.all_horizontal(pl.col(c) == pl.col("first_ts") for c in times).all()).item()
+    assert _integer_bytes_held(requests) <= 3 * 8 * requests.height
+
+
 def _order_frame(origins: list[str]) -> pl.DataFrame:
     """Rows of ``REQUEST_ORDER``'s columns with ties on every key but the uid (and nulls), in scrambled order."""
     n = 400
