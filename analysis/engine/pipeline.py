@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from envoy_dissector.analysis.engine.spill import constant_columns, sharing_equal_columns, with_constants
+from envoy_dissector.analysis.engine.spill import constant_columns, gathered, with_constants
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
 from envoy_dissector.analysis.stages.cost import with_sidecar_added
 from envoy_dissector.analysis.stages.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
@@ -209,8 +209,5 @@ def in_order_of(columns: list[pl.Series], order: pl.Series) -> list[pl.Series]:
     """``columns`` gathered in ``order``, one at a time, each dropped from the list once its copy is made: a
     frame of millions of wide rows is sorted with one column's copy in flight, not a second frame (the caller
     holds no other reference to the columns). Columns of the same values are gathered once and share the copy
-    (``spill.sharing_equal_columns``: a one-line request's 14 time columns are one timestamp)."""
-    firsts = sharing_equal_columns(columns)
-    for i, first in enumerate(firsts):
-        columns[i] = columns[first].alias(columns[i].name) if first != i else columns[i].gather(order)
-    return columns
+    (``spill.gathered``: a one-line request's 14 time columns are one timestamp)."""
+    return gathered(columns, order)

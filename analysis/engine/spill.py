@@ -179,6 +179,16 @@ def sharing_equal_columns(columns: list[pl.Series]) -> list[int]:
     return firsts
 
 
+def gathered(columns: list[pl.Series], order: pl.Series) -> list[pl.Series]:
+    """``columns`` gathered in ``order``, one at a time, each replaced in the list once its copy is made (one
+    column's copy in flight, not a second frame, when the caller holds no other reference to them); columns of
+    the same values are gathered once and share the copy (``sharing_equal_columns``)."""
+    firsts = sharing_equal_columns(columns)
+    for i, first in enumerate(firsts):
+        columns[i] = columns[first].alias(columns[i].name) if first != i else columns[i].gather(order)
+    return columns
+
+
 def _same_values(column: pl.Series, other: pl.Series) -> bool:
     if not isinstance(column.dtype, _SHAREABLE) or other.dtype != column.dtype or other.len() != column.len():
         return False

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
-from envoy_dissector.analysis.engine.spill import constant_columns
+from envoy_dissector.analysis.engine.spill import constant_columns, gathered
 from envoy_dissector.analysis.schema import (
     LOOP_SCHEMA,
     PHASES_SCHEMA,
@@ -288,9 +288,15 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     # HTTP/2 streams read in one socket read share life_start_us: break ties by stream start, then log order.
     order = [k for k in ("origin", "downstream_conn_id", "life_start_us", "ds_rx_beg_us", "first_line_no")
              if k not in fixed]
-    r = requests.select(*([] if "origin" in fixed else [origin]), *(c for c in _LOOP_READS[1:] if c not in fixed),
-                        pos__=pl.int_range(pl.len(), dtype=pl.UInt32))
-    r = (r.sort(order) if order else r).with_columns(value.alias(name) for name, value in fixed.items())
+    # (the uid is not read here: its ~60 bytes a request are read from ``requests`` for the windows only; the
+    # sort gathers columns of equal values once, spill.gathered: a one-line request's times are one timestamp)
+    r = requests.select(*([] if "origin" in fixed else [origin]),
+                        *(c for c in _LOOP_READS[2:] if c not in fixed), pos__=pl.int_range(pl.len(), dtype=pl.UInt32))
+    if order:
+        sorting, columns = r.select(pl.arg_sort_by(order)).to_series(), r.get_columns()
+        del r
+        r = pl.DataFrame(gathered(columns, sorting))
+    r = r.with_columns(value.alias(name) for name, value in fixed.items())
     r = r.with_columns(prev_end_us=over(pl.col("life_end_us").shift(1), "origin", "downstream_conn_id"))
     # (the minima are window expressions: three joins would each copy the millions of rows of `r`)
     waits = pl.col("us_read_start_ts") - pl.col("b5")
@@ -309,7 +315,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
         ready_connect_us=pl.col("us_cx_beg_us") + pl.col("min_connect_us").fill_null(0),
     )
     # (what the lookups and the result read from here on: the other columns are let go before the blocks run)
-    r = r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "request_uid", "total_us", "pos__",
+    r = r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "total_us", "pos__",
                  *dict.fromkeys(c for _where, event, bound, _slice in WAIT_POINTS for c in (event, bound)))
     # Each wait point's lookups (one as-of lookup per step for a block of rows; rows name their request by its
     # row in `r` and their wait point by its number: no strings repeated), a block of QUEUE_ROWS at a time, in
@@ -333,7 +339,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     queues = [pl.concat(point) if len(point) > 1 else point[0] for point in points]
     # (the lookup columns are let go: the last block still shares their buffers)
     del block, looked
-    r = r.select("request_uid", "total_us", "pos__").with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
+    r = r.select("total_us", "pos__").with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
                        for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
     windows = pl.concat(waited)
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
@@ -345,7 +351,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
                                         ).cast(pl.Int64))
     # (the two columns are put back in the requests' own order: the wide frame is not copied)
     queued = requests.drop(added.columns, strict=False).hstack(added[r["pos__"].arg_sort()])
-    uids = r["request_uid"].gather(windows["row"])
+    uids = requests.get_column("request_uid").gather(r["pos__"].gather(windows["row"]))
     del r  # (the lookup frame is let go before the served connections are listed: the two would peak together)
     queueing = windows.select(
         uids, pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
@@ -520,6 +526,17 @@ def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame
     return pl.concat([started, served]).unique()
 
 
+def _grouped(frame: pl.DataFrame, keys: tuple[str, ...], **aggregates: pl.Expr) -> pl.DataFrame:
+    """``frame.group_by(keys).agg(**aggregates)``, grouped by the keys that vary only: a key of one value on every
+    row (one origin, spill.constant_columns) is added back as that value, not hashed a row at a time (10 M
+    one-line requests: 0.9 GiB for the file name and the connections' distinct count)."""
+    fixed = constant_columns(frame.select(keys))
+    varying = [key for key in keys if key not in fixed]
+    out = frame.group_by(varying).agg(**aggregates) if varying else frame.select(**aggregates)
+    return out.with_columns(pl.lit(value, dtype=frame.schema[key]).alias(key) for key, value in fixed.items()
+                            ).select(*keys, *aggregates)
+
+
 def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per worker: busy time inside the traffic window, its share of that window, requests and connections,
     and the harm queueing did there: ``waited`` complete requests that waited at least ``WAITED_US`` for the
@@ -538,11 +555,11 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     threads = loop.select("origin", "thread").unique()
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
-    work = client.group_by("origin", "thread").agg(
-        requests=pl.len(), connections=pl.col("downstream_conn_id").n_unique())
-    harm = counted.group_by("origin", "thread").agg(
-        waited=(wait >= WAITED_US).sum().cast(pl.UInt32), wait_p50_us=percentile_expr(wait, 0.5))
-    window = client.group_by("origin").agg(w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+    work = _grouped(client, ("origin", "thread"), requests=pl.len(),
+                    connections=pl.col("downstream_conn_id").n_unique())
+    harm = _grouped(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
+                    wait_p50_us=percentile_expr(wait, 0.5))
+    window = _grouped(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
     busy_in = loop.join(window, on="origin").with_columns(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum())

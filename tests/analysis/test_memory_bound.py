@@ -209,6 +209,43 @@ def test_columns_of_equal_values_share_one_buffer_to_the_end(tmp_path: Path, spi
     assert _integer_bytes_held(requests) <= 3 * 8 * requests.height
 
 
+@pytest.mark.parametrize("origins", [["one.log"], ["a.log", "b.log"]])
+def test_worker_stats_group_by_the_keys_that_vary(origins: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers' table groups the requests by origin and thread; the one origin of a capture of one file is
+    not a key (hashing its name a row at a time and the connections' distinct count per key: 0.9 GiB at 10 M
+    one-line requests), and the table is the one of the plain group_by."""
+    from envoy_dissector.analysis.stages.loop import worker_stats
+
+    n = 600
+    requests = pl.DataFrame({
+        "origin": [origins[i % len(origins)] for i in range(n)], "thread": [100 + i % 3 for i in range(n)],
+        "internal": [i % 50 == 0 for i in range(n)], "complete": [i % 4 != 0 for i in range(n)],
+        "downstream_conn_id": [i // 2 for i in range(n)], "life_start_us": [i * 10 for i in range(n)],
+        "life_end_us": [i * 10 + 7 for i in range(n)], "queue_before_read_us": [(i * 37) % 2_000 for i in range(n)],
+        "loop_queue_us": [None if i % 5 else i for i in range(n)]})
+    loop = pl.DataFrame({"origin": [o for o in origins for _ in range(3)], "thread": [100, 101, 102] * len(origins),
+                         "start_us": [0, 5, 9] * len(origins), "end_us": [3_000, 4_000, 6_500] * len(origins)})
+    keys: list[list[str]] = []
+    group_by = pl.DataFrame.group_by
+
+    def spy(frame: pl.DataFrame, *by: object, **options: object):  # type: ignore[no-untyped-def]
+        if frame.height > 100:  # (the requests', not the few loop slices')
+            keys.append([str(k) for k in (by[0] if len(by) == 1 and isinstance(by[0], list) else by)])
+        return group_by(frame, *by, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pl.DataFrame, "group_by", spy)
+    table = worker_stats(loop, requests)
+    assert keys and all(("origin" in k) == (len(origins) > 1) for k in keys)
+    monkeypatch.setattr(pl.DataFrame, "group_by", group_by)
+    client = requests.filter(~pl.col("internal"))
+    work = client.group_by("origin", "thread").agg(requests=pl.len(),
+                                                    connections=pl.col("downstream_conn_id").n_unique())
+    expected = work.sort("origin", "thread").select("origin", "thread", "requests", "connections")
+    assert_frame_equal(table.select(expected.columns), expected, check_dtypes=False)
+    window = client.group_by("origin").agg(w=pl.col("life_end_us").max() - pl.col("life_start_us").min())
+    assert table.join(window, on="origin").select((pl.col("window_us") == pl.col("w")).all()).item()
+
+
 def _order_frame(origins: list[str]) -> pl.DataFrame:
     """Rows of ``REQUEST_ORDER``'s columns with ties on every key but the uid (and nulls), in scrambled order."""
     n = 400
