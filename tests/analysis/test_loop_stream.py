@@ -1,5 +1,7 @@
 """A worker's loop slices cut part by part (analysis/engine/loop_stream.py) are the same whether its open slice is
-held as lines or, once longer than ``WorkerSlices.held`` lines, as its summary row and last line."""
+held as lines or, once longer than ``WorkerSlices.held`` lines, as its summary row and last line: on the captures,
+the slices of the worker's lines fed a few at a time with the open slice summarised are those of all its lines
+fed at once and held whole (one step: the reference costs no step of its own per part)."""
 from __future__ import annotations
 
 import random
@@ -35,7 +37,7 @@ def test_a_captures_slices_are_the_same_with_its_open_slices_summarised(log: str
     events = capture_of(FIXTURES / log).events.filter(pl.col("thread").is_not_null())
     summarised = 0
     for lines in events.partition_by("origin", "thread", maintain_order=True):
-        expected, _ = _sliced(lines, part_lines, held=10**9)
+        expected, _ = _sliced(lines, lines.height, held=10**9)
         got, held_as_summary = _sliced(lines, part_lines, held=2)
         summarised += held_as_summary
         assert_frame_equal(got, expected)
