@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.analysis.engine.origins import sole_origin
 from envoy_dissector.analysis.stages.requests import TLS_KINDS
 from envoy_dissector.parser.kinds import EventKind
 
@@ -57,17 +58,19 @@ def carried(dropped: pl.DataFrame, max_connections: int = MAX_CARRIED_CONNECTION
         return dropped
     # the rules read a few narrow columns: filtering those is much cheaper than filtering whole events
     indexed = dropped.select("origin", "conn_id", "thread", "kind", "events", "event", "logger").with_row_index("pos__")
-    keep: list[pl.DataFrame] = []
+    # One query for every rule: each filter then makes only the key and position columns it groups (eagerly, a
+    # filter copied all eight, 13 times: 23 -> 11 ms for a 309 k-row window's cut); the key without the origin when
+    # the rows have one (an integer key groups faster than one with a string).
+    one_origin = sole_origin(dropped) is not None
     rules = [(c, k, True) for c, k in LAST_OF] + [(c, k, False) for c, k in FIRST_OF]
-    for condition, key, last in rules:
-        rows = indexed.filter(condition & pl.all_horizontal(pl.col(k).is_not_null() for k in key))
-        if rows.height == 0:
-            continue
-        keep.append(rows.group_by(*key).agg(pos__=pl.col("pos__").max() if last else pl.col("pos__").min())
-                    .select("pos__"))
-    if not keep:
+    rows = indexed.lazy()
+    chosen = pl.concat([
+        rows.filter(condition & pl.all_horizontal(pl.col(k).is_not_null() for k in key))
+        .group_by(*(k for k in key if not (one_origin and k == "origin")))
+        .agg(pos__=pl.col("pos__").max() if last else pl.col("pos__").min()).select("pos__")
+        for condition, key, last in rules]).unique().sort("pos__").collect()["pos__"]
+    if chosen.len() == 0:
         return dropped.head(0)
-    chosen = pl.concat(keep).unique().sort("pos__")["pos__"]
     kept = indexed.select("origin", "conn_id", "pos__")[chosen]
     if kept.select(pl.struct("origin", "conn_id").n_unique()).item() > max_connections:
         latest = kept.group_by("origin", "conn_id").agg(pl.col("pos__").max()).top_k(max_connections, by="pos__")
