@@ -20,8 +20,19 @@ def open_tab(br, value: str) -> None:
     br.find_element(f"#tab-{value}").click()
 
 
-def shot(br, artifacts: Path, name: str) -> None:
-    time.sleep(0.6)  # let plotly finish drawing
+#: True once no dash callback is running and every plotly graph on the page has drawn its figure.
+DRAWN = ("return document.readyState === 'complete' && !document.querySelector('._dash-loading, "
+         "[data-dash-is-loading=\"true\"]') && Array.from(document.querySelectorAll('.js-plotly-plot'))"
+         ".every(g => g._fullLayout && g.querySelector('.main-svg'));")
+
+
+def shot(br, artifacts: Path, name: str, wait_s: float = 5.0) -> None:
+    """A screenshot for a reader of ``test-artifacts/`` (nothing compares it), taken once the page says it is
+    drawn, or after ``wait_s`` on a page that keeps redrawing (a followed log): a fixed 0.6 s wait before each
+    held a worker idle ~12 s a run."""
+    deadline = time.time() + wait_s
+    while not br.driver.execute_script(DRAWN) and time.time() < deadline:
+        time.sleep(0.1)
     br.driver.save_screenshot(str(artifacts / f"{name}.png"))
 
 
