@@ -14,8 +14,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from envoy_dissector.analysis import Capture, dissect
+from envoy_dissector.analysis import Capture
 from envoy_dissector.cli.main import main
+from tests.builders import analysed
 
 REAL = Path(__file__).resolve().parent / "real"
 MANIFEST = json.loads((REAL / "manifest.json").read_text())
@@ -29,7 +30,8 @@ def _ids(excerpts: list[dict[str, Any]]) -> list[str]:
 
 
 def _capture(e: dict[str, Any]) -> Capture:
-    return dissect(str(REAL / e["file"]))
+    """The excerpt analysed once per test process (three tests read each)."""
+    return analysed(REAL / e["file"])
 
 
 def test_manifest_names_every_copied_excerpt_with_its_source() -> None:
