@@ -126,15 +126,10 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     requests = with_constants(one_chunk_each(columns), fixed, schema, height)
     requests, handshake_rows = downstream_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
-    requests, queueing = loop_queue(requests, loop)
-    # Without its read event (no socket lines) a request's queueing cannot be placed: unmeasured, not 0.
-    unplaced = pl.col("unmeasured_phases").fill_null("").str.contains("downstream_read")
-    requests = requests.with_columns(pl.when(~unplaced).then(pl.col(c)).alias(c)
-                                     for c in ("loop_queue_us", "queue_before_read_us"))
-    # ... and so are its waits: no queueing window (nor loop_queue phase row, nor share of sidecar_added_us)
-    unplaced_uids = requests.select("request_uid", unplaced__=unplaced).filter("unplaced__")["request_uid"]
-    if unplaced_uids.len():
-        queueing = queueing.filter(~pl.col("request_uid").is_in(unplaced_uids.implode()))
+    # Without its read event (no socket lines) a request's queueing cannot be placed: unmeasured (null), not 0,
+    # and so are its waits: no queueing window (nor loop_queue phase row, nor share of sidecar_added_us)
+    placed = ~pl.col("unmeasured_phases").fill_null("").str.contains("downstream_read")
+    requests, queueing = loop_queue(requests, loop, placed=placed)
     requests = with_sidecar_added(requests, queueing)
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)

@@ -257,7 +257,8 @@ WAIT_POINTS = (
 )
 
 
-def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | None = None
+               ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The event-loop stage: requests (``PHASED_REQUEST_SCHEMA``) with ``queue_before_read_us`` (the wait
     before the request's first read, outside ``total_us``) and ``loop_queue_us`` (the waits inside its life,
     never more than ``total_us``), as ``QUEUED_REQUEST_SCHEMA``; and the queueing windows (``QUEUEING_SCHEMA``:
@@ -267,6 +268,10 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     earlier than a lower bound (see module doc) and no earlier than the start of the busy
     run that slice belongs to. The queue is the time from the later of the two to the slice.
     For writes the lower bound is the end of the request's own slice that queued the bytes.
+
+    ``placed`` (on ``requests``; default every request): the requests whose waits can be placed. The others still
+    count in the minima and as a connection's previous request, but their waits are not looked up: their two
+    columns are null (unmeasured) and they have no windows (a request without its read event, ``conclude``).
     """
     # (the model reads a few columns: they are sorted and joined, the wide frame is not copied;
     # origins are numbered in their sort order, so millions of lookup rows do not each carry a file name)
@@ -322,6 +327,8 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
     # (what the lookups and the result read from here on: the other columns are let go before the blocks run)
     r = r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "total_us", "pos__",
                  *dict.fromkeys(c for _where, event, bound, _slice in WAIT_POINTS for c in (event, bound)))
+    if placed is not None:  # (five lookup rows a request and their queues: 1.5 GiB for 10 M one-line requests)
+        r = r.filter(requests.select(placed).to_series().gather(r["pos__"]))
     # Each wait point's lookups (one as-of lookup per step for a block of rows; rows name their request by its
     # row in `r` and their wait point by its number: no strings repeated), a block of QUEUE_ROWS at a time, in
     # the order of wait point then row: what a block keeps is its queue and its windows (memory stays bounded
@@ -355,7 +362,8 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
                                         ).cast(pl.Int64))
     # (the two columns are put back in the requests' own order: the wide frame is not copied)
-    queued = requests.drop(added.columns, strict=False).hstack(added[r["pos__"].arg_sort()])
+    queued = requests.drop(added.columns, strict=False).hstack(
+        added[r["pos__"].arg_sort()] if r.height == requests.height else _scattered(added, r["pos__"], requests.height))
     uids = requests.get_column("request_uid").gather(r["pos__"].gather(windows["row"]))
     del r  # (the lookup frame is let go before the served connections are listed: the two would peak together)
     queueing = windows.select(
@@ -363,6 +371,12 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame) -> tuple[pl.DataFrame
             windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
         conn_ids=_served_during(windows, loop))
     return conform(queued, QUEUED_REQUEST_SCHEMA), conform(queueing, QUEUEING_SCHEMA)
+
+
+def _scattered(frame: pl.DataFrame, rows: pl.Series, height: int) -> pl.DataFrame:
+    """``frame``'s columns put at ``rows`` of ``height`` rows, null elsewhere."""
+    return pl.DataFrame([pl.repeat(None, height, dtype=dtype, eager=True).alias(name).scatter(rows, frame[name])
+                         for name, dtype in frame.schema.items()])
 
 
 def _blocks(rows: int, points: int) -> list[list[tuple[int, int, int]]]:

@@ -326,3 +326,24 @@ def test_a_request_without_its_read_event_has_no_queueing_at_all(tmp_path: Path)
     assert cap.requests["loop_queue_us"].null_count() == cap.requests.height
     assert cap.queueing.height == 0
     assert cap.phases.filter(pl.col("phase") == "loop_queue").height == 0
+
+
+def test_the_waits_of_a_request_without_its_read_event_are_not_looked_up(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its queueing is unmeasured whatever the lookups find, so the event-loop model does not look its five wait
+    points up (five lookup rows a request and their queues: 1.5 GiB at 10 M one-line requests); a capture that
+    mixes such requests with measured ones is the fixtures' (tests/analysis/test_loop.py)."""
+    from envoy_dissector.analysis.stages import loop
+
+    looked_up: list[int] = []
+    queued_at = loop._queued_at
+
+    def spy(block: pl.DataFrame, runs: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
+        looked_up.append(block.height)
+        return queued_at(block, runs, slices)
+
+    monkeypatch.setattr(loop, "_queued_at", spy)
+    cap = dissect(_one_line_requests(tmp_path / "one-line.log", 2_000))
+    assert cap.requests.height == 2_000 and cap.queueing.height == 0
+    assert looked_up and sum(looked_up) == 0
+    assert cap.requests.select(pl.col("loop_queue_us", "queue_before_read_us").null_count()).row(0) == (2_000, 2_000)
