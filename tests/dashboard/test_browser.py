@@ -10,6 +10,7 @@ import pytest
 
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import Registry
+from tests.builders import analysed
 from tests.dashboard.browser_steps import TIMEOUT, click, open_tab, shot, until, upload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +23,7 @@ DELAY = FIXTURES / "istio-thread" / "upstream-delay" / "envoy.log.gz"
 
 
 def client_requests(path: Path) -> int:
-    return int(dissect(str(path)).summary()["capture"]["requests"])
+    return int(analysed(path).summary()["capture"]["requests"])  # (once per test process)
 
 
 def first_cell(br, col: str) -> str | None:
@@ -134,7 +135,7 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     search.send_keys("\n")
     dash_duo.wait_for_text_to_equal("#requests-count", f"{expected + 1} of {expected + 1} requests (incl. internal "
                                     "ones) match", timeout=TIMEOUT)
-    totals = dissect(str(LUA)).requests["total_us"].drop_nulls()
+    totals = analysed(LUA).requests["total_us"].drop_nulls()
     header = '.ag-header-cell[col-id="total_us"] .ag-header-cell-label'  # (found at each click: the grid redraws it)
     click(dash_duo, header)
     until(lambda: first_cell(dash_duo, "total_us") == f"{totals.min():,}".replace(",", ""), what="ascending sort")
