@@ -6,6 +6,7 @@ Secrets are planted in every place and spelling of tests/security/planted.py; th
 is driven over HTTP on 127.0.0.1 and every file under its private temporary directory is read."""
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -61,9 +62,25 @@ def analysed(path: Path):
     return dissect(Source("up.log", path=path), name="up.log", redact=True)
 
 
-def assert_same_analysis(original: Path, kept: Path) -> None:
-    """The kept copy analyses as the original does: the same requests, and the same log lines per request."""
-    want, got = analysed(original), analysed(kept)
+@pytest.fixture(scope="module")
+def original_of(tmp_path_factory: pytest.TempPathFactory):
+    """A variant's planted text written as is, and its analysis: once for the module (three variants are the
+    originals of more than one test)."""
+    folder = tmp_path_factory.mktemp("originals")
+
+    @functools.cache
+    def original(variant: str):
+        text = VARIANTS[variant]()
+        path = folder / f"{variant}.log"
+        path.write_text(text)
+        return text, analysed(path)
+    return original
+
+
+def assert_same_analysis(want, kept: Path) -> None:
+    """The kept copy analyses as the original (``want``, its analysis) does: the same requests, and the same log
+    lines per request."""
+    got = analysed(kept)
     assert want.requests.height == 51  # (50 requests of the fixture and the cut one at the start)
     assert_frame_equal(want.requests, got.requests)
     for uid in want.requests["request_uid"].to_list()[::5]:
@@ -73,27 +90,24 @@ def assert_same_analysis(original: Path, kept: Path) -> None:
 @pytest.mark.parametrize(("variant", "compressed"), [
     ("istio-text", False), ("istio-text", True), ("istio-json", True), ("text-kubectl-prefix", False),
     ("text-kubectl-timestamps", True), ("json-kubectl-timestamps-prefix", False)])
-def test_an_upload_is_kept_redacted_and_analyses_as_the_original(variant, compressed, tmp_path):
-    text = VARIANTS[variant]()
+def test_an_upload_is_kept_redacted_and_analyses_as_the_original(variant, compressed, tmp_path, original_of):
+    text, want = original_of(variant)
     assert text.count(MARK) >= SECRETS_PLANTED
-    original = tmp_path / "original.log"
-    original.write_text(text)
     body = gzip.compress(text.encode(), mtime=0) if compressed else text.encode()
     uploads = tmp_path / "uploads"
     uploads.mkdir()
     kept, meter = save_stream(io.BytesIO(body), uploads, 1 << 30, chunk_bytes=4096)
     assert leaks(uploads) == []
     assert kept.read_text().count("\n") == text.count("\n") and meter.text_bytes == len(text.encode())
-    assert_same_analysis(original, kept)
+    assert_same_analysis(want, kept)
 
 
 @pytest.mark.parametrize("variant", ["istio-text", "json-kubectl-timestamps-prefix"])
-def test_a_gzip_captures_decompressed_copy_is_redacted(variant, tmp_path):
-    text = VARIANTS[variant]()
-    plain, packed = tmp_path / "plain.log", tmp_path / "packed.log.gz"
-    plain.write_text(text)
+def test_a_gzip_captures_decompressed_copy_is_redacted(variant, tmp_path, original_of):
+    text, want = original_of(variant)
+    packed = tmp_path / "packed.log.gz"
     packed.write_bytes(gzip.compress(text.encode(), mtime=0))
-    want, got = analysed(plain), analysed(packed)
+    got = analysed(packed)
     for uid in want.requests["request_uid"].to_list()[::5]:
         assert_frame_equal(want.request_lines(uid), got.request_lines(uid))
     index = got.line_index
