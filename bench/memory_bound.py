@@ -154,7 +154,7 @@ def stages(inputs: list[Path]) -> dict[str, object]:
 
     engine.finish = finish
     take = Spill.take
-    Spill.take = lambda spill, kind: labelled(f"take {kind}", take)(spill, kind)  # type: ignore[method-assign]
+    Spill.take = lambda spill, kind, *a, **k: labelled(f"take {kind}", take)(spill, kind, *a, **k)  # type: ignore[method-assign]
     start_mib = rss_mib()
     threading.Thread(target=sample, daemon=True).start()
     with tempfile.TemporaryDirectory() as tmp:

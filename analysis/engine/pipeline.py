@@ -12,7 +12,7 @@ from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQU
 from envoy_dissector.analysis.stages.cost import with_sidecar_added
 from envoy_dissector.analysis.stages.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
 from envoy_dissector.analysis.stages.phases import attribute_phases
-from envoy_dissector.analysis.stages.requests import build_requests, connection_links
+from envoy_dissector.analysis.stages.requests import UID_COLUMNS, build_requests, connection_links, request_uid
 from envoy_dissector.analysis.stages.stitch import Stitching, stitch
 from envoy_dissector.analysis.stages.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
@@ -117,28 +117,35 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     """The capture-wide steps on finished requests: downstream TLS waits (``shakes``: ``tls.handshakes``),
     event-loop queueing (its lower bounds are minima over the origin), order, stitching, notes."""
     out = list(notes)
+    # The uid (~70 bytes of text a request: the origin's path, the connection, the stream) is not carried
+    # through the steps below, which copy and sort the frame: it stands as one null value (a constant column,
+    # not materialised) and is made from the columns it is made of (``requests.request_uid``) where a step reads
+    # it, and for every request once they are in order (``with_uids``).
+    requests = requests.drop("request_uid", strict=False)
     # (a frame of many parts whose columns differ in chunks is copied whole by the next step that adds a
     # column: each is made one chunk here, one column at a time)
     # (a constant column, spill.py, stays one value: ``get_columns`` would materialise it)
-    schema, height, fixed = requests.schema, requests.height, constant_columns(requests)
+    schema, height, fixed = {**requests.schema, "request_uid": pl.String()}, requests.height, constant_columns(requests)
     columns = requests.drop(list(fixed)).get_columns()
     del requests
-    requests = with_constants(one_chunk_each(columns), fixed, schema, height)
-    requests, handshake_rows = downstream_waits(requests, shakes)
+    requests = with_constants(one_chunk_each(columns), {**fixed, "request_uid": None}, schema, height)
+    requests, handshake_rows = tls_waits(requests, shakes)
     phases = pl.concat([phases, handshake_rows.cast(PHASES_SCHEMA)])  # type: ignore[arg-type]
     # Without its read event (no socket lines) a request's queueing cannot be placed: unmeasured (null), not 0,
     # and so are its waits: no queueing window (nor loop_queue phase row, nor share of sidecar_added_us)
     placed = ~pl.col("unmeasured_phases").fill_null("").str.contains("downstream_read")
     requests, queueing = loop_queue(requests, loop, placed=placed)
-    requests = with_sidecar_added(requests, queueing)
     # (not sorted: a sort would copy millions of rows at the moment memory peaks; ``Capture.request_phases``
     # gives one request's rows in time order)
     phases = pl.concat([phases, render_queueing(queueing)])
     schema, height, fixed = requests.schema, requests.height, constant_columns(requests)
+    fixed["request_uid"] = None
     columns = requests.drop(list(fixed)).get_columns()
     order = request_order(requests, fixed)
     del requests
     requests = with_constants(in_order_of(columns, order), fixed, schema, height)
+    del columns, order  # (4 bytes a request: let go before the uids are made)
+    requests = with_sidecar_added(with_uids(requests), queueing)
     requests, stitching = stitch(requests)
     # (counted, not filtered: a filter copies every column of the wide frame it keeps)
     incomplete = int(requests.select((~pl.col("complete") & ~pl.col("internal")).sum()).item())
@@ -153,6 +160,35 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     return Concluded(requests, phases, stitching, tuple(out), queueing)
 
 
+def tls_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``tls.downstream_waits`` on a frame without its uid (``conclude``): the requests with
+    ``downstream_tls_handshake_us`` and its phase rows. The uid is made for the lookup only when a downstream
+    handshake was logged; without one the column is null on every request (one value, not materialised)."""
+    if shakes.filter(pl.col("direction") == "downstream").height == 0:
+        return (requests.with_columns(pl.lit(None, dtype=pl.Int64).alias("downstream_tls_handshake_us")),
+                pl.DataFrame(schema=PHASES_SCHEMA))
+    narrow, rows = downstream_waits(requests.select("origin", "conn_id", "life_start_us",
+                                                    request_uid=request_uid()), shakes)
+    return requests.with_columns(narrow.get_column("downstream_tls_handshake_us")), rows
+
+
+#: Rows of the uid made at once by ``with_uids``
+UID_ROWS = 1 << 20
+
+
+def with_uids(requests: pl.DataFrame) -> pl.DataFrame:
+    """``requests`` with their ``request_uid`` made from its columns (``requests.request_uid``), a block of
+    ``UID_ROWS`` at a time: the text's parts (the connection and line numbers as text) are a block's, not the
+    frame's. The blocks are made one chunk, as the other columns are (a column in chunks of its own makes the
+    next step that reads the frame row-wise copy it whole): text is views into its buffers, so that copies the
+    views, 16 bytes a request, and not the text."""
+    if requests.height <= UID_ROWS:
+        return requests.with_columns(request_uid())
+    uids = pl.concat([requests.slice(at, UID_ROWS).select(*UID_COLUMNS).select(request_uid()).to_series()
+                      for at in range(0, requests.height, UID_ROWS)], rechunk=True)
+    return requests.with_columns(uids)
+
+
 #: The requests frame's order: by origin and start (line number and uid break ties: millisecond captures start
 #: many requests in one tick).
 REQUEST_ORDER = ("origin", "ds_rx_beg_us", "life_start_us", "first_line_no", "request_uid")
@@ -165,8 +201,8 @@ def request_order(requests: pl.DataFrame, constants: Mapping[str, object]) -> pl
     moment memory peaks): the rows are sorted on the first key alone, then without the uid (last, it only breaks
     ties), and on every key only while two neighbours tie on all the keys sorted on (a key of unique starts, as a
     flood of one-line requests has, is one sort of one column)."""
-    keys = [key for key in REQUEST_ORDER if key not in constants]
-    if not keys:
+    keys = [key for key in REQUEST_ORDER if key not in constants or key == "request_uid"]
+    if len(keys) == 1:  # (the uid alone: the frame has fewer than two rows or it is made from constants)
         return pl.int_range(requests.height, dtype=pl.UInt32, eager=True)
     tries = [keys[:1]] if len(keys) > 1 else []
     if len(keys) > 2 and keys[-1] == "request_uid":
@@ -176,7 +212,9 @@ def request_order(requests: pl.DataFrame, constants: Mapping[str, object]) -> pl
         if not _ties(requests, leading, order):
             return order
         del order
-    return requests.select(pl.arg_sort_by(keys, nulls_last=True)).to_series()
+    # (the uid carried as one null value, ``conclude``, is made from its columns for this sort)
+    made = [request_uid() if key == "request_uid" and key in constants else key for key in keys]
+    return requests.select(pl.arg_sort_by(made, nulls_last=True)).to_series()
 
 
 def _ties(frame: pl.DataFrame, keys: list[str], order: pl.Series) -> bool:

@@ -73,8 +73,9 @@ class Spill:
         """Parquet parts written so far (0: everything is still in memory)."""
         return sum(len(k.parts) for k in self._kinds.values())
 
-    def take(self, kind: str) -> pl.DataFrame:
-        """Every frame of ``kind`` in the order added, as one frame; the kind is emptied.
+    def take(self, kind: str, leave_out: Iterable[str] = ()) -> pl.DataFrame:
+        """Every frame of ``kind`` in the order added, as one frame, but its columns ``leave_out`` (not read back);
+        the kind is emptied.
 
         Read back from parts, each column is one chunk, read a column at a time: a frame of many parts would be
         copied whole by the first step that adds a column to it (its columns must be chunked alike), and a
@@ -83,13 +84,15 @@ class Spill:
         parts, held = store.parts, store.held
         self._held_bytes -= sum(int(f.estimated_size()) for f in held)
         store.held, store.parts, store.rows = [], [], 0
+        left_out = set(leave_out)
+        schema = {name: dtype for name, dtype in store.schema.items() if name not in left_out}
         if not parts:
-            return pl.concat(held, rechunk=False) if held else pl.DataFrame(schema=store.schema)
+            return pl.concat(held, rechunk=False).select(list(schema)) if held else pl.DataFrame(schema=schema)
         columns: list[pl.Series] = []
         distinct: list[pl.Series] = []
         constants: dict[str, Any] = {}
         height = 0
-        for name in store.schema:
+        for name in schema:
             pieces = [*(pl.read_parquet(part, columns=[name]).to_series() for part in parts),
                       *(frame[name] for frame in held)]
             height = sum(len(piece) for piece in pieces)
@@ -106,7 +109,7 @@ class Spill:
             del pieces
         for part in parts:
             part.unlink(missing_ok=True)
-        return with_constants(columns, constants, store.schema, height)
+        return with_constants(columns, constants, schema, height)
 
     def close(self) -> None:
         """Remove the temporary directory (also done when the spill is garbage-collected)."""

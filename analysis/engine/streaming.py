@@ -842,10 +842,12 @@ class StreamingAnalysis:
 
     def _finished_requests(self) -> pl.DataFrame:
         """The finished requests, those of origins without thread ids on their lanes, with their internal requests'
-        own work (their internal work bursts found meanwhile)."""
-        requests = requests_on_lanes(self._done.take("requests"), self._lanes)
+        own work (their internal work bursts found meanwhile). Without lanes the uid is not read back: ``conclude``
+        makes it from the columns it is made of once the requests are in order (~70 bytes a request less in its
+        steps)."""
         if self._lane_events is None:
-            return requests
+            return requests_on_lanes(self._done.take("requests", leave_out=("request_uid",)), self._lanes)
+        requests = requests_on_lanes(self._done.take("requests"), self._lanes)
         bursts, own = self._lane_bursts(requests)
         self._done.add("bursts", bursts)
         work = ("internal_work_us", "flush_work_us")

@@ -86,7 +86,12 @@ def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.Dat
     wait = pl.col("upstream_wait_us").fill_null(0)
     added = (pl.col("total_us") + pl.col("queue_before_read_us").fill_null(0) - wait
              + pl.min_horizontal(pl.col("queued_in_wait__").fill_null(0), wait))
-    out = requests.join(back, on="request_uid", how="left", maintain_order="left")
+    # (the key alone is joined and the sum put beside the rows: a join of the wide frame copies every column, and
+    # without a window of upstream wait nothing is joined)
+    queued = (requests.select("request_uid").join(back, on="request_uid", how="left", maintain_order="left")
+              .get_column("queued_in_wait__") if back.height
+              else pl.lit(None, dtype=pl.Int64).alias("queued_in_wait__"))
+    out = requests.with_columns(queued)
     return conform(out.with_columns(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
 
 

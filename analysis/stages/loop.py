@@ -34,6 +34,7 @@ from envoy_dissector.analysis.schema import (
     Phase,
     conform,
 )
+from envoy_dissector.analysis.stages.requests import UID_COLUMNS, request_uid
 from envoy_dissector.analysis.stats import percentile_expr
 from envoy_dissector.parser.kinds import EventKind
 
@@ -364,10 +365,12 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
     # (the two columns are put back in the requests' own order: the wide frame is not copied)
     queued = requests.drop(added.columns, strict=False).hstack(
         added[r["pos__"].arg_sort()] if r.height == requests.height else _scattered(added, r["pos__"], requests.height))
-    uids = requests.get_column("request_uid").gather(r["pos__"].gather(windows["row"]))
+    # (made from the columns it is made of, for the windows' requests only: ``conclude`` carries the uid as
+    # one null value until the requests are in order)
+    uids = requests.select(pl.col(UID_COLUMNS).gather(r["pos__"].gather(windows["row"]))).select(request_uid())
     del r  # (the lookup frame is let go before the served connections are listed: the two would peak together)
     queueing = windows.select(
-        uids, pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
+        uids.to_series(), pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
             windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
         conn_ids=_served_during(windows, loop))
     return conform(queued, QUEUED_REQUEST_SCHEMA), conform(queueing, QUEUEING_SCHEMA)

@@ -459,6 +459,18 @@ def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:
         origin_socket_lines=pl.lit(True))
 
 
+#: The columns a request's uid is made of (``request_uid``), by their names in the requests frame.
+UID_COLUMNS = ("origin", "downstream_conn_id", "stream_id", "first_line_no")
+
+
+def request_uid(conn: str = "downstream_conn_id") -> pl.Expr:
+    """A request's ``request_uid`` from its columns: ``ORIGIN:C<connection>:S<stream>`` (``S?<first line>`` when
+    the stream id was not logged); ``conn``: the connection id column's name."""
+    return pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col(conn).cast(pl.String), pl.lit(":S"),
+                          pl.col("stream_id").cast(pl.String).fill_null(pl.concat_str(pl.lit("?"), "first_line_no"))]
+                         ).alias("request_uid")
+
+
 def _finish(s: pl.DataFrame) -> pl.DataFrame:
     ds_rx_end = pl.coalesce("end_stream_ts", pl.when(pl.col("hdr_end_stream")).then(pl.col("hdr_ts")))
     us_rx_end = pl.when(pl.col("us_hdr_end_stream").fill_null(False)).then(pl.col("us_rx_beg_us")).otherwise(
@@ -467,8 +479,6 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
     # trace line) the codec client's `response complete` upstream once the headers were encoded.
     response_end = pl.coalesce("ds_tx_end_us", pl.when(pl.col("us_complete_ts") >= pl.col("enc_hdr_ts")).then(
         pl.col("us_complete_ts")))
-    uid = pl.concat_str([pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":S"),
-                         pl.col("stream_id").cast(pl.String).fill_null(pl.concat_str(pl.lit("?"), "first_line_no"))])
     # Not client traffic: Envoy's own async streams (no connection-manager line), and the admin interface (on
     # the main thread, never routed; recognised by its paths when the capture misses the start-up lines).
     admin = pl.col("route_ts").is_null() & pl.col("router_any_ts").is_null() & pl.coalesce(
@@ -488,7 +498,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
                    & pl.col("route_ts").is_null()) | admin)
     return s.with_columns(
-        request_uid=uid,
+        request_uid=request_uid("conn_id"),
         downstream_conn_id=pl.col("conn_id"),
         x_request_id=pl.coalesce("x_request_id_router", "x_request_id_client"),
         path=pl.coalesce("path", "route_url"),

@@ -347,3 +347,66 @@ def test_the_waits_of_a_request_without_its_read_event_are_not_looked_up(tmp_pat
     assert cap.requests.height == 2_000 and cap.queueing.height == 0
     assert looked_up and sum(looked_up) == 0
     assert cap.requests.select(pl.col("loop_queue_us", "queue_before_read_us").null_count()).row(0) == (2_000, 2_000)
+
+
+@pytest.mark.parametrize("uid_rows", [1 << 20, 3_000])
+def test_the_uid_is_made_once_the_requests_are_in_order(tmp_path: Path, uid_rows: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request's uid is ~70 bytes of text (the origin's path, the connection, the stream): the requests are read
+    back from the spill without it and ``conclude``'s copies and sorts run without it; it is made from the columns
+    it is made of once they are in order (a block of ``UID_ROWS`` at a time, one chunk), the same text the
+    requests stage made (the fixtures' outputs: tests/analysis/test_streaming.py)."""
+    from envoy_dissector.analysis.engine import pipeline
+    from envoy_dissector.analysis.engine.spill import Spill
+
+    read_back: list[str] = []
+    gathered: list[str] = []
+    take, in_order_of = Spill.take, pipeline.in_order_of
+
+    def spy_take(spill: Spill, kind: str, leave_out: tuple[str, ...] = ()) -> pl.DataFrame:
+        out = take(spill, kind, leave_out)
+        read_back.extend(out.columns if kind == "requests" else [])
+        return out
+
+    def spy_order(columns: list[pl.Series], order: pl.Series) -> list[pl.Series]:
+        gathered.extend(column.name for column in columns)
+        return in_order_of(columns, order)
+
+    monkeypatch.setattr(Spill, "take", spy_take)
+    monkeypatch.setattr(pipeline, "in_order_of", spy_order)
+    monkeypatch.setattr(pipeline, "UID_ROWS", uid_rows)
+    log = _one_line_requests(tmp_path / "one-line.log", 10_000)
+    requests = _streamed(log, spill_budget=0)[0]
+    assert "thread" in read_back and "request_uid" not in read_back
+    assert "life_start_us" in gathered and "request_uid" not in gathered
+    assert requests["request_uid"].to_list() == [f"{log}:C{i}:S?{i}" for i in range(1, 10_001)]
+    assert requests["request_uid"].n_chunks() == 1
+
+
+def test_the_sidecar_share_joins_the_uid_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sidecar_added_us`` takes each request's queueing inside its upstream wait by its uid: the uid alone is
+    joined (a join of the wide frame copies every column of millions of rows), and nothing when no window of
+    upstream wait was found; the values are those of the wide frame's join."""
+    from envoy_dissector.analysis.stages import cost
+
+    cap = dissect(FIXTURES / "istio-thread" / "workers" / "envoy.log.gz")
+    requests = cap.requests.drop("sidecar_added_us")
+    assert cap.queueing.filter(pl.col("where") == cost.UPSTREAM_WAIT_QUEUE).height > 0
+    widths: list[int] = []
+    join = pl.DataFrame.join
+
+    def spy(frame: pl.DataFrame, *args: object, **kwargs: object) -> pl.DataFrame:
+        widths.append(frame.width)
+        return join(frame, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pl.DataFrame, "join", spy)
+    added = cost.with_sidecar_added(requests, cap.queueing)
+    assert widths == [1]
+    assert_frame_equal(added, cap.requests.select(added.columns))
+    assert added["sidecar_added_us"].null_count() < added.height
+    widths.clear()
+    none = cost.with_sidecar_added(requests, cap.queueing.filter(pl.col("where") != cost.UPSTREAM_WAIT_QUEUE))
+    assert widths == []
+    back = cap.queueing.filter(pl.col("where") == cost.UPSTREAM_WAIT_QUEUE).select("request_uid").unique()
+    unchanged = ~pl.col("request_uid").is_in(back["request_uid"].implode())
+    assert_frame_equal(none.filter(unchanged), added.filter(unchanged))
