@@ -14,7 +14,7 @@ import polars as pl
 from envoy_dissector.analysis.engine.events import CaptureEvents, events_of
 from envoy_dissector.analysis.engine.facts import CaptureFacts
 from envoy_dissector.analysis.engine.reread import LineReader, index_for, request_records
-from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET, constant_columns
+from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET, grouped_by_varying
 from envoy_dissector.analysis.engine.stream_capture import PARSE_WORKERS, PREFETCH, regular_files, stream
 from envoy_dissector.analysis.engine.streaming import GRACE_US, IDLE_US, MAX_OPEN_REQUESTS, WINDOW_EVENTS, Emit
 from envoy_dissector.analysis.findings import Finding, all_findings
@@ -142,24 +142,14 @@ class Capture:
 
     def workers(self) -> pl.DataFrame:
         if "workers" not in self._cache:
-            threads = self.facts.worker_threads(self._served_threads())
+            # (the requests' distinct (origin, thread, internal): what it reads of them, the one origin not hashed
+            # a row at a time)
+            threads = self.facts.worker_threads(grouped_by_varying(self.requests, ("origin", "thread", "internal")))
             workers = worker_stats(self.loop, self.requests, threads)
             if not self.quality().socket_lines:  # busy time comes from socket events: unmeasured, not 0
                 workers = workers.with_columns(pl.lit(None, dtype=workers.schema["utilisation"]).alias("utilisation"))
             self._cache["workers"] = workers
         return self._cache["workers"]
-
-    def _served_threads(self) -> pl.DataFrame:
-        """The requests' distinct (origin, thread, internal): what ``facts.worker_threads`` reads of them, without
-        hashing a column of one value (the one origin: its file name a row, materialised) a row at a time."""
-        frame = self.requests.select("origin", "thread", "internal")
-        fixed = constant_columns(frame)
-        varying = [c for c in frame.columns if c not in fixed]
-        if not varying:
-            return frame.head(1)
-        distinct = frame.select(varying).unique()
-        return distinct.with_columns(pl.lit(value, dtype=frame.schema[name]).alias(name)
-                                     for name, value in fixed.items()).select(frame.columns)
 
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:

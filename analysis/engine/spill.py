@@ -209,6 +209,23 @@ def constant_columns(frame: pl.DataFrame) -> dict[str, Any]:
     return {name: value for name, value in found.items() if value is not _VARIES}
 
 
+def grouped_by_varying(frame: pl.DataFrame, keys: tuple[str, ...], **aggregates: pl.Expr) -> pl.DataFrame:
+    """``frame.group_by(keys).agg(**aggregates)`` (without aggregates: the distinct keys), grouped by the keys that
+    vary only: a key of one value on every row (``constant_columns``: one origin) is added back as that value, not
+    hashed a row at a time (10 M one-line requests: 0.9 GiB for the file name and the connections' distinct
+    count)."""
+    fixed = constant_columns(frame.select(keys))
+    varying = [key for key in keys if key not in fixed]
+    if varying:
+        out = frame.group_by(varying).agg(**aggregates)
+    elif aggregates:
+        out = frame.select(**aggregates)
+    else:  # (every key one value: one row of them)
+        return frame.head(1).select(keys)
+    return out.with_columns(pl.lit(value, dtype=frame.schema[key]).alias(key) for key, value in fixed.items()
+                            ).select(*keys, *aggregates)
+
+
 def with_constants(columns: list[pl.Series], constants: dict[str, Any], schema: Mapping[str, pl.DataType],
                    height: int) -> pl.DataFrame:
     """A frame of ``schema``'s columns in its order: ``columns`` as they are, and each of ``constants`` its one

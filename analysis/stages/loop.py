@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
-from envoy_dissector.analysis.engine.spill import constant_columns, gathered
+from envoy_dissector.analysis.engine.spill import constant_columns, gathered, grouped_by_varying
 from envoy_dissector.analysis.schema import (
     LOOP_SCHEMA,
     PHASES_SCHEMA,
@@ -548,17 +548,6 @@ def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame
     return pl.concat([started, served]).unique()
 
 
-def _grouped(frame: pl.DataFrame, keys: tuple[str, ...], **aggregates: pl.Expr) -> pl.DataFrame:
-    """``frame.group_by(keys).agg(**aggregates)``, grouped by the keys that vary only: a key of one value on every
-    row (one origin, spill.constant_columns) is added back as that value, not hashed a row at a time (10 M
-    one-line requests: 0.9 GiB for the file name and the connections' distinct count)."""
-    fixed = constant_columns(frame.select(keys))
-    varying = [key for key in keys if key not in fixed]
-    out = frame.group_by(varying).agg(**aggregates) if varying else frame.select(**aggregates)
-    return out.with_columns(pl.lit(value, dtype=frame.schema[key]).alias(key) for key, value in fixed.items()
-                            ).select(*keys, *aggregates)
-
-
 def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per worker: busy time inside the traffic window, its share of that window, requests and connections,
     and the harm queueing did there: ``waited`` complete requests that waited at least ``WAITED_US`` for the
@@ -577,11 +566,11 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     threads = loop.select("origin", "thread").unique()
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
-    work = _grouped(client, ("origin", "thread"), requests=pl.len(),
+    work = grouped_by_varying(client, ("origin", "thread"), requests=pl.len(),
                     connections=pl.col("downstream_conn_id").n_unique())
-    harm = _grouped(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
+    harm = grouped_by_varying(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
                     wait_p50_us=percentile_expr(wait, 0.5))
-    window = _grouped(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+    window = grouped_by_varying(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
     busy_in = loop.join(window, on="origin").with_columns(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum())
