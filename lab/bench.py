@@ -272,6 +272,23 @@ def _since(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else after - before
 
 
+def _wait_parts(upstream_pid: int | None, envoy_pid: int | None) -> dict[str, list[Path]]:
+    """The threads whose CPU waiting an A/B arm records, by part: the client (the calling thread), the
+    upstream and Envoy (when the arm runs one)."""
+    parts = {"client": threads_of(), "upstream": threads_of(upstream_pid)[1:]}
+    if envoy_pid is not None:
+        parts["envoy"] = threads_of(envoy_pid)[1:]
+    return parts
+
+
+def _waits(parts: dict[str, list[Path]]) -> dict[str, float | None]:
+    return {part: waited_s(tasks) for part, tasks in parts.items()}
+
+
+def _waits_since(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, float | None]:
+    return {part: _since(before[part], after[part]) for part in before}
+
+
 def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, rounds: int = 2,
            log_format: str = DEFAULT_LOG_FORMAT) -> Path:
     """Run every arm of :data:`AB_ARMS` ``rounds`` times, interleaved, at ``rate`` requests/s (``requests`` per
@@ -291,25 +308,25 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
     worker_run_s: dict[str, float | None] = {name: 0.0 for name, level in AB_ARMS if level is not None}
     envoy_run_s: dict[str, float | None] = dict(worker_run_s)
     # (the client's thread, the upstream's and Envoy's threads waiting for a CPU: contention the latencies carry)
-    wait_s: dict[str, float | None] = dict.fromkeys(latencies, 0.0)
+    wait_s: dict[str, dict[str, float | None]] = {name: {} for name in latencies}
     with LeanUpstream(out) as upstream:
         for _ in range(max(1, rounds)):
             for name, level in AB_ARMS:
                 if level is None:
-                    tasks = threads_of(upstream.pid)
-                    waited = waited_s(tasks)
+                    parts = _wait_parts(upstream.pid, None)
+                    waited = _waits(parts)
                     load = open_loop(upstream.port, rate=rate, requests=requests, wall_s=wall)
-                    waited = _since(waited, waited_s(tasks))
+                    waited = _waits_since(waited, _waits(parts))
                 else:
                     settings = dataclasses.replace(MIXES["plain"], log_level=level)
                     with _envoy(settings, out / name, upstream.port, fmt[1], None) as envoy:
                         assert envoy.pid is not None
                         time.sleep(0.2)
                         before = cpu_times(envoy.pid)
-                        tasks = threads_of(upstream.pid, envoy.pid)
-                        waited = waited_s(tasks)
+                        parts = _wait_parts(upstream.pid, envoy.pid)
+                        waited = _waits(parts)
                         load = open_loop(envoy.listener_port, rate=rate, requests=requests, wall_s=wall)
-                        waited = _since(waited, waited_s(tasks))
+                        waited = _waits_since(waited, _waits(parts))
                         after = cpu_times(envoy.pid)
                         time.sleep(0.2)
                     for into, ran in ((worker_run_s, worker_row(before, after, load)["worker_run_s"]),
@@ -320,15 +337,19 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
                     _meta(out / name, settings, fmt, envoy, load, {"scenario": "bench-ab", "arm": name})
                 latencies[name] += load.latencies_us
                 late[name] += load.late
-                total_wait = wait_s[name]
-                wait_s[name] = None if waited is None or total_wait is None else total_wait + waited
+                for part, part_waited in waited.items():
+                    so_far = wait_s[name].get(part, 0.0)
+                    wait_s[name][part] = None if part_waited is None or so_far is None else so_far + part_waited
     arms: dict[str, dict[str, object]] = {
         name: {"requests": len(lat), "late": late[name], "latency_us": _percentiles(lat)}
         for name, lat in latencies.items()}
-    for name, waited_total in wait_s.items():
+    for name, by_part in wait_s.items():
         count = len(latencies[name])
-        arms[name]["cpu_wait_us_per_request"] = (round(waited_total * 1e6 / count, 1)
-                                                 if waited_total is not None and count else None)
+        per_part = {part: round(w * 1e6 / count, 1) if w is not None and count else None
+                    for part, w in by_part.items()}
+        arms[name]["cpu_wait_us_per_request_by_part"] = per_part
+        arms[name]["cpu_wait_us_per_request"] = (None if None in per_part.values() or not per_part
+                                                 else round(sum(per_part.values()), 1))  # type: ignore[arg-type]
     for name, ran in worker_run_s.items():  # Envoy's CPU per request, worker and all threads (schedstat, ns)
         count, every = len(latencies[name]), envoy_run_s[name]
         arms[name]["worker_run_us_per_request"] = round(ran * 1e6 / count, 1) if ran is not None and count else None

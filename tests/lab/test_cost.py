@@ -44,11 +44,23 @@ def ladders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, d
     return {mix: (out / mix, _ladder(out / mix, mix)) for mix in MIXES}
 
 
+#: bench-ab runs again when its processes waited more than CONTENDED_WAIT_US a request for a CPU (a condition
+#: measured beside the latencies, whatever the checks would read), at most this many times in all.
+AB_ATTEMPTS = 3
+
+
 @pytest.fixture(scope="module")
 def ab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("ab")
-    run_ab(out, rate=200, requests=800, rounds=2)
-    return out, json.loads((out / "ab.json").read_text())
+    """The first bench-ab run that was not contended (``contention`` at most CONTENDED_WAIT_US), else the last of
+    AB_ATTEMPTS."""
+    for attempt in range(AB_ATTEMPTS):
+        out = tmp_path_factory.mktemp(f"ab{attempt}")
+        run_ab(out, rate=200, requests=800, rounds=2)
+        result = json.loads((out / "ab.json").read_text())
+        waited = contention(result["arms"])
+        if waited is None or waited <= CONTENDED_WAIT_US:
+            break
+    return out, result
 
 
 def _demand(step: dict[str, Any]) -> float:
@@ -152,11 +164,16 @@ def contention(arms: dict[str, Any]) -> float | None:
     return None if not waits or None in waits else max(waits)
 
 
-#: An A/B whose processes waited this long for a CPU per request (``contention``) measured the machine: the wait alone
-#: could move a p50 by the added-latency check's whole absolute tolerance (150 µs). Runs at load average 8-29 waited
-#: 3,300-17,400 µs a request; a request wakes the three processes about ten times, a few µs each on an idle core
-#: (the quiet CI run: 44-126 µs).
-CONTENDED_WAIT_US = 150
+#: An A/B whose processes waited this long for a CPU per request (``contention``) measured a loaded machine: runs at
+#: load average 8-29 waited 3,300-17,400 µs a request. On an otherwise idle machine the client, the upstream and
+#: Envoy's threads share the two cores and wait at each wake-up: quiet runs waited 44-185 µs a request (the trace
+#: arm most), which the observer's p50 check corrects for (``waiting_added``).
+CONTENDED_WAIT_US = 1000
+
+
+def waiting_added(arms: dict[str, Any]) -> float:
+    """The µs per request the trace arm's processes waited for a CPU more than the info arm's (schedstat)."""
+    return float(arms["sidecar-trace"]["cpu_wait_us_per_request"] - arms["sidecar-info"]["cpu_wait_us_per_request"])
 
 
 def _judge(within: bool, arms: dict[str, Any], what: str) -> None:
@@ -171,7 +188,7 @@ def _judge(within: bool, arms: dict[str, Any], what: str) -> None:
 
 #: The observer is worker CPU (records × their cost): checked against Envoy's own worker CPU per request with trace
 #: logging on minus off at the same rate (bench-ab, schedstat). Each record at its idle class's cost plus 0.6 µs no gap
-#: shows (calibrated on two quiet runs: -4 %, -7 %); the quiet CI run after them: 109 against 120 µs (-9 %). At load
+#: shows (calibrated on two quiet runs: -4 %, -7 %); the quiet runs after them: -9, -27, -24, -28, -19, -11, -13 %. At load
 #: average 8-29 the A/B difference itself moved between 38 and 157 µs while the prediction stayed at 102-113
 #: (docs/cost.md, the observer and the lab): a miss there is not judged.
 def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: ignore[no-untyped-def]
@@ -187,25 +204,23 @@ def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: i
            arms, f"observer CPU predicted {predicted:.0f} µs a request against {measured:.0f} ({cost.record_costs})")
 
 
-#: The client's trace-minus-info p50 is not only the observer, and on a loaded machine not the proxy. On five quiet runs
-#: it was 2-29 % above the worker CPU difference (158 against 128 µs, 127 / 124, 136 / 120, 170 / 150, 198 / 153) and
-#: the observer's p50 -22, -7, -21, -35.3 and -41 % of it (123, 118, 108, 110, 116 µs): the last two outside. There
-#: the trace arm's processes also waited 39-53 µs a request more for a CPU than the info arm's (the client, the
-#: upstream and Envoy share two cores, and the trace arm's extra work delays the other two): latency the capture
-#: cannot show.
-#: At load average 8-29 -82,226..216,298 µs against 110-14,146 µs predicted (the queued share grows with the
-#: queueing).
-@pytest.mark.xfail(reason="the observer's p50 is -7..-41 % of the client's trace - info p50 on five quiet runs (two "
-                          "outside 35 %): the lab's shared cores add CPU waiting to the trace arm (#30)",
-                   strict=False)
+#: The client's trace-minus-info p50 is not only the observer. On the lab's two shared cores the trace arm's extra
+#: work also makes the client, the upstream and Envoy's threads wait longer for a CPU at each wake-up: latency that
+#: a production sidecar with cores of its own does not pay and that a capture cannot show. The check takes the p50
+#: difference less that extra waiting, measured beside it (``waiting_added``, schedstat). On six quiet runs the
+#: observer's p50 was -41..-7 % of the raw difference (two outside 35 %) and -17..+12 % of the corrected one
+#: (docs/cost.md, the lab). At load average 8-29 the raw difference read -82,226..216,298 µs: such runs are
+#: measured again (``AB_ATTEMPTS``) and a miss that stays contended is not judged.
 def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
     arms = result["arms"]
-    measured = arms["sidecar-trace"]["latency_us"]["p50"] - arms["sidecar-info"]["latency_us"]["p50"]
+    raw = arms["sidecar-trace"]["latency_us"]["p50"] - arms["sidecar-info"]["latency_us"]["p50"]
+    measured = raw - waiting_added(arms)
     predicted = _cost(out / "sidecar-trace").observer_us["p50"]
     assert predicted is not None and measured > 0, (arms, predicted)
     _judge(abs(predicted - measured) <= 0.35 * measured, arms,
-           f"observer p50 predicted {predicted} µs against the client's trace - info p50 {measured}")
+           f"observer p50 predicted {predicted} µs against the client's trace - info p50 {raw} less the trace "
+           f"arm's extra CPU waiting {waiting_added(arms):.0f} = {measured:.0f}")
 
 
 def test_added_latency_without_observer_is_sidecar_minus_direct(ab) -> None:  # type: ignore[no-untyped-def]
