@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.parser import extension
+from envoy_dissector.parser.constant import constant
 from envoy_dissector.parser.distinct import Distinct, distinct_rows
 from envoy_dissector.parser.extension import distinct
 from envoy_dissector.parser.grammar import UNKNOWN, MessageParse, parse_message
@@ -385,15 +386,18 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
     work = work.with_columns(values=pl.col("text").str.extract_all(MASK))
     n = work.height
     misfits = _misfits(work, rules, sid)
+    cut_from = work.select("text", "values")
     for name, plan in plans.items():
-        column = pl.repeat(None, n, dtype=pl.String, eager=True).alias(name)
+        column = constant(None, n, pl.String, name)
         row_mode = plan.mode[sid].copy()
         row_mode[misfits] = -1  # the grammar classifies those below
         for mode in (0, 1, 2):
             rows = np.flatnonzero(row_mode == mode)
-            if rows.size:
-                values = _extract(work[rows], mode, plan.params, plan.const, sid[rows])
-                column = column.scatter(rows, values)
+            if rows.size == n:  # (every row cut one way: no gather, no scatter)
+                column = _extract(cut_from, mode, plan.params, plan.const, sid).alias(name)
+            elif rows.size:  # (a literal reads no text: mode 1 gathers nothing)
+                sub = cut_from.head(0) if mode == 1 else cut_from[rows]
+                column = column.scatter(rows, _extract(sub, mode, plan.params, plan.const, sid[rows]))
         out[name] = column
     df = _with_all_fields(pl.DataFrame(out))
     if misfits.size:
@@ -556,7 +560,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     def unknown_classes() -> tuple[pl.DataFrame | None, pl.Series]:
         """The cache's answers for ``keys`` (None: no cache yet) and the classes it cannot answer."""
         if known is None:
-            return None, pl.repeat(True, keys.height, eager=True)
+            return None, constant(True, keys.height, pl.Boolean)
         hits = pl.concat([keys, known.select(answers(known))[classifier.rows_of(keys, state)]], how="horizontal")
         return hits, hits["kind"].is_null()
 
@@ -592,8 +596,8 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
     # in one take of the frame: a gather per column cost ~1.8x as much (bench/README.md, classify's gather)
     held = [c for c in found.columns if found[c].null_count() < found.height]
     taken = classes.spread(found.select(held)) if held else None
-    per_record = pl.DataFrame([taken[c] if taken is not None and c in held else found[c].clear(records.height)
-                               for c in found.columns])
+    per_record = pl.DataFrame([taken[c] if taken is not None and c in held
+                               else constant(None, records.height, found[c].dtype, c) for c in found.columns])
     return per_record.with_columns(
         conn_id=pl.when(pl.col("conn_id") == int(SENTINELS[0])).then(own_conn).otherwise(pl.col("conn_id")),
         stream_id=pl.when(pl.col("stream_id") == int(SENTINELS[1])).then(own_stream).otherwise(pl.col("stream_id")))

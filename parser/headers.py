@@ -4,6 +4,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.parser import extension
+from envoy_dissector.parser.constant import constant
 
 #: Kinds whose message carries a header dump after its first line.
 DUMP_KINDS: tuple[str, ...] = (
@@ -48,5 +49,5 @@ def header_columns(events: pl.DataFrame) -> pl.DataFrame:
         x_request_id=header("x-request-id"), trace_id=pl.coalesce(traceparent, header("x-b3-traceid")),
         status=pl.coalesce(pl.col("status"), header(":status").cast(pl.Int64, strict=False)))
     n = events.height
-    columns = [pl.repeat(None, n, dtype=pl.String, eager=True).alias(k).scatter(rows, found[k]) for k in names]
+    columns = [constant(None, n, pl.String, k).scatter(rows, found[k]) for k in names]
     return events.with_columns(*columns, events["status"].cast(pl.Int64).scatter(rows, found["status"]))
