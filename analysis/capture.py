@@ -17,6 +17,7 @@ from envoy_dissector.analysis.engine.reread import LineReader, index_for, reques
 from envoy_dissector.analysis.engine.spill import MEMORY_BUDGET, grouped_by_varying
 from envoy_dissector.analysis.engine.stream_capture import PARSE_WORKERS, PREFETCH, regular_files, stream
 from envoy_dissector.analysis.engine.streaming import GRACE_US, IDLE_US, MAX_OPEN_REQUESTS, WINDOW_EVENTS, Emit
+from envoy_dissector.analysis.engine.uids import UidsToMake
 from envoy_dissector.analysis.findings import Finding, all_findings
 from envoy_dissector.analysis.quality import (
     CaptureQuality,
@@ -59,12 +60,33 @@ class RequestDetail(Protocol):
     def phase_rows(self) -> int: ...
 
 
+class _Requests:
+    """``Capture.requests``: the frame given, or one given as ``UidsToMake`` (``dissect``'s) with its uids made
+    on first access and kept. The capture's own readers of other columns read ``Capture.rows_without_uid()``, and
+    the ``-o`` writers ``Capture.requests_lazy()``: the uid's text (the origin's path on every row) is not held
+    whole unless asked for."""
+
+    def __get__(self, capture: Capture | None, owner: type | None = None) -> pl.DataFrame:
+        if capture is None:  # (asked by ``dataclass`` for a default: none)
+            raise AttributeError("requests")
+        held = capture.__dict__["_requests"]
+        if isinstance(held, UidsToMake):
+            held = held.made()
+            capture.__dict__["_requests"] = held
+        return held
+
+    def __set__(self, capture: Capture, frame: pl.DataFrame | UidsToMake) -> None:
+        capture.__dict__["_requests"] = frame
+
+
 @dataclass(frozen=True, kw_only=True)
 class Capture:
     """Everything known about one capture (one or several logs analysed together)."""
 
     #: one row per HTTP stream (``REQUEST_FRAME_SCHEMA``): the output-contract columns, then the declared detail
-    requests: pl.DataFrame
+    #: (``dissect`` leaves the uids of a capture to make on first access where ``conclude`` did not read them:
+    #: ``engine/uids.py``)
+    requests: _Requests = _Requests()
     #: long form: request_uid, phase, detail, start_us, end_us, dur_us, part_of_total
     phases: pl.DataFrame
     #: busy slices per worker: origin, thread, start_us, end_us, conn_id, kind, lines
@@ -90,6 +112,28 @@ class Capture:
     #: where one request's whole row, phases and windows are read (its capture-wide results were cached before)
     detail: RequestDetail | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def rows_without_uid(self) -> pl.DataFrame:
+        """``requests`` without ``request_uid`` while its uids are not made (``requests`` itself when they are):
+        for readers of other columns."""
+        held = self.__dict__["_requests"]
+        return held.without_uid() if isinstance(held, UidsToMake) else held
+
+    def _counted_by_uid(self) -> pl.DataFrame:
+        """The requests for readers that read the uids of counted requests only (complete client requests:
+        ``findings``, ``cost``): ``requests`` (its uids made) when there is one, else the rows with the uid still
+        one null value (a flood of cut requests: nothing of theirs is read by uid, and 0.8 GiB at 10 M is not
+        made for it)."""
+        held = self.__dict__["_requests"]
+        counted = (pl.col("complete") & ~pl.col("internal")).any()
+        if not isinstance(held, UidsToMake) or held.rows.select(counted).item():
+            return self.requests
+        return held.rows
+
+    def requests_lazy(self) -> pl.LazyFrame:
+        """``requests`` as a lazy frame: while its uids are not made, a streaming sink makes them a slice at a
+        time."""
+        return self.__dict__["_requests"].lazy()
 
     @property
     def events(self) -> pl.DataFrame:
@@ -129,7 +173,7 @@ class Capture:
     def diagnostics_dict(self) -> dict[str, Any]:
         d = self.diagnostics_info.as_dict()
         client = ~pl.col("internal")  # (counted, not filtered: a filter copies the wide frame)
-        counts = self.requests.select(client.sum(), (client & pl.col("complete")).sum().alias("complete"))
+        counts = self.rows_without_uid().select(client.sum(), (client & pl.col("complete")).sum().alias("complete"))
         d["requests"] = int(counts.item(0, 0))
         d["requests_complete"] = int(counts.item(0, 1))
         d["warnings"] = list(d["warnings"]) + [n for n in self.notes if n not in d["warnings"]]
@@ -144,8 +188,9 @@ class Capture:
         if "workers" not in self._cache:
             # (the requests' distinct (origin, thread, internal): what it reads of them, the one origin not hashed
             # a row at a time)
-            threads = self.facts.worker_threads(grouped_by_varying(self.requests, ("origin", "thread", "internal")))
-            workers = worker_stats(self.loop, self.requests, threads)
+            rows = self.rows_without_uid()
+            threads = self.facts.worker_threads(grouped_by_varying(rows, ("origin", "thread", "internal")))
+            workers = worker_stats(self.loop, rows, threads)
             if not self.quality().socket_lines:  # busy time comes from socket events: unmeasured, not 0
                 workers = workers.with_columns(pl.lit(None, dtype=workers.schema["utilisation"]).alias("utilisation"))
             self._cache["workers"] = workers
@@ -154,32 +199,32 @@ class Capture:
     def findings(self) -> list[Finding]:
         if "findings" not in self._cache:
             self._cache["findings"] = at_resolution(all_findings(
-                self.requests, self.workers(), self.phases, list(self.diagnostics_dict()["warnings"]),
+                self._counted_by_uid(), self.workers(), self.phases, list(self.diagnostics_dict()["warnings"]),
                 self.internal_work(), self.facts.gaps, self.facts.health_checks,
                 {(c.origin, t): share for c in self.cost() for t, share in c.on_cpu.items()}),
-                self.quality(), self.requests)
+                self.quality(), self.rows_without_uid())
         return self._cache["findings"]
 
     def quality(self) -> CaptureQuality:
         """Level, timestamp tick, thread ids, and what they allow to be attributed (analysis/quality.py)."""
         if "quality" not in self._cache:
-            self._cache["quality"] = assess_facts(self.facts.records, self.requests)
+            self._cache["quality"] = assess_facts(self.facts.records, self.rows_without_uid())
         return self._cache["quality"]
 
     def span(self) -> dict[str, Any]:
         """Capture span over all records, request counts, and ``rps`` (null for fewer than 20 requests)."""
-        return span_of(*self.facts.records.span(), self.requests)
+        return span_of(*self.facts.records.span(), self.rows_without_uid())
 
     def _span_rows(self) -> pl.DataFrame:
         """The requests' columns a span reads (filtered per origin without copying the wide frame)."""
-        return self.requests.select("origin", "internal", "complete", "life_start_us", "life_end_us")
+        return self.rows_without_uid().select("origin", "internal", "complete", "life_start_us", "life_end_us")
 
     def origins(self) -> list[dict[str, Any]]:
         """One entry per origin (input file, pod/container, restart run): its format and its own span."""
         d = self.diagnostics_dict()
         by_source: dict[str, str] = d.get("format_by_source") or {}
         # (an expression: ``requests["origin"]`` would make the frame keep a full copy of a constant column)
-        origins = self.requests.select(pl.col("origin").unique()).to_series().to_list()
+        origins = self.rows_without_uid().select(pl.col("origin").unique()).to_series().to_list()
         names = sorted(set(origins) | set(d.get("by_origin") or {}))
         out = []
         for origin in names:
@@ -207,18 +252,18 @@ class Capture:
             "capture_quality": quality.as_dict(),
             "capture": {**self.span(), "origins": self.origins()},
             "diagnostics": {k: v for k, v in self.diagnostics_dict().items() if k not in RUN_COUNTERS},
-            "phases": percentiles(self.requests),
+            "phases": percentiles(self.rows_without_uid()),
             "workers": [{**w, "utilisation": None if w["utilisation"] is None else round(w["utilisation"], 4)}
                         for w in workers.iter_rows(named=True)],
             "findings": [f.as_dict() for f in self.findings()],
             "tls_handshakes": self.facts.handshake_counts(),
             "stitching": self.stitching.as_dict(),
-            "by": {by: grouped(self.requests, by).head(50).to_dicts()
+            "by": {by: grouped(self.rows_without_uid(), by).head(50).to_dicts()
                    for by in ("authority", "path", "cluster", "status")},
             "cost": summary_entry(self.cost()),
         }
-        if not self.requests.select((~pl.col("internal") & pl.col("complete")).any()).item():
-            summary["partial_requests"] = partial_requests(self.requests)
+        if not self.rows_without_uid().select((~pl.col("internal") & pl.col("complete")).any()).item():
+            summary["partial_requests"] = partial_requests(self.rows_without_uid())
         return summary
 
     def request(self, request: str | int) -> dict[str, Any]:
@@ -327,7 +372,7 @@ class Capture:
         """What the sidecar cost, one ``stages.cost.Cost`` per origin (docs/cost.md): added latency with and
         without the trace-logging observer, CPU per 1000 requests, the throughput ceiling."""
         if "cost" not in self._cache:
-            self._cache["cost"] = capture_cost(self.requests, self.loop, self.workers(), gaps=self.facts.gaps,
+            self._cache["cost"] = capture_cost(self._counted_by_uid(), self.loop, self.workers(), gaps=self.facts.gaps,
                                                busy_measured=self.quality().socket_lines)
         return self._cache["cost"]
 
@@ -397,11 +442,12 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
                   stop_reading=stop_reading, on_finished=on_finished, grace_us=grace_us, idle_us=idle_us,
                   window_events=window_events, max_open=max_open, block_bytes=block_bytes, prefetch=prefetch,
                   spill_budget=spill_budget, parse_workers=parse_workers, background_steps=background_steps,
-                  keep_events=keep_events, read_ahead=regular_files(source))
+                  keep_events=keep_events, read_ahead=regular_files(source), uids_on_access=True)
     result = done.analysis
     events = events_of(src, kept=done.kept, format=format, log_format=log_format, redact=redact, shapes=shapes,
                        stop_reading=stop_reading)
-    return Capture(requests=result.requests, phases=result.phases, loop=result.loop,
+    return Capture(requests=result.requests if result.uids_made else UidsToMake(result.requests),
+                   phases=result.phases, loop=result.loop,
                    diagnostics_info=done.diagnostics, notes=result.notes, name=_label(source, name),
                    stitching=result.stitching, queueing=result.queueing, facts=done.facts, event_source=events,
                    line_index=index_for(src, format=format, log_format=log_format, redact=redact))

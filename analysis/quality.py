@@ -16,7 +16,7 @@ import polars as pl
 from envoy_dissector.analysis.findings import Finding
 from envoy_dissector.analysis.schema import PHASE_SPANS
 from envoy_dissector.analysis.stages.fallbacks import BOUNDARY_NAMES
-from envoy_dissector.analysis.stages.requests import SOCKET_KINDS
+from envoy_dissector.analysis.stages.requests import SOCKET_KINDS, request_uid
 from envoy_dissector.analysis.stats import median as stats_median
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import DissectorError, ExitCode
@@ -357,7 +357,8 @@ def _missing(text: str | None) -> set[str]:
 
 
 def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, Any]]:
-    """Client requests not complete: the phases whose two boundaries are both in the capture, and what is missing."""
+    """Client requests not complete: the phases whose two boundaries are both in the capture, and what is missing.
+    ``requests`` may come without ``request_uid`` (``Capture.rows_without_uid``): it is made for the rows listed."""
     if requests.height == 0:
         return []
     # (the first rows are found on two columns and only they are taken: the wide frame is not copied)
@@ -365,6 +366,8 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     cut = ~pl.col("internal") & ~pl.col("complete")
     client = requests.select(pl.col("first_ts").filter(cut), row__=pl.int_range(pl.len(), dtype=pl.UInt32).filter(cut))
     first = requests[client.sort("first_ts", nulls_last=True).head(limit)["row__"]]
+    if "request_uid" not in first.columns:
+        first = first.with_columns(request_uid())
     out = []
     for row in first.iter_rows(named=True):
         missing = _missing(row.get("missing_boundaries"))
@@ -381,15 +384,14 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
 class Assessed(Protocol):
     """What the report's quality block reads of a capture (``Capture`` is one; this module imports no capture)."""
 
-    @property
-    def requests(self) -> pl.DataFrame: ...
+    def rows_without_uid(self) -> pl.DataFrame: ...
 
     def quality(self) -> CaptureQuality: ...
 
 
 def _short_uid(uid: str, capture: Assessed) -> str:
     """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
-    one_origin = capture.requests.select(pl.col("origin").n_unique()).item() <= 1
+    one_origin = capture.rows_without_uid().select(pl.col("origin").n_unique()).item() <= 1
     return ":".join(uid.rsplit(":", 2)[-2:]) if one_origin else uid
 
 
@@ -400,8 +402,8 @@ def quality_lines(capture: Assessed) -> list[str]:
     lines = [f"capture quality: {level} · {q.resolution} timestamps · "
              + ("thread ids" if q.thread_ids else "no thread ids")]
     lines += [f"  - {s}" for s in q.statements]
-    partial = partial_requests(capture.requests) if not capture.requests.filter(
-        ~pl.col("internal") & pl.col("complete")).height else []
+    rows = capture.rows_without_uid()
+    partial = partial_requests(rows) if not rows.select((~pl.col("internal") & pl.col("complete")).any()).item() else []
     if partial:
         lines.append("")
         lines.append(f"partial requests (first {len(partial)}): phases known · boundaries missing")

@@ -85,8 +85,9 @@ def select(capture: Capture, *, since: str | None = None, until: str | None = No
 
     ``authority``/``path`` are regular expressions; ``status`` is ``503``, ``5xx`` or ``>=400``.
     """
-    r = capture.requests
-    start = r["life_start_us"].min() if r.height else None
+    # (the rows without their uid: a capture whose uids are not made yet makes them only when it is filtered)
+    rows = capture.rows_without_uid()
+    start = rows.select(pl.col("life_start_us").min()).item() if rows.height else None
     cond = pl.lit(True)
     if since:
         cond = cond & (pl.col("life_start_us") >= parse_time(since, start))  # type: ignore[arg-type]
@@ -100,7 +101,7 @@ def select(capture: Capture, *, since: str | None = None, until: str | None = No
         cond = cond & _status_condition(status)
     if cond.meta.eq(pl.lit(True)):
         return capture
-    kept = r.filter(cond)
+    kept = capture.requests.filter(cond)
     phases = capture.phases.join(kept.select("request_uid"), on="request_uid", how="semi")
     queueing = capture.queueing.join(kept.select("request_uid"), on="request_uid", how="semi")
     return dataclasses.replace(capture, requests=kept, phases=phases, queueing=queueing, _cache={})

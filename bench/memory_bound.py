@@ -34,6 +34,7 @@ STAGE_STEPS = (
     ("envoy_dissector.analysis.engine.pipeline", "request_order"),
     ("envoy_dissector.analysis.engine.pipeline", "in_order_of"),
     ("envoy_dissector.analysis.engine.pipeline", "stitch"),
+    ("envoy_dissector.analysis.engine.uids", "with_uids"),  # (the uids made when ``Capture.requests`` is asked for)
     ("envoy_dissector.cli.analyze", "write"),
     ("envoy_dissector.cli.analyze", "render"),
 )

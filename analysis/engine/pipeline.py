@@ -9,7 +9,7 @@ import polars as pl
 
 from envoy_dissector.analysis.engine.spill import constant_columns, gathered, with_constants
 from envoy_dissector.analysis.schema import PHASES_SCHEMA, QUEUEING_SCHEMA, REQUEST_FRAME_SCHEMA
-from envoy_dissector.analysis.stages.cost import with_sidecar_added
+from envoy_dissector.analysis.stages.cost import UPSTREAM_WAIT_QUEUE, with_sidecar_added
 from envoy_dissector.analysis.stages.loop import has_thread_ids, infer_threads, loop_queue, render_queueing, slices
 from envoy_dissector.analysis.stages.phases import attribute_phases
 from envoy_dissector.analysis.stages.requests import UID_COLUMNS, build_requests, connection_links, request_uid
@@ -33,6 +33,9 @@ class Analysis:
     stitching: Stitching = field(default_factory=Stitching)
     #: QUEUEING_SCHEMA: event-loop queueing windows and the connections served meanwhile
     queueing: pl.DataFrame = field(default_factory=_no_queueing)
+    #: False: ``requests``' uid is not made yet, one null value (``StreamingAnalysis(uids_on_access=True)``):
+    #: ``uids.UidsToMake`` makes it where it is read
+    uids_made: bool = True
 
 
 def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -68,6 +71,7 @@ class Concluded:
     stitching: Stitching
     notes: tuple[str, ...]
     queueing: pl.DataFrame
+    uids_made: bool = True
 
 
 def analysed_events(events: pl.DataFrame) -> pl.DataFrame:
@@ -113,9 +117,12 @@ def with_threads(events: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
 
 
 def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, shakes: pl.DataFrame,
-             notes: tuple[str, ...]) -> Concluded:
+             notes: tuple[str, ...], *, make_uids: bool = True) -> Concluded:
     """The capture-wide steps on finished requests: downstream TLS waits (``shakes``: ``tls.handshakes``),
-    event-loop queueing (its lower bounds are minima over the origin), order, stitching, notes."""
+    event-loop queueing (its lower bounds are minima over the origin), order, stitching, notes.
+
+    ``make_uids=False``: the uids are left to make where they are read (``Concluded.uids_made`` false) unless a
+    step here reads them all (stitching several origins, upstream-wait windows joined to their requests)."""
     out = list(notes)
     # The uid (~70 bytes of text a request: the origin's path, the connection, the stream) is not carried
     # through the steps below, which copy and sort the frame: it stands as one null value (a constant column,
@@ -145,7 +152,10 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     del requests
     requests = with_constants(in_order_of(columns, order), fixed, schema, height)
     del columns, order  # (4 bytes a request: let go before the uids are made)
-    requests = with_sidecar_added(with_uids(requests), queueing)
+    uids_read = (queueing.select((pl.col("where") == UPSTREAM_WAIT_QUEUE).any()).item()
+                 or requests.select(pl.col("origin").n_unique()).item() > 1)
+    uids_made = make_uids or bool(uids_read)
+    requests = with_sidecar_added(with_uids(requests) if uids_made else requests, queueing)
     requests, stitching = stitch(requests)
     # (counted, not filtered: a filter copies every column of the wide frame it keeps)
     incomplete = int(requests.select((~pl.col("complete") & ~pl.col("internal")).sum()).item())
@@ -157,7 +167,7 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
             out.append(f"{offset.negative_network} stitched request(s) {offset.from_} → {offset.to} have a negative "
                        f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
                        "their log timestamps contradict causality")
-    return Concluded(requests, phases, stitching, tuple(out), queueing)
+    return Concluded(requests, phases, stitching, tuple(out), queueing, uids_made)
 
 
 def tls_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -282,6 +282,9 @@ class StreamingAnalysis:
     _source_runs: set[str] = field(default_factory=set)
     #: requests given up unfinished because their worker held ``max_open`` open ones
     _given_up: int = 0
+    #: leave the requests' uids to make where they are read (``Analysis.uids_made`` false, ``engine/uids.py``)
+    #: unless ``conclude`` reads them itself
+    uids_on_access: bool = False
     #: each connection's inferred lane in origins without thread ids (``origin, conn_id, lane``; set by ``finish``)
     _lanes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_LANE_OF_SCHEMA))
     #: those origins' lines on their lanes, from their inference until their internal work bursts are found
@@ -915,10 +918,12 @@ class StreamingAnalysis:
         with self._timed("conclude"):
             # (requests taken inside the call, not held here: conclude frees each input once it has the next
             # frame; the phase rows wait on disk meanwhile — conclude only appends to them — and join after)
-            done = conclude(held.pop(), pl.DataFrame(schema=PHASES_SCHEMA), loop_frame, all_shakes, tuple(notes))
+            done = conclude(held.pop(), pl.DataFrame(schema=PHASES_SCHEMA), loop_frame, all_shakes, tuple(notes),
+                            make_uids=not self.uids_on_access)
             phases = pl.concat([self._done.take("phases"), done.phases], rechunk=False)
         self._done.close()
-        return Analysis(done.requests, phases, loop_frame, done.notes, done.stitching, done.queueing)
+        return Analysis(done.requests, phases, loop_frame, done.notes, done.stitching, done.queueing,
+                        uids_made=done.uids_made)
 
 
 def analyse(events: pl.DataFrame) -> Analysis:

@@ -40,13 +40,14 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def export_columns(requests: pl.DataFrame, columns: Columns = "contract") -> list[str]:
+def export_columns(requests: pl.DataFrame | pl.LazyFrame, columns: Columns = "contract") -> list[str]:
     """The requests columns a file export carries: the contract, with the stitched peer columns when the
     capture has more than one origin (docs/output.md); ``"all"``: every column of the frame."""
     if columns == "all":
-        return requests.columns
+        return requests.collect_schema().names()
     # (an expression: ``requests["origin"]`` would materialise a constant column, spill.py, and keep it)
-    peers = list(PEER_SCHEMA) if requests.select(pl.col("origin").n_unique()).item() > 1 else []
+    origins = requests.lazy().select(pl.col("origin").n_unique()).collect().item()
+    peers = list(PEER_SCHEMA) if origins > 1 else []
     return [*CONTRACT_COLUMNS, *peers]
 
 
@@ -54,17 +55,20 @@ def write(capture: Capture, path: str, requests: pl.DataFrame | None = None, col
     """Write ``capture`` to ``path``: requests (.parquet/.csv/.jsonl), summary (.json), trace (.trace.json).
 
     All or nothing (output_file.py); CSV text cells that look like formulas are neutralised (csv_safe.py).
+    The rows are streamed out a slice at a time (the bytes ``write_parquet``/``write_csv``/``write_ndjson`` of
+    the whole frame give): a capture whose uids are not made yet makes them as they are written
+    (``Capture.requests_lazy``), never the whole column.
     """
     suffix = kind_of(path)
-    chosen = requests if requests is not None else capture.requests
+    chosen = requests.lazy() if requests is not None else capture.requests_lazy()
     frame = chosen.select(export_columns(chosen, columns))
     with output_path(path) as out:
         if suffix == ".parquet":
-            frame.write_parquet(out)
+            frame.sink_parquet(out, engine="streaming")
         elif suffix == ".csv":
-            neutralise_formulas(frame).write_csv(out)
+            neutralise_formulas(frame).sink_csv(out, engine="streaming")
         elif suffix == ".jsonl":
-            frame.write_ndjson(out)
+            frame.sink_ndjson(out, engine="streaming")
         elif suffix == ".json":
             Path(out).write_text(json.dumps(summary_json(capture), indent=2, default=_json_default))
         else:

@@ -16,6 +16,7 @@ from envoy_dissector.analysis.gap_counts import COLD
 from envoy_dissector.analysis.outputs.terminal import MAX_WIDTH
 from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
+from envoy_dissector.analysis.stages.requests import request_uid
 from envoy_dissector.analysis.stages.stitch import render_stitching
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
 from envoy_dissector.analysis.units import in_unit, table_unit
@@ -53,7 +54,7 @@ def render(capture: Capture, *, top: int = 5, width: int = WIDTH, filters: str =
         _stitching(capture, width),
         _findings(capture.findings(), width),
     ]
-    if filters and counted(capture.requests).height == 0:
+    if filters and counted(capture.rows_without_uid()).height == 0:
         sections.insert(1, [f"no request matches the filters ({filters}): nothing to report", ""])
     return "\n".join(line for section in sections for line in section).rstrip("\n")
 
@@ -124,7 +125,7 @@ def _span_text(o: dict[str, Any]) -> str:
 
 
 def _phase_table(capture: Capture, width: int) -> list[str]:
-    pct = percentiles(capture.requests)
+    pct = percentiles(capture.rows_without_uid())
     if not pct:
         return []
     phases = [c.removesuffix("_us") for c in PHASE_COLUMNS]
@@ -162,7 +163,11 @@ def _slowest(capture: Capture, top: int, width: int) -> list[str]:
 
     "largest" names queueing for the worker when it is most of the request's time in the proxy (it is a share
     inside the phases, so the largest phase alone would hide it)."""
-    slow = counted(capture.requests).sort(["total_us", "request_uid"], descending=[True, False]).head(top)
+    # (the uids of the counted requests only, when the capture's are not made yet: a flood of cut requests has none)
+    slow = counted(capture.rows_without_uid())
+    if "request_uid" not in slow.columns:
+        slow = slow.with_columns(request_uid())
+    slow = slow.sort(["total_us", "request_uid"], descending=[True, False]).head(top)
     if slow.height == 0 or top <= 0:
         return []
     slow = slow.with_columns(dominant=dominant_phase(slow))
@@ -260,7 +265,7 @@ def _cost(capture: Capture, width: int) -> list[str]:
 
 def _stitching(capture: Capture, width: int) -> list[str]:
     """Requests stitched across proxies (mesh captures), when there are any."""
-    stitched = render_stitching(capture.stitching, capture.requests)
+    stitched = render_stitching(capture.stitching, capture.rows_without_uid())
     return [*_fit(stitched, width), ""] if stitched else []
 
 

@@ -410,3 +410,49 @@ def test_the_sidecar_share_joins_the_uid_alone(monkeypatch: pytest.MonkeyPatch) 
     back = cap.queueing.filter(pl.col("where") == cost.UPSTREAM_WAIT_QUEUE).select("request_uid").unique()
     unchanged = ~pl.col("request_uid").is_in(back["request_uid"].implode())
     assert_frame_equal(none.filter(unchanged), added.filter(unchanged))
+
+
+def test_a_flood_of_cut_requests_has_its_uids_made_where_they_are_read(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The uids' text (the origin's path on every row: 0.8 GiB for 10 M one-line requests) is not made whole for
+    the ``-o`` writers, the report or the summary: the writers stream the rows out and make it a slice at a time,
+    the report and the summary read other columns (and the uids of the few requests they list); the capture
+    makes it on first access of ``Capture.requests``, the same text and columns as before. The files hold the
+    bytes the whole frame's writers give."""
+    from envoy_dissector.analysis.engine.uids import UidsToMake
+    from envoy_dissector.analysis.outputs.export import summary_json, write
+    from envoy_dissector.analysis.outputs.report import render
+    from envoy_dissector.analysis.schema import REQUEST_FRAME_SCHEMA
+
+    made: list[int] = []
+    make = UidsToMake.made
+
+    def spy(pending: UidsToMake) -> pl.DataFrame:
+        made.append(pending.rows.height)
+        return make(pending)
+
+    monkeypatch.setattr(UidsToMake, "made", spy)
+    n = 3_000
+    log = _one_line_requests(tmp_path / "one-line.log", n)
+    cap = dissect(str(log))
+    outs = {suffix: tmp_path / f"requests{suffix}" for suffix in (".parquet", ".csv", ".jsonl")}
+    for out in outs.values():
+        write(cap, str(out), columns="all")
+    report, summary = render(cap), summary_json(cap)
+    assert made == []
+    assert "partial requests (first 20)" in report and summary["partial_requests"][0]["request_uid"] == f"{log}:C1:S?1"
+    uids = [f"{log}:C{i}:S?{i}" for i in range(1, n + 1)]
+    requests = cap.requests
+    assert made == [n]
+    assert requests.schema == pl.Schema(REQUEST_FRAME_SCHEMA)
+    assert requests["request_uid"].to_list() == uids and requests["request_uid"].n_chunks() == 1
+    assert cap.requests is requests  # (made once, kept)
+    assert pl.read_parquet(outs[".parquet"])["request_uid"].to_list() == uids
+    whole = tmp_path / "whole"
+    requests.write_parquet(whole)
+    assert outs[".parquet"].read_bytes() == whole.read_bytes()
+    requests.write_csv(whole)
+    assert outs[".csv"].read_bytes() == whole.read_bytes()
+    requests.write_ndjson(whole)
+    assert outs[".jsonl"].read_bytes() == whole.read_bytes()
+    assert render(cap) == report and summary_json(cap) == summary
