@@ -349,25 +349,30 @@ def _plans(rules: list[ShapeRule], shapes: list[str]) -> dict[str, _FieldPlan]:
     return plans
 
 
-def _extract(sub: pl.DataFrame, mode: int, params: np.ndarray, const: list[str | None], sids: np.ndarray) -> pl.Series:
-    """Values of one field for rows that all share ``mode``."""
-    p = params[sids]
+def _extract(cut_from: pl.DataFrame, rows: np.ndarray | None, mode: int, params: np.ndarray,
+             const: list[str | None], sids: np.ndarray) -> pl.Series:
+    """Values of one field for the ``rows`` of ``cut_from`` (``text``, ``values``; None: every row), which all
+    share ``mode``; ``sids``: their shapes. The rows are taken inside the query: the frame is not gathered."""
     if mode == 1:
         return pl.Series(const, dtype=pl.String).gather(sids)
-    frame = sub.with_columns(
-        ls=pl.Series(p[:, 0]), rs=pl.Series(p[:, 1]), ds=pl.Series(p[:, 2]),
-        le=pl.Series(p[:, 3]), re=pl.Series(p[:, 4]), de=pl.Series(p[:, 5]))
+    p = params[sids]
+
+    def param(k: int) -> pl.Expr:
+        return pl.lit(pl.Series(p[:, k]))
+
+    def column(name: str) -> pl.Expr:
+        return pl.col(name) if rows is None else pl.col(name).gather(pl.Series(rows))
+
     if mode == 0:
-        value = pl.col("values").list.get(pl.col("rs"), null_on_oob=True)
-        expr = value.str.slice(pl.col("ds"), value.str.len_chars().cast(pl.Int64) - pl.col("ds") + pl.col("de"))
-    else:
-        cum = pl.concat_list(pl.lit(0, dtype=pl.UInt32),
-                             pl.col("values").list.eval(pl.element().str.len_chars().cum_sum()))
-        frame = frame.with_columns(cum=cum)
-        start = pl.col("ls") + pl.col("cum").list.get(pl.col("rs"), null_on_oob=True).cast(pl.Int64) + pl.col("ds")
-        end = pl.col("le") + pl.col("cum").list.get(pl.col("re"), null_on_oob=True).cast(pl.Int64) + pl.col("de")
-        expr = pl.col("text").str.slice(start, end - start)
-    return frame.select(expr).to_series()
+        value = column("values").list.get(param(1), null_on_oob=True)
+        return cut_from.select(value.str.slice(param(2), value.str.len_chars().cast(pl.Int64) - param(2) + param(5))
+                               ).to_series()
+    frame = cut_from.select(column("text"), column("values"))
+    cum = pl.concat_list(pl.lit(0, dtype=pl.UInt32), pl.col("values").list.eval(pl.element().str.len_chars().cum_sum()))
+    frame = frame.with_columns(cum=cum)
+    start = param(0) + pl.col("cum").list.get(param(1), null_on_oob=True).cast(pl.Int64) + param(2)
+    end = param(3) + pl.col("cum").list.get(param(4), null_on_oob=True).cast(pl.Int64) + param(5)
+    return frame.select(pl.col("text").str.slice(start, end - start)).to_series()
 
 
 def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -> pl.DataFrame:
@@ -393,11 +398,10 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
         row_mode[misfits] = -1  # the grammar classifies those below
         for mode in (0, 1, 2):
             rows = np.flatnonzero(row_mode == mode)
-            if rows.size == n:  # (every row cut one way: no gather, no scatter)
-                column = _extract(cut_from, mode, plan.params, plan.const, sid).alias(name)
-            elif rows.size:  # (a literal reads no text: mode 1 gathers nothing)
-                sub = cut_from.head(0) if mode == 1 else cut_from[rows]
-                column = column.scatter(rows, _extract(sub, mode, plan.params, plan.const, sid[rows]))
+            if rows.size == n:  # (every row cut one way: no scatter)
+                column = _extract(cut_from, None, mode, plan.params, plan.const, sid).alias(name)
+            elif rows.size:
+                column = column.scatter(rows, _extract(cut_from, rows, mode, plan.params, plan.const, sid[rows]))
         out[name] = column
     df = _with_all_fields(pl.DataFrame(out))
     if misfits.size:
