@@ -271,12 +271,12 @@ def _grammar_rows(texts: list[str]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
-def _typed(df: pl.DataFrame) -> pl.DataFrame:
+def _typed(present: list[str]) -> list[pl.Expr]:
+    """Each prefix field and field typed, from its string column (a field not ``present``: from nulls)."""
     exprs = []
     for name in (*PREFIX_FIELDS, *FIELD_SCHEMA):
-        if name not in df.columns:
-            continue
-        col = pl.col(name)
+        source = pl.col(name) if name in present else pl.lit(None, dtype=pl.String)
+        col = source
         if name in QUOTED_FIELDS:
             col = col.str.strip_prefix("'").str.strip_suffix("'")
         if name == "dispatch_buffered":  # a bool: printed 0/1 or false/true depending on the build
@@ -286,10 +286,9 @@ def _typed(df: pl.DataFrame) -> pl.DataFrame:
         elif name in INT_FIELDS:
             col = col.cast(pl.Int64, strict=False)
         elif name in BOOL_FIELDS:
-            col = pl.when(pl.col(name).is_null()).then(None).otherwise(
-                pl.col(name).str.to_lowercase().is_in(["true", "1"]))
+            col = pl.when(source.is_null()).then(None).otherwise(source.str.to_lowercase().is_in(["true", "1"]))
         exprs.append(col.alias(name))
-    return df.with_columns(exprs)
+    return exprs
 
 
 def _with_all_fields(df: pl.DataFrame) -> pl.DataFrame:
@@ -403,9 +402,10 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
             elif rows.size:
                 column = column.scatter(rows, _extract(cut_from, rows, mode, plan.params, plan.const, sid[rows]))
         out[name] = column
-    df = _with_all_fields(pl.DataFrame(out))
+    df = pl.DataFrame(out)
     if misfits.size:
         classifier.count_fallback(int(misfits.size))
+        df = _with_all_fields(df)
         exact = _with_all_fields(_grammar_rows(work["text"].gather(misfits).to_list()))
         df = df.with_columns(df[c].scatter(misfits, exact[c]) for c in ("kind", *PREFIX_FIELDS, *FIELD_SCHEMA))
     return _finish(df)
@@ -431,9 +431,8 @@ def _misfits(work: pl.DataFrame, rules: list[ShapeRule], sid: np.ndarray) -> np.
 
 
 def _finish(df: pl.DataFrame) -> pl.DataFrame:
-    cols = ["kind", *PREFIX_FIELDS, *FIELD_SCHEMA]
-    df = _typed(df.select(cols))
-    return df.with_columns(pl.col("kind").fill_null(UNKNOWN).cast(KIND))
+    """``kind`` and every prefix field and field typed, in one query (a field ``df`` lacks: nulls)."""
+    return df.select(pl.col("kind").fill_null(UNKNOWN).cast(KIND), *_typed(df.columns))
 
 
 #: The grammar's ``prefix`` rule as a regex: ``[C12][S34] `` and both ``[Tags: ...] `` spellings.
