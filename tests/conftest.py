@@ -119,7 +119,6 @@ LONG_FIRST: tuple[str, ...] = (
     "tests/analysis/test_long_follow.py",
     "tests/fleet/test_cluster_security.py",
     "tests/dashboard/test_browser_details.py",
-    "tests/analysis/test_spill.py",
     "tests/analysis/test_loop_stream.py",
     "tests/analysis/test_threadless_stream.py",
     "tests/analysis/test_memory_bound.py",
