@@ -153,7 +153,7 @@ def test_workers_fed_alike_step_in_different_chunks(monkeypatch: pytest.MonkeyPa
         due = window - int(window * share)
         assert due <= first_step[t] < due + 400, (t, first_step[t], due)
     assert min(first_step[t] for t in workers[1:]) < window  # not all at a whole window
-    assert_frame_equal(streamed.requests, dissect(str(log)).requests, check_row_order=False)
+    assert_frame_equal(streamed.requests, capture_of(log).requests, check_row_order=False)
 
 
 def _streamed_in_steps(log: Path, background: bool) -> tuple[Any, list[list[str]]]:
