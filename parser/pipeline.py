@@ -282,12 +282,17 @@ def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | No
 def _account(events: pl.DataFrame, diag: Diagnostics) -> None:
     diag.records += events.height
     diag.lines_in_records += int(events["n_lines"].sum() or 0)
-    for kind, n in events.group_by("kind").len().iter_rows():
+    # (one group_by for the kinds and the origins: a chunk's fixed cost, ~0.2 ms a group_by on a small block)
+    per_origin: dict[Any, list[int]] = {}
+    for origin, kind, n, lines in events.group_by("origin", "kind").agg(
+            n=pl.len(), lines=pl.col("n_lines").sum()).iter_rows():
         diag.events_by_kind[str(kind)] += n
+        counts = per_origin.setdefault(origin, [0, 0, 0])
+        counts[0] += n
+        counts[1] += n if kind == "unknown" else 0
+        counts[2] += lines
     diag.records_unknown = diag.events_by_kind.get("unknown", 0)
-    per = events.group_by("origin").agg(records=pl.len(), unknown=(pl.col("kind") == "unknown").sum(),
-                                        lines=pl.col("n_lines").sum())
-    for origin, n, unknown, lines in per.iter_rows():
+    for origin, (n, unknown, lines) in per_origin.items():
         slot = diag.by_origin.setdefault(origin, {})
         slot["records"] = slot.get("records", 0) + n
         slot["records_unknown"] = slot.get("records_unknown", 0) + unknown
