@@ -58,6 +58,28 @@ def _selenium3_with_urllib3_2() -> None:
 _selenium3_with_urllib3_2()
 
 
+def _prompt_waits() -> None:
+    """dash[testing]'s ``wait_for_*`` poll through selenium's WebDriverWait, every 0.5 s by default: a condition met
+    just after a poll held the test up to half a second longer, at each of the browser tests' hundred-odd waits.
+    They poll every 0.1 s here (dash's own ``wait.until`` does too); each wait keeps its timeout."""
+    try:
+        from dash.testing import browser
+        from selenium.webdriver.support.wait import WebDriverWait
+    except ImportError:
+        return
+    if getattr(browser, "WebDriverWait", None) is not WebDriverWait:
+        return
+
+    class PromptWait(WebDriverWait):
+        def __init__(self, driver, timeout, poll_frequency=0.1, ignored_exceptions=None):
+            super().__init__(driver, timeout, poll_frequency, ignored_exceptions)
+
+    browser.WebDriverWait = PromptWait
+
+
+_prompt_waits()
+
+
 def pytest_setup_options():  # dash[testing] hook: options for every webdriver it starts
     from selenium.webdriver.chrome.options import Options
 
