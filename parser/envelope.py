@@ -111,7 +111,7 @@ def _message(message: pl.Expr, escaping: str) -> pl.Expr:
 
 
 def _finish(df: pl.DataFrame, fields: frozenset[str], redact: RedactOption,
-            multiline: pl.Expr | None = None) -> pl.DataFrame:
+            multiline: pl.Expr | pl.Series | None = None) -> pl.DataFrame:
     """Typed envelope columns: ``out__*`` columns computed once per distinct text, the rest per line.
 
     ``multiline`` marks the messages that can hold a newline (all when not given).
@@ -136,7 +136,7 @@ def _older_layouts(df: pl.DataFrame, fields: frozenset[str]) -> pl.DataFrame:
     return fold_header_records(df)
 
 
-def _strip_trailing_newlines(df: pl.DataFrame, multiline: pl.Expr | None = None) -> pl.DataFrame:
+def _strip_trailing_newlines(df: pl.DataFrame, multiline: pl.Expr | pl.Series | None = None) -> pl.DataFrame:
     rows = rows_where(df, pl.col("message").str.ends_with("\n"), within=multiline)
     if rows.len() == 0:
         return df
@@ -144,7 +144,7 @@ def _strip_trailing_newlines(df: pl.DataFrame, multiline: pl.Expr | None = None)
     return df.with_columns(df["message"].scatter(rows, fixed))
 
 
-def _select(df: pl.DataFrame, multiline: pl.Expr | None = None) -> pl.DataFrame:
+def _select(df: pl.DataFrame, multiline: pl.Expr | pl.Series | None = None) -> pl.DataFrame:
     cols = [c for c in RECORD_COLUMNS if c not in ("conn_id", "stream_id")]
     first_line = df["message"]
     rows = rows_where(df, pl.col("message").str.contains("\n", literal=True), within=multiline)
@@ -341,8 +341,8 @@ def _text_records(starts: pl.DataFrame, malformed: pl.DataFrame, fmt: TextFormat
     if fmt.message_escaping != "none":
         starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
     starts = _older_layouts(starts, fmt.fields)
-    # without escaping, a newline in a message can only come from folding
-    multiline = pl.col("n_lines") > 1 if fmt.message_escaping == "none" else None
+    # without escaping, a newline in a message can only come from folding (computed once: three steps ask it)
+    multiline = starts["n_lines"] > 1 if fmt.message_escaping == "none" else None
     df = _finish(starts, fmt.fields, redact, multiline)
     return Envelope(_select(df, multiline).with_columns(n_lines=df["n_lines"]), malformed)
 

@@ -145,14 +145,17 @@ def policy(option: RedactOption) -> Redaction | None:
     return DEFAULT if option else None
 
 
-def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | None = None) -> pl.Series:
-    """Row numbers where ``condition`` holds, evaluating it only on the rows ``within`` selects (if given)."""
+def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | pl.Series | None = None) -> pl.Series:
+    """Row numbers where ``condition`` holds, evaluating it only on the rows ``within`` selects (if given: an
+    expression, or its values as a boolean Series, which a caller asking several conditions computes once)."""
     if within is None:
         return df.select(condition).to_series().arg_true()
-    rows = df.select(within).to_series().arg_true()
+    rows = (within if isinstance(within, pl.Series) else df.select(within).to_series()).arg_true()
     if rows.len() == 0:
         return rows
-    return rows.filter(df.select(condition.meta.root_names())[rows].select(condition).to_series())
+    # (the columns the condition reads, gathered a Series at a time: no query of their own)
+    picked = pl.DataFrame([df[name].gather(rows) for name in dict.fromkeys(condition.meta.root_names())])
+    return rows.filter(picked.select(condition).to_series())
 
 
 def _credential_shape(value: pl.Expr) -> pl.Expr:
@@ -197,7 +200,8 @@ def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
     return re.fullmatch(rules.header_name, name.lower()) is not None
 
 
-def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | None) -> pl.Series:
+def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | pl.Series | None
+                ) -> pl.Series:
     """Rows that may need redaction: dumps, codec header lines and URLs holding a sensitive word, a JWT,
     an auth scheme or a long token with a letter beyond hex (cheap substring tests first)."""
     text = pl.col(column)
@@ -216,7 +220,7 @@ def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.E
     return rows.filter(keep)
 
 
-def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr | None = None,
+def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr | pl.Series | None = None,
                  policy_option: RedactOption = True) -> pl.DataFrame:
     """Redact ``column`` on the rows that can hold a secret (``multiline`` narrows the rows that can hold
     a dump). A row with any non-ASCII character is a candidate too, since the regexes fold case the
