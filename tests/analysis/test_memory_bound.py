@@ -76,7 +76,7 @@ def test_open_requests_are_given_up_as_cut_beyond_the_bound(tmp_path: Path) -> N
 def test_the_bound_leaves_ordinary_captures_alone() -> None:
     """Far below the bound nothing is given up: the streamed capture equals the whole-file one."""
     log = FIXTURES / "istio-thread" / "keepalive" / "envoy.log.gz"
-    streamed = dissect(str(log), window_events=500, block_bytes=4096)
+    streamed = dissect(str(log), window_events=500, block_bytes=1 << 16)  # (13 blocks, windows of 500 events)
     assert not [n for n in streamed.notes if "given up" in n]
     whole = dissect(str(log))
     assert streamed.requests.sort("request_uid").equals(whole.requests.sort("request_uid"))
@@ -117,7 +117,7 @@ def test_many_inputs_are_analysed_one_after_another(small_files: list[Path],
         live.append(len({origin for origin, _ in self._workers}))
 
     monkeypatch.setattr(StreamingAnalysis, "add", watched)
-    streamed = dissect([str(p) for p in small_files], block_bytes=4096)
+    streamed = dissect([str(p) for p in small_files], block_bytes=1 << 14)  # (each file of ~40-63 KB in 3-4 blocks)
     assert len(live) > len(small_files) and max(live) == 1
     whole = dissect([str(p) for p in small_files])
     columns = sorted(whole.requests.columns)
