@@ -16,7 +16,7 @@ from dash import Dash
 
 from envoy_dissector.dashboard import access, callback_input
 from envoy_dissector.dashboard.callbacks import register_callbacks
-from envoy_dissector.dashboard.datasets import Registry, demo_sources, load_shared
+from envoy_dissector.dashboard.datasets import Registry, load_demo, load_shared
 from envoy_dissector.dashboard.grid import Pager
 from envoy_dissector.dashboard.layout import build_layout
 from envoy_dissector.dashboard.upload import ROUTE, make_upload_dir, register_upload_route, remove_upload_dir
@@ -50,7 +50,7 @@ def create_app(captures: Sequence[str | Path] = (), *, demo: bool | None = None,
     if demo is None:
         demo = not captures
     if demo:
-        load_shared(registry, demo_sources())
+        load_demo(registry)
     if captures:
         load_shared(registry, [(str(c), Path(str(c)).name) for c in captures], **(dissect_kw or {}))
 

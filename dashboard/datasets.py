@@ -480,6 +480,31 @@ def demo_sources() -> list[tuple[Source, str]]:
     return out
 
 
+#: the demo captures analysed in this process, by file (path, size, mtime) and label: every app made in one process
+#: (the tests make many) shows the same ones, so each is analysed once; a registry holds its own narrowed copy
+#: (``hold``), so the datasets, their files and the sessions stay each app's own
+_DEMO_CAPTURES: dict[tuple[str, int, int, str], Capture] = {}
+_DEMO_LOCK = threading.Lock()
+
+
+def demo_capture(source: Source, label: str) -> Capture:
+    """The analysis of one demo capture, made on the first call for this file as it is now (then the same one)."""
+    path = source.path
+    if path is None:
+        return dissect(source, name=label, shapes=shape_cache)
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns, label)
+    with _DEMO_LOCK:
+        if key not in _DEMO_CAPTURES:
+            _DEMO_CAPTURES[key] = dissect(source, name=label, shapes=shape_cache)
+        return _DEMO_CAPTURES[key]
+
+
+def load_demo(registry: Registry) -> list[Dataset]:
+    """Register the bundled demo captures as shared read-only datasets (each analysed once a process)."""
+    return [registry.add(demo_capture(src, label), name=label, owner=None) for src, label in demo_sources()]
+
+
 def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path, str]],
                 **dissect_kw: Any) -> list[Dataset]:
     """Analyse captures now (streamed: bounded memory) and register them as shared read-only datasets (demo,
@@ -491,5 +516,5 @@ def load_shared(registry: Registry, sources: Sequence[tuple[Source | str | Path,
     return out
 
 
-__all__ = ["Dataset", "Job", "Registry", "RegistryFull", "decompressed_size", "demo_sources", "load_shared", "new_id",
-           "valid_token"]
+__all__ = ["Dataset", "Job", "Registry", "RegistryFull", "decompressed_size", "demo_capture", "demo_sources",
+           "load_demo", "load_shared", "new_id", "valid_token"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import threading
 import time
@@ -15,8 +16,9 @@ from envoy_dissector.dashboard.datasets import (
     Registry,
     RegistryFull,
     decompressed_size,
+    demo_capture,
     demo_sources,
-    load_shared,
+    load_demo,
     new_id,
     valid_token,
 )
@@ -191,9 +193,35 @@ def test_demo_is_bundled_and_loads():
     sources = demo_sources()
     assert [s.name for s, _ in sources] == ["demo/lua-cpu.log.gz", "demo/lua-cpu-baseline.log.gz"]
     reg = Registry()
-    (lua, base) = load_shared(reg, sources)
+    (lua, base) = load_demo(reg)
     assert lua.shared and lua.summary()["capture"]["requests"] == 40
     assert base.summary()["capture"]["requests"] == 20
+
+
+def test_a_demo_capture_is_analysed_once_a_process_and_each_registry_holds_its_own(tmp_path, monkeypatch):
+    from envoy_dissector.dashboard import datasets
+
+    log = tmp_path / "demo.log.gz"
+    shutil.copyfile(FIXTURE, log)
+    analysed = []
+    real = datasets.dissect
+
+    def dissect_counted(*args, **kw):
+        analysed.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(datasets, "dissect", dissect_counted)
+    source = Source("demo/x.log.gz", path=log)
+    capture = demo_capture(source, "demo: x")
+    assert demo_capture(source, "demo: x") is capture and len(analysed) == 1
+    a, b = Registry(), Registry()
+    in_a, in_b = a.add(capture, name="demo: x", owner=None), b.add(capture, name="demo: x", owner=None)
+    assert in_a.id != in_b.id and in_a.detail.directory != in_b.detail.directory
+    assert a.get(in_b.id, None) is None and b.get(in_a.id, None) is None
+    assert in_a.summary() == in_b.summary() == capture.summary()
+    mtime = log.stat().st_mtime_ns
+    os.utime(log, ns=(mtime, mtime + 1_000_000_000))  # the file changed: analysed again
+    assert demo_capture(source, "demo: x") is not capture and len(analysed) == 2
 
 
 def test_a_dataset_holds_the_contract_columns_and_keeps_the_rest_on_disk_until_it_is_dropped():
