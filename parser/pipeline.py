@@ -96,8 +96,9 @@ class Diagnostics:
             "lines_repaired": self.lines_repaired,
             "records": self.records, "records_unknown": self.records_unknown,
             "events_by_kind": dict(sorted(self.events_by_kind.items())),
-            # (sorted: origins are met in an order that depends on the blocks and on polars' group order)
-            "by_origin": dict(sorted(self.by_origin.items())),
+            # (sorted, and each origin's counts too: origins and their malformed lines are met in an order that
+            # depends on the blocks and on polars' group order)
+            "by_origin": {origin: dict(sorted(counts.items())) for origin, counts in sorted(self.by_origin.items())},
             "format_by_source": dict(self.format_by_source),
             "malformed_examples": list(self.malformed_examples), "warnings": list(self.warnings),
             "lines_oversize": self.lines_oversize, "shapes": self.shapes, "grammar_calls": self.grammar_calls,

@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 
-from envoy_dissector.parser.pipeline import Diagnostics, _account
+from envoy_dissector.parser.pipeline import Diagnostics, _account, _count_malformed
 
 
 def _chunk(origins: list[str]) -> pl.DataFrame:
@@ -23,3 +23,14 @@ def test_the_origins_counts_are_in_one_order_whatever_order_they_were_met_in() -
     summaries = [d.as_dict()["by_origin"] for d in (met_first, met_last)]
     assert list(summaries[1]) == ["pod-a", "pod-b"]
     assert json.dumps(summaries[0]) == json.dumps(summaries[1])
+
+
+def test_an_origins_counts_are_in_one_order_whether_a_malformed_line_or_a_record_came_first() -> None:
+    malformed = pl.DataFrame({"line_no": [1], "origin": ["pod-a"], "raw": ["not a log line"], "kind": ["other"]})
+    malformed_first, record_first = Diagnostics(), Diagnostics()
+    _count_malformed(malformed, malformed_first)
+    _account(_chunk(["pod-a"]), malformed_first)
+    _account(_chunk(["pod-a"]), record_first)
+    _count_malformed(malformed, record_first)
+    assert list(malformed_first.by_origin["pod-a"]) != list(record_first.by_origin["pod-a"])
+    assert json.dumps(malformed_first.as_dict()["by_origin"]) == json.dumps(record_first.as_dict()["by_origin"])
