@@ -274,11 +274,22 @@ def _since(before: float | None, after: float | None) -> float | None:
 
 def _wait_parts(upstream_pid: int | None, envoy_pid: int | None) -> dict[str, list[Path]]:
     """The threads whose CPU waiting an A/B arm records, by part: the client (the calling thread), the
-    upstream and Envoy (when the arm runs one)."""
+    upstream and, when the arm runs Envoy, its worker threads (``wrk:*``, which carry the requests) and its
+    other threads (the main thread, the log's flush thread: off the requests' path)."""
     parts = {"client": threads_of(), "upstream": threads_of(upstream_pid)[1:]}
     if envoy_pid is not None:
-        parts["envoy"] = threads_of(envoy_pid)[1:]
+        envoy = threads_of(envoy_pid)[1:]
+        workers = [task for task in envoy if _thread_name(task).startswith("wrk:")]
+        parts["envoy_workers"] = workers
+        parts["envoy_other"] = [task for task in envoy if task not in workers]
     return parts
+
+
+def _thread_name(task: Path) -> str:
+    try:
+        return (task / "comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _waits(parts: dict[str, list[Path]]) -> dict[str, float | None]:
