@@ -212,11 +212,11 @@ def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: i
 
 
 #: The client's trace-minus-info p50 is not only the observer. On the lab's two shared cores the trace arm's extra
-#: work also makes the client, the upstream and Envoy's threads wait longer for a CPU at each wake-up: latency that
+#: work also makes the client, the upstream and Envoy's workers wait longer for a CPU at each wake-up: latency that
 #: a production sidecar with cores of its own does not pay and that a capture cannot show. The check takes the p50
-#: difference less that extra waiting, measured beside it (``waiting_added``, schedstat). On six quiet runs the
-#: observer's p50 was -41..-7 % of the raw difference (two outside 35 %) and -17..+12 % of the corrected one
-#: (docs/cost.md, the lab). At load average 8-29 the raw difference read -82,226..216,298 µs: such runs are
+#: difference less that extra waiting, measured beside it (``waiting_added``, schedstat). On four idle-machine runs
+#: the observer's p50 was -41..-3 % of the raw difference (one outside 35 %) and -23..+21 % of the corrected one;
+#: three runs at load 4: -39..+21 % raw, -11..+9 % corrected (docs/cost.md, the lab). At load average 8-29 the raw difference read -82,226..216,298 µs: such runs are
 #: measured again (``AB_ATTEMPTS``) and a miss that stays contended is not judged.
 def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
