@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -300,10 +300,16 @@ def _waits_since(before: dict[str, float | None], after: dict[str, float | None]
     return {part: _since(before[part], after[part]) for part in before}
 
 
-def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, rounds: int = 2,
+#: Between two bursts of bench-ab: the last burst's connections close and its log is written before the next
+#: arm's burst starts.
+AB_PAUSE_S: Final = 0.2
+
+
+def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rounds: int = 8,
            log_format: str = DEFAULT_LOG_FORMAT) -> Path:
-    """Run every arm of :data:`AB_ARMS` ``rounds`` times, interleaved, at ``rate`` requests/s (``requests`` per
-    arm and round); write ``ab.json`` and the trace arm's capture under ``sidecar-trace/`` (its last round).
+    """Run every arm of :data:`AB_ARMS` in ``rounds`` bursts of ``requests`` at ``rate`` requests/s, the arms'
+    bursts interleaved, each arm's Envoy running throughout (a machine that slows for a few seconds slows every
+    arm alike); write ``ab.json`` and each arm's capture under ``sidecar-info/`` and ``sidecar-trace/``.
 
     Raises:
         LabError: Envoy or the upstream could not run, or fewer than two cores.
@@ -314,58 +320,63 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 1_000, r
     # (not pinned: a latency comparison pinned to a core that other work shares measures the scheduler's
     # wake-up delays, not the proxy; the scheduler places Envoy, the client and the upstream)
     wall = min(30.0, 3 * requests / rate + 5)
-    latencies: dict[str, list[int]] = {name: [] for name, _ in AB_ARMS}
-    late: dict[str, int] = dict.fromkeys(latencies, 0)
+    loads: dict[str, BenchLoad] = {name: BenchLoad() for name, _ in AB_ARMS}
     worker_run_s: dict[str, float | None] = {name: 0.0 for name, level in AB_ARMS if level is not None}
     envoy_run_s: dict[str, float | None] = dict(worker_run_s)
+    per_burst: dict[str, list[float | None]] = {name: [] for name in worker_run_s}
     # (the client's thread, the upstream's and Envoy's threads waiting for a CPU: contention the latencies carry)
-    wait_s: dict[str, dict[str, float | None]] = {name: {} for name in latencies}
-    with LeanUpstream(out) as upstream:
+    wait_s: dict[str, dict[str, float | None]] = {name: {} for name in loads}
+    with LeanUpstream(out) as upstream, ExitStack() as stack:
+        envoys: dict[str, tuple[EnvoySettings, PinnedEnvoy]] = {}
+        for name, level in AB_ARMS:
+            if level is not None:
+                settings = dataclasses.replace(MIXES["plain"], log_level=level)
+                envoys[name] = settings, stack.enter_context(_envoy(settings, out / name, upstream.port, fmt[1],
+                                                                     None))
+        time.sleep(AB_PAUSE_S)
         for _ in range(max(1, rounds)):
-            for name, level in AB_ARMS:
-                if level is None:
-                    parts = _wait_parts(upstream.pid, None)
-                    waited = _waits(parts)
-                    load = open_loop(upstream.port, rate=rate, requests=requests, wall_s=wall)
-                    waited = _waits_since(waited, _waits(parts))
-                else:
-                    settings = dataclasses.replace(MIXES["plain"], log_level=level)
-                    with _envoy(settings, out / name, upstream.port, fmt[1], None) as envoy:
-                        assert envoy.pid is not None
-                        time.sleep(0.2)
-                        before = cpu_times(envoy.pid)
-                        parts = _wait_parts(upstream.pid, envoy.pid)
-                        waited = _waits(parts)
-                        load = open_loop(envoy.listener_port, rate=rate, requests=requests, wall_s=wall)
-                        waited = _waits_since(waited, _waits(parts))
-                        after = cpu_times(envoy.pid)
-                        time.sleep(0.2)
-                    for into, ran in ((worker_run_s, worker_row(before, after, load)["worker_run_s"]),
-                                      (envoy_run_s, None if after.all_run_s is None or before.all_run_s is None
-                                       else after.all_run_s - before.all_run_s)):
+            for name, _level in AB_ARMS:
+                envoy = envoys[name][1] if name in envoys else None
+                parts = _wait_parts(upstream.pid, None if envoy is None else envoy.pid)
+                waited = _waits(parts)
+                before = None if envoy is None else cpu_times(envoy.pid)  # type: ignore[arg-type]
+                load = open_loop(upstream.port if envoy is None else envoy.listener_port, rate=rate,
+                                 requests=requests, wall_s=wall)
+                waited = _waits_since(waited, _waits(parts))
+                if envoy is not None and before is not None:
+                    after = cpu_times(envoy.pid)  # type: ignore[arg-type]
+                    ran = worker_row(before, after, load)["worker_run_s"]
+                    per_burst[name].append(None if ran is None or not load.requests
+                                           else round(float(ran) * 1e6 / load.requests, 1))  # type: ignore[arg-type]
+                    for into, got in ((worker_run_s, ran), (envoy_run_s, _since(before.all_run_s, after.all_run_s))):
                         total = into[name]
-                        into[name] = None if ran is None or total is None else total + float(ran)  # type: ignore[arg-type]
-                    _meta(out / name, settings, fmt, envoy, load, {"scenario": "bench-ab", "arm": name})
-                latencies[name] += load.latencies_us
-                late[name] += load.late
+                        into[name] = None if got is None or total is None else total + float(got)  # type: ignore[arg-type]
+                into = loads[name]
+                into.latencies_us += load.latencies_us
+                into.late += load.late
+                into.wall_s += load.wall_s
                 for part, part_waited in waited.items():
                     so_far = wait_s[name].get(part, 0.0)
                     wait_s[name][part] = None if part_waited is None or so_far is None else so_far + part_waited
+                time.sleep(AB_PAUSE_S)
+        for name, (settings, envoy) in envoys.items():
+            _meta(out / name, settings, fmt, envoy, loads[name], {"scenario": "bench-ab", "arm": name})
     arms: dict[str, dict[str, object]] = {
-        name: {"requests": len(lat), "late": late[name], "latency_us": _percentiles(lat)}
-        for name, lat in latencies.items()}
+        name: {"requests": load.requests, "late": load.late, "latency_us": _percentiles(load.latencies_us)}
+        for name, load in loads.items()}
     for name, by_part in wait_s.items():
-        count = len(latencies[name])
+        count = loads[name].requests
         per_part = {part: round(w * 1e6 / count, 1) if w is not None and count else None
                     for part, w in by_part.items()}
         arms[name]["cpu_wait_us_per_request_by_part"] = per_part
         arms[name]["cpu_wait_us_per_request"] = (None if None in per_part.values() or not per_part
                                                  else round(sum(per_part.values()), 1))  # type: ignore[arg-type]
     for name, ran in worker_run_s.items():  # Envoy's CPU per request, worker and all threads (schedstat, ns)
-        count, every = len(latencies[name]), envoy_run_s[name]
+        count, every = loads[name].requests, envoy_run_s[name]
         arms[name]["worker_run_us_per_request"] = round(ran * 1e6 / count, 1) if ran is not None and count else None
         arms[name]["envoy_run_us_per_request"] = round(every * 1e6 / count, 1) if every is not None and count else None
-    ab = {"scenario": "bench-ab", "rate": rate, "requests_per_round": requests, "rounds": rounds,
+        arms[name]["worker_run_us_per_request_by_burst"] = per_burst[name]
+    ab = {"scenario": "bench-ab", "rate": rate, "requests_per_burst": requests, "rounds": rounds,
           "loadavg_1m": round(os.getloadavg()[0], 2), "arms": arms}
     (out / "ab.json").write_text(json.dumps(ab, indent=2) + "\n", encoding="utf-8")
     return out
@@ -378,7 +389,8 @@ BENCH_SCENARIOS: Final = {
                     "per step throughput, latencies and Envoy's CPU from /proc; two request mixes: DIR/plain, "
                     "DIR/lua-cpu (a Lua filter burns 0.5 ms CPU per request).",
     "bench-ab": "The same open-loop rate (200/s) straight to the upstream, through the sidecar at info level "
-                "and through it at trace level, interleaved twice; client p50/p90/p99 per arm in DIR/ab.json.",
+                "and through it at trace level, in 8 interleaved bursts of 100 an arm (every arm's Envoy running "
+                "throughout); client p50/p90/p99 per arm in DIR/ab.json.",
 }
 
 
