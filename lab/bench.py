@@ -351,10 +351,10 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rou
                     for into, got in ((worker_run_s, ran), (envoy_run_s, _since(before.all_run_s, after.all_run_s))):
                         total = into[name]
                         into[name] = None if got is None or total is None else total + float(got)  # type: ignore[arg-type]
-                into = loads[name]
-                into.latencies_us += load.latencies_us
-                into.late += load.late
-                into.wall_s += load.wall_s
+                arm_load = loads[name]
+                arm_load.latencies_us += load.latencies_us
+                arm_load.late += load.late
+                arm_load.wall_s += load.wall_s
                 for part, part_waited in waited.items():
                     so_far = wait_s[name].get(part, 0.0)
                     wait_s[name][part] = None if part_waited is None or so_far is None else so_far + part_waited
