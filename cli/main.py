@@ -8,10 +8,13 @@ Exit codes: ``ExitCode`` in parser/errors.py, one meaning each, listed in docs/o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn, TextIO
 
@@ -97,8 +100,29 @@ def _run(argv: Sequence[str] | None) -> int:
     if list(sys.argv[1:] if argv is None else argv) == ["--version"]:  # without the subcommands' imports (0.3 s)
         print(version_text())
         return 0
-    args = build_parser().parse_args(argv)  # imports the subcommands: Ctrl-C here is an interruption too
+    with _sigint_held():  # imports the subcommands: Ctrl-C here is an interruption too, once they are in
+        parser = build_parser()
+    args = parser.parse_args(argv)
     return int(args.run(args) or 0)
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT blocked on this thread) until the block ends; one that came meanwhile is then delivered
+    and raises ``KeyboardInterrupt`` as usual.
+
+    Importing polars installs its own SIGINT handler in front of the interpreter's (signal-hook, chaining to it);
+    a SIGINT that lands while that handler is being installed sometimes ended the process by the signal after the
+    interrupted message (2 of 40 in a loop). The threads polars starts meanwhile inherit the blocked mask, so a
+    later Ctrl-C goes to this thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _silence(stream: TextIO | None) -> None:
