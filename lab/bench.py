@@ -132,13 +132,9 @@ def waited_s(tasks: list[Path]) -> float | None:
     return total / 1e9
 
 
-def threads_of(*pids: int | None) -> list[Path]:
-    """The thread directories of processes ``pids`` (None: skipped) and of the calling thread."""
-    tasks = [Path("/proc/thread-self")]
-    for pid in pids:
-        if pid is not None:
-            tasks += sorted(Path(f"/proc/{pid}/task").iterdir())
-    return tasks
+def threads_of(pid: int | None) -> list[Path]:
+    """The thread directories of process ``pid`` (None: none)."""
+    return [] if pid is None else sorted(Path(f"/proc/{pid}/task").iterdir())
 
 
 def worker_row(before: CpuTimes, after: CpuTimes, load: BenchLoad) -> dict[str, object]:
@@ -276,9 +272,9 @@ def _wait_parts(upstream_pid: int | None, envoy_pid: int | None) -> dict[str, li
     """The threads whose CPU waiting an A/B arm records, by part: the client (the calling thread), the
     upstream and, when the arm runs Envoy, its worker threads (``wrk:*``, which carry the requests) and its
     other threads (the main thread, the log's flush thread: off the requests' path)."""
-    parts = {"client": threads_of(), "upstream": threads_of(upstream_pid)[1:]}
+    parts = {"client": [Path("/proc/thread-self")], "upstream": threads_of(upstream_pid)}
     if envoy_pid is not None:
-        envoy = threads_of(envoy_pid)[1:]
+        envoy = threads_of(envoy_pid)
         workers = [task for task in envoy if _thread_name(task).startswith("wrk:")]
         parts["envoy_workers"] = workers
         parts["envoy_other"] = [task for task in envoy if task not in workers]
