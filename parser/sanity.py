@@ -37,14 +37,22 @@ class Sanity:
         suspects = events.filter(pl.col("conn_id").is_null() & pl.col("message").str.starts_with("["))
         if suspects.height:
             self.huge_ids += int(suspects.select(pl.col("message").str.contains(_HUGE_ID).sum()).item())
-        self.no_time += int(events["ts_us"].null_count())
+        untimed = int(events["ts_us"].null_count())
+        self.no_time += untimed
         # per worker thread: lines of different workers interleave with small steps back (~1 ms)
         step = pl.col("ts_us").diff()
-        per_thread = events.select("origin", "thread", "ts_us").filter(pl.col("ts_us").is_not_null()).group_by(
-            "origin", "thread", maintain_order=True).agg(
+        timed = events.select("origin", "thread", "ts_us")
+        if untimed:  # (most chunks: every line timed, and no filter is needed)
+            timed = timed.filter(pl.col("ts_us").is_not_null())
+        # (most chunks hold one origin: grouping on the thread alone is half the work of hashing the origin too)
+        sole = _sole_origin(timed["origin"])
+        keys = ["thread"] if sole is not None else ["origin", "thread"]
+        per_thread = timed.group_by(*keys, maintain_order=True).agg(
             first=pl.col("ts_us").first(), last=pl.col("ts_us").last(), back=(step < 0).sum(),
             big_threaded=(step < -BACKWARD_STEP_US).sum(), big_unthreaded=(step < -UNTHREADED_STEP_US).sum(),
             least=step.min())
+        if sole is not None:
+            per_thread = per_thread.select(pl.lit(sole, dtype=pl.String).alias("origin"), pl.all())
         for origin, thread, first, last, back, big_threaded, big_unthreaded, least in per_thread.iter_rows():
             key = f"{origin}\0{thread}"
             limit = BACKWARD_STEP_US if thread is not None else UNTHREADED_STEP_US
@@ -75,3 +83,11 @@ class Sanity:
             out.append(f"{self.no_time} record(s) have no usable time (an impossible date such as February 30, "
                        "or none in the format): they are kept but cannot be placed on the timeline")
         return out
+
+
+def _sole_origin(origins: pl.Series) -> str | None:
+    """The origin every line has (None: several, a null, or no lines)."""
+    if origins.len() == 0 or origins.null_count():
+        return None
+    first = origins[0]
+    return str(first) if origins[-1] == first and bool((origins == first).all()) else None
