@@ -492,11 +492,12 @@ class StreamingAnalysis:
         state.boots = int(run[-1]) if run.len() else state.boots
         if int(run.max() or 0) <= 1:  # type: ignore[arg-type]
             return [(origin, events)]
-        out = []
-        for (n,), part in events.with_columns(run__=run).partition_by("run__", as_dict=True,
-                                                                       maintain_order=True).items():
-            name = origin if int(n) <= 1 else f"{origin}#{int(n)}"  # type: ignore[call-overload]
-            out.append((name, part.drop("run__").with_columns(origin=pl.lit(name))))
+        # (``run`` never decreases: each run's lines are one stretch of rows, taken as a slice, not copied)
+        out, offset = [], 0
+        for length, n in run.rle().struct.unnest().iter_rows():
+            name = origin if n <= 1 else f"{origin}#{n}"
+            out.append((name, events.slice(offset, length).with_columns(origin=pl.lit(name))))
+            offset += length
         return out
 
     @staticmethod
