@@ -290,8 +290,11 @@ class HealthCheckBursts:
         runs = pl.concat([ends.filter(pl.col("kept") & pl.col("head")).select(conn_id="owner", start_us="ts_us"),
                           ends.filter(pl.col("kept") & pl.col("tail")).select(end_us="ts_us")], how="horizontal")
         runs = pl.concat([self.waiting, runs.select(list(_RUNS_SCHEMA))])
-        checking = pl.col("conn_id").is_in(pl.Series(list(self.checkers), dtype=pl.Int64).implode())
-        done, waiting = runs.filter(checking), runs.filter(~checking)
+        if self.checkers:
+            checking = pl.col("conn_id").is_in(pl.Series(list(self.checkers), dtype=pl.Int64).implode())
+            done, waiting = runs.filter(checking), runs.filter(~checking)
+        else:  # (a thread that logged no health-check result yet, as in most captures: every run waits)
+            done, waiting = runs.clear(), runs
         if final:
             self.carried, self.waiting = None, waiting.head(0)
         elif seq.height:
@@ -299,6 +302,8 @@ class HealthCheckBursts:
             self.carried = seq.slice(head).select(new.columns)
             newest = pl.lit(seq["ts_us"].max(), pl.Int64)
             self.waiting = waiting.filter(pl.col("end_us") >= newest - HC_FIRST_RESULT_US)
+        if done.height == 0:
+            return pl.DataFrame(schema=BURSTS_SCHEMA)
         bursts = done.sort("start_us").with_columns(
             work_uid=pl.format("{}:C{}:hc", pl.lit(self.origin), pl.col("conn_id")),
             kind=pl.lit(WorkKind.HEALTH_CHECK.value))
