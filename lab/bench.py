@@ -39,10 +39,11 @@ MIXES: Final = {
 #: several connections as a moderately loaded proxy serves many clients whose events sometimes share a
 #: wake-up (one connection never lets them, which no production proxy sees); the steps between powers of two
 #: make a step near half busy likely.
-LADDER: Final = (4, 4, 4, 4, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-#: The pause between requests (µs) of the paced steps, by step: 4 connections at 16, 8, 4, 2 ms is about 250,
-#: 500, 1,000, 2,000 requests/s, under half busy for the plain mix at all four and for lua-cpu at the first two.
-PACED_THINK_US: Final = {0: 16_000, 1: 8_000, 2: 4_000, 3: 2_000}
+LADDER: Final = (4, 4, 4, 4, 4, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+#: The pause between requests (µs) of the paced steps, by step: 4 connections at 16, 8, 4, 2, 1 ms is about 250,
+#: 500, 1,000, 2,000, 4,000 requests/s: the plain mix from ~5 % busy to near half, lua-cpu under half busy at the
+#: first three (its 1 ms step saturates).
+PACED_THINK_US: Final = {0: 16_000, 1: 8_000, 2: 4_000, 3: 2_000, 4: 1_000}
 #: A step whose throughput (per second of the worker's CPU, :func:`worker_row`) is not this much above the best so
 #: far counts as no rise; two in a row end the ladder once it has reached :data:`MIN_TOP_CONNECTIONS` (one noisy
 #: step early on must not end it before saturation).

