@@ -302,7 +302,7 @@ def _waits_since(before: dict[str, float | None], after: dict[str, float | None]
 AB_PAUSE_S: Final = 0.2
 
 
-def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rounds: int = 8,
+def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rounds: int = 16,
            log_format: str = DEFAULT_LOG_FORMAT) -> Path:
     """Run every arm of :data:`AB_ARMS` in ``rounds`` bursts of ``requests`` at ``rate`` requests/s, the arms'
     bursts interleaved, each arm's Envoy running throughout (a machine that slows for a few seconds slows every
