@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from envoy_dissector.parser.constant import sole_string
+
 #: within one worker thread (or one origin without thread ids), a step back in time larger than this (µs),
 #: or small steps back on more than 1 % of the records, is not how Envoy writes its log
 BACKWARD_STEP_US = 1_000
@@ -45,7 +47,7 @@ class Sanity:
         if untimed:  # (most chunks: every line timed, and no filter is needed)
             timed = timed.filter(pl.col("ts_us").is_not_null())
         # (most chunks hold one origin: grouping on the thread alone is half the work of hashing the origin too)
-        sole = _sole_origin(timed["origin"])
+        sole = sole_string(timed["origin"])
         keys = ["thread"] if sole is not None else ["origin", "thread"]
         per_thread = timed.group_by(*keys, maintain_order=True).agg(
             first=pl.col("ts_us").first(), last=pl.col("ts_us").last(), back=(step < 0).sum(),
@@ -83,11 +85,3 @@ class Sanity:
             out.append(f"{self.no_time} record(s) have no usable time (an impossible date such as February 30, "
                        "or none in the format): they are kept but cannot be placed on the timeline")
         return out
-
-
-def _sole_origin(origins: pl.Series) -> str | None:
-    """The origin every line has (None: several, a null, or no lines)."""
-    if origins.len() == 0 or origins.null_count():
-        return None
-    first = origins[0]
-    return str(first) if origins[-1] == first and bool((origins == first).all()) else None

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.parser.constant import sole_string
+
 
 def sole_origin(frame: pl.DataFrame) -> str | None:
     """The origin every row of ``frame`` has (None: several, a null, or no rows)."""
-    origins = frame["origin"]
-    if origins.len() == 0 or origins.null_count():
-        return None
-    first = origins[0]
-    return str(first) if origins[-1] == first and bool((origins == first).all()) else None
+    return sole_string(frame["origin"])
 
 
 def group_per_origin(frame: pl.DataFrame, keys: list[str], aggs: dict[str, pl.Expr]) -> pl.DataFrame:
