@@ -386,7 +386,7 @@ BENCH_SCENARIOS: Final = {
                     "per step throughput, latencies and Envoy's CPU from /proc; two request mixes: DIR/plain, "
                     "DIR/lua-cpu (a Lua filter burns 0.5 ms CPU per request).",
     "bench-ab": "The same open-loop rate (200/s) straight to the upstream, through the sidecar at info level "
-                "and through it at trace level, in 8 interleaved bursts of 100 an arm (every arm's Envoy running "
+                "and through it at trace level, in 16 interleaved bursts of 100 an arm (every arm's Envoy running "
                 "throughout); client p50/p90/p99 per arm in DIR/ab.json.",
 }
 

@@ -150,12 +150,18 @@ def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: st
         assert ceiling is not None, step
         assert ceiling.low <= ceiling.pod <= ceiling.high, (step, ceiling)
         predicted[step["dir"]] = ceiling.pod
-    light = {s["dir"]: _cost(out / s["dir"]).ceiling for s in ladder["steps"]
-             if s["think_us"] and s["dir"] not in predicted and (s["worker_utilisation"] or 0) < LIGHT_LOAD}
     median = statistics.median(predicted.values())
     errors = {step: f"{pod / saturation - 1:+.0%}" for step, pod in predicted.items()}
-    light_errors = {step: f"{c.pod / saturation - 1:+.0%}" for step, c in light.items() if c is not None}
-    assert abs(median / saturation - 1) <= 0.25, (mix, saturation, errors, {"light, not judged": light_errors})
+    # (the light steps are analysed for the message only, when it is shown)
+    assert abs(median / saturation - 1) <= 0.25, (mix, saturation, errors,
+                                                  {"light, not judged": _light_errors(out, ladder, saturation)})
+
+
+def _light_errors(out: Path, ladder: dict[str, Any], saturation: float) -> dict[str, str]:
+    """The ceiling each paced step under LIGHT_LOAD busy predicts, against the saturation."""
+    light = {s["dir"]: _cost(out / s["dir"]).ceiling for s in ladder["steps"]
+             if s["think_us"] and (s["worker_utilisation"] or 0) < LIGHT_LOAD}
+    return {step: f"{c.pod / saturation - 1:+.0%}" for step, c in light.items() if c is not None}
 
 
 @pytest.mark.parametrize("mix", list(MIXES))
