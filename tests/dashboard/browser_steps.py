@@ -42,6 +42,24 @@ def click(br, selector: str, what: str | None = None) -> None:
     until(lambda: br.find_element(selector).click() or True, what=what or f"a click on {selector}")
 
 
+def click_until(try_click, done, what: str, settle_s: float = 3.0):
+    """Click (``try_click``, True once it clicked) until ``done`` answers, ``settle_s`` after each click. A click on
+    an element that a callback's redraw replaces at that moment is lost without an error (the gate saw a competing
+    connection's click and a grid row's do nothing), so one click is not trusted to land."""
+    def landed():
+        if result := done():  # (an earlier click that landed late)
+            return result
+        if not try_click():
+            return None
+        deadline = time.time() + settle_s
+        while time.time() < deadline:
+            if result := done():
+                return result
+            time.sleep(0.1)
+        return None
+    return until(landed, what=what)
+
+
 def until(predicate, timeout: float = TIMEOUT, what: str = "condition"):
     deadline = time.time() + timeout
     last = None

@@ -2,6 +2,7 @@
 and two browser sessions kept apart. Screenshots of each view go to ``test-artifacts/``."""
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from envoy_dissector.analysis import dissect
 from envoy_dissector.dashboard.datasets import Registry
 from tests.builders import analysed
-from tests.dashboard.browser_steps import TIMEOUT, click, open_tab, shot, until, upload
+from tests.dashboard.browser_steps import TIMEOUT, click, click_until, open_tab, shot, until, upload
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -50,6 +51,11 @@ def click_status_of_row(br, path: str) -> bool:
     return True
 
 
+def waterfall_drawn(br) -> bool:
+    """A request's waterfall is drawn (its phase ticks; before a click the graph is empty)."""
+    return any(e.text == "downstream_read" for e in br.find_elements("#waterfall-graph .ytick text"))
+
+
 @pytest.fixture
 def app(make_app):
     return make_app()
@@ -77,7 +83,8 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     dash_duo.wait_for_contains_text("#requests-count", f"of {expected + 1} requests", timeout=TIMEOUT)
     until(lambda: grid_row_with_path(dash_duo, "/"), what="a grid row for path /")
     shot(dash_duo, artifacts, "2-requests")
-    until(lambda: click_status_of_row(dash_duo, "/"), what="a click on the grid row for path /")
+    click_until(lambda: click_status_of_row(dash_duo, "/"), lambda: waterfall_drawn(dash_duo),
+                what="a click on the grid row for path /, its waterfall drawn")
 
     # its waterfall: phases and per-filter rows, competing connections
     dash_duo.wait_for_element("#waterfall-graph .main-svg", timeout=TIMEOUT)
@@ -95,13 +102,17 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     shot(dash_duo, artifacts, "3-waterfall")
 
     # a competing connection jumps to the event loop with it highlighted
-    def click_first_connection() -> str | None:  # (found and clicked in one try: the block is a callback's output)
+    def click_first_connection() -> bool:  # (found and clicked in one try: the block is a callback's output)
         for button in dash_duo.find_elements("#competing .conn-btn"):
-            if (text := button.text).startswith("C"):
+            if button.text.startswith("C"):
                 button.click()
-                return text
-        return None
-    conn = until(click_first_connection, what="a competing connection listed, clicked")
+                return True
+        return False
+
+    def highlighted() -> str | None:
+        infos = dash_duo.find_elements("#loop-info")
+        return found.group(1) if infos and (found := re.search(r"highlighted (C\d+)", infos[0].text)) else None
+    conn = click_until(click_first_connection, highlighted, what="a competing connection clicked and highlighted")
     dash_duo.wait_for_contains_text("#loop-info", f"highlighted {conn}", timeout=TIMEOUT)
     dash_duo.wait_for_element("#loop-graph .main-svg", timeout=TIMEOUT)
     until(lambda: "thread" in " ".join(e.text for e in dash_duo.find_elements("#loop-graph .ytick text")),
@@ -351,7 +362,8 @@ def test_log_content_is_never_markup(dash_br, dashboard_process, hostile_capture
     assert "<i>" in text_of(dash_br, '.ag-center-cols-container .ag-row [col-id="x_request_id"]')
     no_markup(dash_br, "#requests-grid")
     shot(dash_br, artifacts, "8-markup-grid")
-    until(lambda: click_status_of_row(dash_br, HOSTILE_PATH), what="a click on the hostile path's row")
+    click_until(lambda: click_status_of_row(dash_br, HOSTILE_PATH),
+                lambda: waterfall_drawn(dash_br), what="a click on the hostile path's row, its waterfall drawn")
 
     # waterfall: title, tick labels and hover as text, no link anywhere in the figure
     dash_br.wait_for_element("#waterfall-graph .main-svg", timeout=TIMEOUT)
