@@ -130,14 +130,11 @@ def _cost(step_dir: Path) -> Any:
 #: loaded steps (under 10 % busy) are not judged, and their predictions are listed in the message: there a request
 #: woke the worker from a long idle at nearly every burst and plain's predictions spread −26..+29 % (median −13 %,
 #: 32 steps; the capture's cost notes say its ceiling is then less certain and most often low).
-#: ``plain`` stays xfail (strict=False): its judged median read −17..+18 % on 18 runs and +30.1 % on a 19th, where the
-#: paced steps cost a request nearly what the saturated ones did (idle ratio 1.04-1.25×, against 1.3-2.8× elsewhere)
-#: and the ladder stopped at 8 connections on a slow spell (7,494 requests per CPU-second against 7,866-8,746 on that
-#: day's other runs): the machine's idle cost moves plain's prediction by about ±20 % (docs/cost.md). lua-cpu's 0.5 ms
-#: of Lua a request dilutes it, and stays judged.
-CEILING_MIXES = [pytest.param(mix, marks=pytest.mark.xfail(
-    reason="plain's ceiling from its moderate paced steps read -17..+18 % on 18 runs and +30.1 % on one whose "
-           "saturation ran slow (#30)", strict=False)) if mix == "plain" else mix for mix in MIXES]
+#: Both mixes are judged. plain's judged median read −17..+18 % on 18 runs of an earlier machine, and +26.5 and
+#: +30.1 % on two more, the second's ladder stopped at 8 connections on a slow spell (the ladder now measures up to
+#: 16, ``lab.bench.MIN_TOP_CONNECTIONS``); on this machine six quiet runs read +2.5..+7.3 % and lua-cpu −6..+3 %
+#: (docs/cost.md, the lab).
+CEILING_MIXES = list(MIXES)
 
 
 @pytest.mark.parametrize("mix", CEILING_MIXES)
