@@ -16,6 +16,8 @@ count is a count).
 * ``header_values`` reads the values of named headers out of header dumps (``headers.header_values``).
 * ``record_classes`` groups records into ``classify``'s classes, and ``distinct`` numbers a column's distinct values,
   each in one pass over the columns' Arrow buffers.
+* ``loop_slices`` cuts one worker's lines into the event loop's slices (``analysis/stages/loop.py``), and
+  ``record_gaps`` pairs its socket events with the ready lines after them (``analysis/gap_counts.py``).
 
 This module imports only the parser's leaf modules, so that any stage may ask it.
 """
@@ -233,3 +235,41 @@ def header_values(messages: pl.Series, names: Sequence[str]) -> pl.DataFrame | N
         return None
     found = _module().header_values(messages.__arrow_c_stream__(), list(names))
     return _frame(found, names)
+
+
+# --- a worker's event-loop slices and record gaps ---------------------------------------------------------------------
+
+#: A kind's part in ``loop_slices``' and ``record_gaps``' rules (``native/src/slices.rs``), a bit each.
+SOCKET_EVENT_BIT, TIMER_RESUME_BIT, WAKE_BIT, READY_BIT = 1, 2, 4, 8
+
+
+def loop_slices(ts_us: pl.Series, kinds: pl.Series, conn_ids: pl.Series, kind_bits: Sequence[int], idle_gap_us: int,
+                unattributed_idle_us: int) -> pl.DataFrame | None:
+    """Per slice of one worker's lines (in time order), as ``loop._thread_slices`` cuts them: ``first_row``,
+    ``last_row`` (u32), ``opens`` (its first line opened it; null: unknown) and ``timer`` (a timer did), in one
+    compiled pass. ``kind_bits``: per code of the ``kinds`` Enum, its bits (``SOCKET_EVENT_BIT`` …). None: the
+    polars path cuts them (``loop._thread_slices_by_polars``, the reference): off, or a time or kind is null."""
+    import polars as pl
+
+    if (not enabled() or ts_us.dtype != pl.Int64 or not isinstance(kinds.dtype, pl.Enum) or ts_us.null_count()
+            or kinds.null_count()):
+        return None
+    found = _module().loop_slices(ts_us.__arrow_c_stream__(), kinds.to_physical().__arrow_c_stream__(),
+                                  conn_ids.__arrow_c_stream__(), list(kind_bits), idle_gap_us, unattributed_idle_us)
+    return _frame(found, ("first_row", "last_row", "opens", "timer"))
+
+
+def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Sequence[int], carried: int,
+                idle_class_us: tuple[int, int], classes: tuple[int, int, int]) -> pl.DataFrame | None:
+    """Per ``socket event`` of one worker's lines (in time order; from row ``carried`` on) that a ready line
+    (``READY_BIT``) follows: ``gap`` (µs to it, i64) and ``idle`` (i8: ``classes`` warm, cooling, cold by the µs
+    since the line before, bounded by ``idle_class_us``; cold without one), in one compiled pass. None: the polars
+    path pairs them (``gap_counts._back_to_back_by_polars``, the reference): off, or a time or kind is null."""
+    import polars as pl
+
+    if (not enabled() or ts_us.dtype != pl.Int64 or not isinstance(kinds.dtype, pl.Enum) or ts_us.null_count()
+            or kinds.null_count()):
+        return None
+    found = _module().record_gaps(ts_us.__arrow_c_stream__(), kinds.to_physical().__arrow_c_stream__(),
+                                  list(kind_bits), carried, *idle_class_us, list(classes))
+    return _frame(found, ("gap", "idle"))

@@ -36,7 +36,9 @@ from envoy_dissector.analysis.schema import (
 )
 from envoy_dissector.analysis.stages.requests import UID_COLUMNS, request_uid
 from envoy_dissector.analysis.stats import percentile_expr
+from envoy_dissector.parser import extension
 from envoy_dissector.parser.kinds import EventKind
+from envoy_dissector.parser.schema import KIND
 
 IDLE_GAP_US = 100
 #: A request *waited* for its worker when its loop queueing (before its first read plus inside its life)
@@ -197,8 +199,45 @@ def slices(events: pl.DataFrame) -> pl.DataFrame:
     return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
 
 
+def _kind_bits(kind: pl.DataType) -> list[int]:
+    """Per code of the ``kind`` Enum, its part in the slice rules (``extension.loop_slices``); [] for another
+    type."""
+    if kind == KIND:
+        return _KIND_BITS
+    return _bits_of(kind) if isinstance(kind, pl.Enum) else []
+
+
+def _bits_of(kind: pl.Enum) -> list[int]:
+    bits = {EventKind.SOCKET_EVENT.value: extension.SOCKET_EVENT_BIT}
+    bits.update({k.value: extension.TIMER_RESUME_BIT for k in TIMER_RESUME_KINDS})
+    bits.update({k.value: extension.WAKE_BIT for k in WAKE_KINDS})
+    return [bits.get(name, 0) for name in kind.categories.to_list()]
+
+
+_KIND_BITS = _bits_of(KIND)
+
+
 def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
-    """Slices of one (origin, thread), its lines in time order."""
+    """Slices of one (origin, thread), its lines in time order: cut by the compiled pass where it is on
+    (``extension.loop_slices``), else by polars (``_thread_slices_by_polars``, the reference)."""
+    found = extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], _kind_bits(lines.schema["kind"]),
+                                  IDLE_GAP_US, UNATTRIBUTED_IDLE_US)
+    if found is None:
+        return _thread_slices_by_polars(lines)
+    first, last = found["first_row"], found["last_row"]
+    opens, timer = pl.lit(found["opens"]), pl.lit(found["timer"])
+    mask = pl.when(opens).then(pl.col("events"))
+    # (one select over the slices' first lines: a query costs more than its few rows here)
+    return lines.select("origin", "thread", "ts_us", "conn_id", "events")[first].select(
+        "origin", "thread", start_us="ts_us", conn_id=pl.when(opens).then(pl.col("conn_id")), mask=mask, timer=timer,
+        first_row=pl.lit(first), end_us=pl.lit(lines["ts_us"].gather(last)), last_row=pl.lit(last),
+        lines=pl.lit((last - first + 1).cast(pl.UInt32)),
+        kind=pl.when(timer).then(pl.lit("timer")).otherwise(
+            mask.replace_strict(_EVENT_KIND, default="other", return_dtype=pl.String)))
+
+
+def _thread_slices_by_polars(lines: pl.DataFrame) -> pl.DataFrame:
+    """``_thread_slices`` by polars passes over every line."""
     # A slice opens at each `socket event`. Silent CPU inside an event (a Lua script) stays in its slice.
     # On a thread that has not dispatched a socket event yet (start-up, the main thread), idle gaps cut slices.
     gap = pl.col("ts_us") - pl.col("ts_us").shift(1)

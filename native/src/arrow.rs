@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
-use arrow_array::types::{Int64Type, UInt64Type};
+use arrow_array::types::{Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::builder::make_view;
 use arrow_array::{Array, ArrayRef, LargeStringArray, PrimitiveArray, StringViewArray};
 use arrow_data::MAX_INLINE_VIEW_LEN;
@@ -205,6 +205,49 @@ pub fn values(arrays: &[ArrayRef]) -> Result<Vec<Option<&[u8]>>, String> {
         }
     }
     Ok(out)
+}
+
+/// The values of a 64-bit integer column's arrays, array by array (no copy); Err: another type, or a row is null.
+pub fn int64_parts(arrays: &[ArrayRef]) -> Result<Vec<&[i64]>, String> {
+    arrays
+        .iter()
+        .map(|array| match array.data_type() {
+            _ if array.null_count() > 0 => Err("a null in a column that has none".to_string()),
+            DataType::Int64 => Ok(&array.as_primitive::<Int64Type>().values()[..]),
+            other => Err(format!("not a 64-bit integer column (Arrow type {other})")),
+        })
+        .collect()
+}
+
+/// Per row of an unsigned code column's arrays (8, 16 or 32 bits: an Enum's physical codes), in order, its entry
+/// of `table` (0 past its end); Err: another type, or a row is null.
+pub fn looked_up(arrays: &[ArrayRef], table: &[u8]) -> Result<Vec<u8>, String> {
+    let entry = |code: usize| table.get(code).copied().unwrap_or(0);
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+    for array in arrays {
+        if array.null_count() > 0 {
+            return Err("a null in a column that has none".into());
+        }
+        match array.data_type() {
+            DataType::UInt8 => out.extend(array.as_primitive::<UInt8Type>().values().iter().map(|&v| entry(v as usize))),
+            DataType::UInt16 => out.extend(array.as_primitive::<UInt16Type>().values().iter().map(|&v| entry(v as usize))),
+            DataType::UInt32 => out.extend(array.as_primitive::<UInt32Type>().values().iter().map(|&v| entry(v as usize))),
+            other => return Err(format!("not an unsigned code column (Arrow type {other})")),
+        }
+    }
+    Ok(out)
+}
+
+/// Per row of a column's arrays, in order: whether it is null.
+pub fn nulls(arrays: &[ArrayRef]) -> Vec<bool> {
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+    for array in arrays {
+        match array.logical_nulls() {
+            Some(valid) => out.extend(valid.iter().map(|v| !v)),
+            None => out.extend(std::iter::repeat_n(false, array.len())),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! envoy-dissector's compiled parts (`parser/extension.py` is their one Python side): the envelope scan of a text
 //! block (`scan.rs`), the record classes and distinct values of a column (`classes.rs`), header values out of
-//! header dumps (`headers.rs`), over Arrow columns shared with polars without a copy (`arrow.rs`). This file holds
-//! only the Python bindings.
+//! header dumps (`headers.rs`), one worker's event-loop slices and record gaps (`slices.rs`), over Arrow columns shared with
+//! polars without a copy (`arrow.rs`). This file holds only the Python bindings.
 //!
 //! Every `unsafe` block says why it is sound in a `// SAFETY:` comment; clippy (in `.ci/check`) holds it to that.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -11,6 +11,7 @@ mod arrow;
 mod classes;
 mod headers;
 mod scan;
+mod slices;
 
 #[global_allocator]
 static ALLOCATOR: alloc::LargeByMmap = alloc::LargeByMmap;
@@ -20,15 +21,15 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use arrow_array::builder::LargeStringBuilder;
-use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
-use arrow_array::ArrayRef;
+use arrow_array::types::{Int64Type, Int8Type, UInt32Type, UInt8Type};
+use arrow_array::{ArrayRef, BooleanArray};
 use arrow_buffer::alloc::Allocation;
 use arrow_buffer::Buffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
-use arrow::{column, export, import_stream, value_error, values};
+use arrow::{column, export, import_stream, int64_parts, looked_up, nulls, value_error, values};
 
 /// A dict of Arrow columns (`(schema, array)` capsule pairs, as `__arrow_c_array__` returns them) by name.
 fn columns<'py>(py: Python<'py>, named: Vec<(&str, ArrayRef)>) -> PyResult<Bound<'py, PyDict>> {
@@ -211,6 +212,69 @@ fn header_values<'py>(
     columns(py, names.iter().map(String::as_str).zip(found).collect())
 }
 
+/// `analysis/stages/loop.py`'s `_thread_slices` of one worker's lines in time order (`slices.rs`), from the Arrow
+/// streams of their `ts_us` (i64), `kind` (an Enum's physical codes) and `conn_id` (only whether it is null):
+/// per slice `first_row`, `last_row` (u32), `opens` and `timer` (nullable booleans). `kind_bits` gives each kind
+/// code its rules (`slices::SOCKET_EVENT`, `TIMER_RESUME`, `WAKE`; codes past its end: none).
+#[pyfunction]
+#[pyo3(signature = (ts, kinds, conn_ids, kind_bits, idle_gap, unattributed_idle))]
+fn loop_slices<'py>(
+    py: Python<'py>,
+    ts: &Bound<'py, PyCapsule>,
+    kinds: &Bound<'py, PyCapsule>,
+    conn_ids: &Bound<'py, PyCapsule>,
+    kind_bits: Vec<u8>,
+    idle_gap: i64,
+    unattributed_idle: i64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (ts, kinds, conn_ids) = (import_stream(ts)?, import_stream(kinds)?, import_stream(conn_ids)?);
+    let found = py.allow_threads(|| {
+        let (ts, bits) = (int64_parts(&ts).map_err(value_error)?, looked_up(&kinds, &kind_bits).map_err(value_error)?);
+        let no_conn = nulls(&conn_ids);
+        let rows = ts.iter().map(|part| part.len()).sum::<usize>();
+        if bits.len() != rows || no_conn.len() != rows {
+            return Err(pyo3::exceptions::PyValueError::new_err("the columns differ in length"));
+        }
+        let lines = ts.iter().flat_map(|part| part.iter().copied()).zip(bits).zip(no_conn).map(|((t, b), n)| (t, b, n));
+        Ok(slices::slices(lines, &slices::Rules { idle_gap, unattributed_idle }))
+    })?;
+    columns(py, vec![
+        ("first_row", column::<UInt32Type>(found.first_row)),
+        ("last_row", column::<UInt32Type>(found.last_row)),
+        ("opens", Arc::new(BooleanArray::from(found.opens)) as ArrayRef),
+        ("timer", Arc::new(BooleanArray::from(found.timer)) as ArrayRef),
+    ])
+}
+
+/// `analysis/gap_counts.py`'s `back_to_back` of one worker's lines in time order (`slices::record_gaps`), from the
+/// Arrow streams of their `ts_us` (i64) and `kind` (an Enum's physical codes; `kind_bits` as for `loop_slices`):
+/// `gap` (i64) and `idle` (i8, `classes[..]` by `warm_us` and `cooling_us`), per socket event from row `carried`
+/// on that a ready line follows.
+#[pyfunction]
+#[pyo3(signature = (ts, kinds, kind_bits, carried, warm_us, cooling_us, classes))]
+#[allow(clippy::too_many_arguments)]
+fn record_gaps<'py>(
+    py: Python<'py>,
+    ts: &Bound<'py, PyCapsule>,
+    kinds: &Bound<'py, PyCapsule>,
+    kind_bits: Vec<u8>,
+    carried: usize,
+    warm_us: i64,
+    cooling_us: i64,
+    classes: [i8; 3],
+) -> PyResult<Bound<'py, PyDict>> {
+    let (ts, kinds) = (import_stream(ts)?, import_stream(kinds)?);
+    let (gaps, idle) = py.allow_threads(|| {
+        let (ts, bits) = (int64_parts(&ts).map_err(value_error)?, looked_up(&kinds, &kind_bits).map_err(value_error)?);
+        if bits.len() != ts.iter().map(|part| part.len()).sum::<usize>() {
+            return Err(pyo3::exceptions::PyValueError::new_err("the columns differ in length"));
+        }
+        let lines = ts.iter().flat_map(|part| part.iter().copied()).zip(bits);
+        Ok(slices::record_gaps(lines, carried, &slices::IdleClasses { warm_us, cooling_us, classes }))
+    })?;
+    columns(py, vec![("gap", column::<Int64Type>(gaps)), ("idle", column::<Int8Type>(idle))])
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(header_values, m)?)?;
@@ -219,5 +283,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
     m.add_function(wrap_pyfunction!(scan_text, m)?)?;
     m.add_function(wrap_pyfunction!(last_start, m)?)?;
+    m.add_function(wrap_pyfunction!(loop_slices, m)?)?;
+    m.add_function(wrap_pyfunction!(record_gaps, m)?)?;
     Ok(())
 }
