@@ -20,7 +20,6 @@ import polars as pl
 
 from envoy_dissector.parser import extension
 from envoy_dissector.parser.kinds import EventKind
-from envoy_dissector.parser.schema import KIND
 
 GAP_COUNTS_SCHEMA: dict[str, pl.DataType] = {"idle": pl.Int8(), "gap": pl.Int64(), "count": pl.Int64()}
 #: Gaps a ``GapTally`` holds as they came, at most, before it folds them into its counts.
@@ -45,27 +44,16 @@ def back_to_back(lines: pl.DataFrame, over: list[str] | None = None, *, carried:
     ``kind``) are in time order per worker, the workers told apart by the ``over`` columns (None: one worker).
     The first ``carried`` lines (one worker) were paired before: they only give the idle before the next.
     One worker's gaps come from one compiled pass where it is on (``extension.record_gaps``)."""
-    found = None if over else extension.record_gaps(lines["ts_us"], lines["kind"], _kind_bits(lines.schema["kind"]),
+    found = None if over else extension.record_gaps(lines["ts_us"], lines["kind"], GAP_BITS,
                                                     carried, IDLE_CLASS_US, (WARM, COOLING, COLD))
     if found is not None:
         return found.select(pl.struct(gap="gap", idle="idle").alias("gap"))["gap"]
     return _back_to_back_by_polars(lines, over, carried=carried)
 
 
-def _kind_bits(kind: pl.DataType) -> list[int]:
-    """Per code of the ``kind`` Enum, its part in the gaps (``extension.record_gaps``); [] for another type."""
-    if kind == KIND:
-        return _KIND_BITS
-    return _bits_of(kind) if isinstance(kind, pl.Enum) else []
-
-
-def _bits_of(kind: pl.Enum) -> list[int]:
-    bits = {EventKind.SOCKET_EVENT.value: extension.SOCKET_EVENT_BIT, EventKind.WRITE_READY.value: extension.READY_BIT,
+#: Each line kind's part in the record gaps (``extension.record_gaps``), by its name.
+GAP_BITS = {EventKind.SOCKET_EVENT.value: extension.SOCKET_EVENT_BIT, EventKind.WRITE_READY.value: extension.READY_BIT,
             EventKind.READ_READY.value: extension.READY_BIT}
-    return [bits.get(name, 0) for name in kind.categories.to_list()]
-
-
-_KIND_BITS = _bits_of(KIND)
 
 
 def _back_to_back_by_polars(lines: pl.DataFrame, over: list[str] | None = None, *, carried: int = 0) -> pl.Series:

@@ -23,9 +23,10 @@ This module imports only the parser's leaf modules, so that any stage may ask it
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -243,11 +244,22 @@ def header_values(messages: pl.Series, names: Sequence[str]) -> pl.DataFrame | N
 SOCKET_EVENT_BIT, TIMER_RESUME_BIT, WAKE_BIT, READY_BIT = 1, 2, 4, 8
 
 
-def loop_slices(ts_us: pl.Series, kinds: pl.Series, conn_ids: pl.Series, kind_bits: Sequence[int], idle_gap_us: int,
+def _bits_per_code(kinds: pl.Series, bits: Mapping[str, int]) -> list[int]:
+    """Per code of the ``kinds`` Enum, the bits ``bits`` gives its category (0 for the others)."""
+    return list(_bits_of(tuple(kinds.dtype.categories.to_list()), tuple(bits.items())))  # type: ignore[attr-defined]
+
+
+@functools.lru_cache(maxsize=8)
+def _bits_of(categories: tuple[str, ...], bits: tuple[tuple[str, int], ...]) -> tuple[int, ...]:
+    by_name = dict(bits)
+    return tuple(by_name.get(name, 0) for name in categories)
+
+
+def loop_slices(ts_us: pl.Series, kinds: pl.Series, conn_ids: pl.Series, kind_bits: Mapping[str, int], idle_gap_us: int,
                 unattributed_idle_us: int) -> pl.DataFrame | None:
     """Per slice of one worker's lines (in time order), as ``loop._thread_slices`` cuts them: ``first_row``,
     ``last_row`` (u32), ``opens`` (its first line opened it; null: unknown) and ``timer`` (a timer did), in one
-    compiled pass. ``kind_bits``: per code of the ``kinds`` Enum, its bits (``SOCKET_EVENT_BIT`` …). None: the
+    compiled pass. ``kind_bits``: a kind's bits by its name (``SOCKET_EVENT_BIT`` …; others none). None: the
     polars path cuts them (``loop._thread_slices_by_polars``, the reference): off, or a time or kind is null."""
     import polars as pl
 
@@ -255,11 +267,12 @@ def loop_slices(ts_us: pl.Series, kinds: pl.Series, conn_ids: pl.Series, kind_bi
             or kinds.null_count()):
         return None
     found = _module().loop_slices(ts_us.__arrow_c_stream__(), kinds.to_physical().__arrow_c_stream__(),
-                                  conn_ids.__arrow_c_stream__(), list(kind_bits), idle_gap_us, unattributed_idle_us)
+                                  conn_ids.__arrow_c_stream__(), _bits_per_code(kinds, kind_bits), idle_gap_us,
+                                  unattributed_idle_us)
     return _frame(found, ("first_row", "last_row", "opens", "timer"))
 
 
-def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Sequence[int], carried: int,
+def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Mapping[str, int], carried: int,
                 idle_class_us: tuple[int, int], classes: tuple[int, int, int]) -> pl.DataFrame | None:
     """Per ``socket event`` of one worker's lines (in time order; from row ``carried`` on) that a ready line
     (``READY_BIT``) follows: ``gap`` (µs to it, i64) and ``idle`` (i8: ``classes`` warm, cooling, cold by the µs
@@ -271,5 +284,6 @@ def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Sequence[int], ca
             or kinds.null_count()):
         return None
     found = _module().record_gaps(ts_us.__arrow_c_stream__(), kinds.to_physical().__arrow_c_stream__(),
-                                  list(kind_bits), carried, *idle_class_us, list(classes))
+                                  _bits_per_code(kinds, kind_bits), carried, *idle_class_us,
+                                  list(classes))
     return _frame(found, ("gap", "idle"))

@@ -38,7 +38,6 @@ from envoy_dissector.analysis.stages.requests import UID_COLUMNS, request_uid
 from envoy_dissector.analysis.stats import percentile_expr
 from envoy_dissector.parser import extension
 from envoy_dissector.parser.kinds import EventKind
-from envoy_dissector.parser.schema import KIND
 
 IDLE_GAP_US = 100
 #: A request *waited* for its worker when its loop queueing (before its first read plus inside its life)
@@ -199,28 +198,16 @@ def slices(events: pl.DataFrame) -> pl.DataFrame:
     return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
 
 
-def _kind_bits(kind: pl.DataType) -> list[int]:
-    """Per code of the ``kind`` Enum, its part in the slice rules (``extension.loop_slices``); [] for another
-    type."""
-    if kind == KIND:
-        return _KIND_BITS
-    return _bits_of(kind) if isinstance(kind, pl.Enum) else []
-
-
-def _bits_of(kind: pl.Enum) -> list[int]:
-    bits = {EventKind.SOCKET_EVENT.value: extension.SOCKET_EVENT_BIT}
-    bits.update({k.value: extension.TIMER_RESUME_BIT for k in TIMER_RESUME_KINDS})
-    bits.update({k.value: extension.WAKE_BIT for k in WAKE_KINDS})
-    return [bits.get(name, 0) for name in kind.categories.to_list()]
-
-
-_KIND_BITS = _bits_of(KIND)
+#: Each line kind's part in the slice rules (``extension.loop_slices``), by its name.
+SLICE_BITS = {EventKind.SOCKET_EVENT.value: extension.SOCKET_EVENT_BIT,
+              **{k.value: extension.TIMER_RESUME_BIT for k in TIMER_RESUME_KINDS},
+              **{k.value: extension.WAKE_BIT for k in WAKE_KINDS}}
 
 
 def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
     """Slices of one (origin, thread), its lines in time order: cut by the compiled pass where it is on
     (``extension.loop_slices``), else by polars (``_thread_slices_by_polars``, the reference)."""
-    found = extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], _kind_bits(lines.schema["kind"]),
+    found = extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], SLICE_BITS,
                                   IDLE_GAP_US, UNATTRIBUTED_IDLE_US)
     if found is None:
         return _thread_slices_by_polars(lines)

@@ -28,9 +28,9 @@ pytestmark = pytest.mark.skipif(not extension.enabled(), reason="the compiled ex
 
 
 def _compare(lines: pl.DataFrame, carried: int = 0) -> None:
-    assert extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], loop._kind_bits(lines.schema["kind"]),
+    assert extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], loop.SLICE_BITS,
                                  loop.IDLE_GAP_US, loop.UNATTRIBUTED_IDLE_US) is not None
-    assert extension.record_gaps(lines["ts_us"], lines["kind"], gap_counts._kind_bits(lines.schema["kind"]), 0,
+    assert extension.record_gaps(lines["ts_us"], lines["kind"], gap_counts.GAP_BITS, 0,
                                  gap_counts.IDLE_CLASS_US, (0, 1, 2)) is not None
     assert_frame_equal(loop._thread_slices(lines), loop._thread_slices_by_polars(lines))
     for skipped in {0, min(carried, lines.height)}:
@@ -90,9 +90,9 @@ def test_null_times_take_the_polars_paths() -> None:
     lines = pl.DataFrame({"origin": ["o", "o"], "thread": [1, 1], "ts_us": [None, 5], "line_no": [1, 2],
                           "kind": [EventKind.SOCKET_EVENT.value] * 2, "conn_id": [1, 1], "events": [1, 1]},
                          schema={c: EVENT_SCHEMA[c] for c in LINE_COLUMNS})
-    assert extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], loop._kind_bits(lines.schema["kind"]),
+    assert extension.loop_slices(lines["ts_us"], lines["kind"], lines["conn_id"], loop.SLICE_BITS,
                                  loop.IDLE_GAP_US, loop.UNATTRIBUTED_IDLE_US) is None
-    assert extension.record_gaps(lines["ts_us"], lines["kind"], gap_counts._kind_bits(lines.schema["kind"]), 0,
+    assert extension.record_gaps(lines["ts_us"], lines["kind"], gap_counts.GAP_BITS, 0,
                                  gap_counts.IDLE_CLASS_US, (0, 1, 2)) is None
     assert_frame_equal(loop._thread_slices(lines), loop._thread_slices_by_polars(lines))
     assert_series_equal(gap_counts.back_to_back(lines), gap_counts._back_to_back_by_polars(lines))
