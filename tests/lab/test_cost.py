@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import shutil
 import statistics
 from pathlib import Path
@@ -33,7 +34,7 @@ SATURATED = SATURATED_DEMAND
 def _ladder(out: Path, mix: str) -> dict[str, Any]:
     run_ladder(out, mix=mix, step_requests=3_000, step_s=1.5)
     ladder = json.loads((out / "ladder.json").read_text())
-    kept = {s["dir"] for s in ladder["steps"] if s["think_us"]} | {_top_step(ladder, check=False)["dir"]}
+    kept = {s["dir"] for s in _paced_steps(ladder)} | {_top_step(ladder, check=False)["dir"]}
     for step in ladder["steps"]:  # (a trace log is ~15 kB a request: keep only the ones the tests read)
         if step["dir"] not in kept:
             (out / step["dir"] / "envoy.log").unlink(missing_ok=True)
@@ -81,11 +82,29 @@ def _capacity(step: dict[str, Any]) -> float:
     return float(step["worker_capacity_rps"] or (1e6 / ticks if ticks else 0))
 
 
+def _worker_cost(step: dict[str, Any]) -> float:
+    """Envoy's worker CPU per 1000 requests at the step: schedstat's (ns), else utime + stime (clock ticks)."""
+    return float(step["worker_run_ms_per_1000"] or step["worker_cpu_ms_per_1000"] or math.inf)
+
+
+def _paced_steps(ladder: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each paced step from the pass where Envoy's worker spent the least CPU a request on it (the ladder runs them
+    twice, ``lab.bench.PACED_PASSES``): the machine's faster pass, as the saturation is the ladder's best rate. Neither
+    pass is chosen by what the capture predicts."""
+    passes: dict[int, dict[str, Any]] = {}
+    for step in ladder["steps"]:
+        think = step["think_us"]
+        if think and (think not in passes or _worker_cost(step) < _worker_cost(passes[think])):
+            passes[think] = step
+    return [passes[think] for think in sorted(passes, reverse=True)]
+
+
 def _moderate_steps(ladder: dict[str, Any]) -> list[dict[str, Any]]:
-    """The paced steps (4 connections pausing between requests: a moderate load by construction) LIGHT_LOAD to
-    MODERATE busy and not saturated, that served 100 requests. (A closed-loop step on a core shared with other work can read
-    under half busy while its worker always had work: a saturated capture, not a moderate one.)"""
-    steps = [s for s in ladder["steps"] if s["think_us"] and s["worker_utilisation"] is not None
+    """The paced steps (4 connections pausing between requests: a moderate load by construction; each from its
+    faster pass, :func:`_paced_steps`) LIGHT_LOAD to MODERATE busy and not saturated, that served 100 requests. (A
+    closed-loop step on a core shared with other work can read under half busy while its worker always had work: a
+    saturated capture, not a moderate one.)"""
+    steps = [s for s in _paced_steps(ladder) if s["worker_utilisation"] is not None
              and LIGHT_LOAD <= s["worker_utilisation"] <= MODERATE and _demand(s) < SATURATED
              and s["requests"] >= 100]
     assert steps, (f"no paced ladder step served 100 requests with Envoy's worker {LIGHT_LOAD:.0%}-{MODERATE:.0%} busy and "
@@ -132,8 +151,9 @@ def _cost(step_dir: Path) -> Any:
 #: 32 steps; the capture's cost notes say its ceiling is then less certain and most often low).
 #: Both mixes are judged. plain's judged median read −17..+18 % on 18 runs of an earlier machine, and +26.5 and
 #: +30.1 % on two more, the second's ladder stopped at 8 connections on a slow spell (the ladder now measures up to
-#: 16, ``lab.bench.MIN_TOP_CONNECTIONS``); on this machine six quiet runs read +2.5..+7.3 % and lua-cpu −6..+3 %
-#: (docs/cost.md, the lab).
+#: 16, ``lab.bench.MIN_TOP_CONNECTIONS``); on this machine six quiet runs read +2.5..+7.3 % and lua-cpu −6..+3 %, and
+#: one read −35 % after the machine slowed through four of its paced steps: each paced step is now taken from the
+#: faster of two passes (``_paced_steps``); three runs with it read 0, +5, +3 % (docs/cost.md, the lab).
 CEILING_MIXES = list(MIXES)
 
 
@@ -156,8 +176,8 @@ def test_ceiling_from_a_moderate_step_is_the_ladders_saturation(ladders, mix: st
 
 def _light_errors(out: Path, ladder: dict[str, Any], saturation: float) -> dict[str, str]:
     """The ceiling each paced step under LIGHT_LOAD busy predicts, against the saturation."""
-    light = {s["dir"]: _cost(out / s["dir"]).ceiling for s in ladder["steps"]
-             if s["think_us"] and (s["worker_utilisation"] or 0) < LIGHT_LOAD}
+    light = {s["dir"]: _cost(out / s["dir"]).ceiling for s in _paced_steps(ladder)
+             if (s["worker_utilisation"] or 0) < LIGHT_LOAD}
     return {step: f"{c.pod / saturation - 1:+.0%}" for step, c in light.items() if c is not None}
 
 
