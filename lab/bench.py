@@ -233,7 +233,7 @@ def run_ladder(out_dir: Path | str, *, mix: str = "plain", step_requests: int = 
     steps: list[dict[str, object]] = []
     with pinned(client_core), LeanUpstream(out) as upstream:
 
-        def step(index: int, connections: int, think: int, paced_pass: int = 0) -> dict[str, object]:
+        def step(index: int, connections: int, think: int, paced_pass: int) -> dict[str, object]:
             step_dir = out / f"step-{index}"
             with _envoy(settings, step_dir, upstream.port, fmt[1], envoy_core) as envoy:
                 assert envoy.pid is not None

@@ -244,6 +244,15 @@ def header_values(messages: pl.Series, names: Sequence[str]) -> pl.DataFrame | N
 SOCKET_EVENT_BIT, TIMER_RESUME_BIT, WAKE_BIT, READY_BIT = 1, 2, 4, 8
 
 
+def _compiled_lines(ts_us: pl.Series, kinds: pl.Series) -> bool:
+    """Whether the compiled passes over a worker's lines take these columns: on, times in i64 µs and kinds an Enum,
+    neither with a null (the polars path does the rest)."""
+    import polars as pl
+
+    return (enabled() and ts_us.dtype == pl.Int64 and isinstance(kinds.dtype, pl.Enum) and not ts_us.null_count()
+            and not kinds.null_count())
+
+
 def _bits_per_code(kinds: pl.Series, bits: Mapping[str, int]) -> list[int]:
     """Per code of the ``kinds`` Enum, the bits ``bits`` gives its category (0 for the others)."""
     return list(_bits_of(tuple(kinds.dtype.categories.to_list()), tuple(bits.items())))  # type: ignore[attr-defined]
@@ -261,10 +270,7 @@ def loop_slices(ts_us: pl.Series, kinds: pl.Series, conn_ids: pl.Series, kind_bi
     ``last_row`` (u32), ``opens`` (its first line opened it; null: unknown) and ``timer`` (a timer did), in one
     compiled pass. ``kind_bits``: a kind's bits by its name (``SOCKET_EVENT_BIT`` …; others none). None: the
     polars path cuts them (``loop._thread_slices_by_polars``, the reference): off, or a time or kind is null."""
-    import polars as pl
-
-    if (not enabled() or ts_us.dtype != pl.Int64 or not isinstance(kinds.dtype, pl.Enum) or ts_us.null_count()
-            or kinds.null_count()):
+    if not _compiled_lines(ts_us, kinds):
         return None
     found = _module().loop_slices(ts_us.__arrow_c_stream__(), kinds.to_physical().__arrow_c_stream__(),
                                   conn_ids.__arrow_c_stream__(), _bits_per_code(kinds, kind_bits), idle_gap_us,
@@ -278,10 +284,7 @@ def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Mapping[str, int]
     (``READY_BIT``) follows: ``gap`` (µs to it, i64) and ``idle`` (i8: ``classes`` warm, cooling, cold by the µs
     since the line before, bounded by ``idle_class_us``; cold without one), in one compiled pass. None: the polars
     path pairs them (``gap_counts._back_to_back_by_polars``, the reference): off, or a time or kind is null."""
-    import polars as pl
-
-    if (not enabled() or ts_us.dtype != pl.Int64 or not isinstance(kinds.dtype, pl.Enum) or ts_us.null_count()
-            or kinds.null_count()):
+    if not _compiled_lines(ts_us, kinds):
         return None
     found = _module().record_gaps(ts_us.__arrow_c_stream__(), kinds.to_physical().__arrow_c_stream__(),
                                   _bits_per_code(kinds, kind_bits), carried, *idle_class_us,

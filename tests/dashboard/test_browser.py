@@ -121,17 +121,13 @@ def test_upload_and_every_view(dash_duo, app, artifacts, named):
     shot(dash_duo, artifacts, "4-event-loop")
     # zoom: plotly reports the new x range and the server re-queries that window. A relayout sent while a callback
     # still redraws the graph (the highlight's) is lost with the figure it was applied to: sent again until it holds.
-    def zoomed() -> bool:
+    def zoom() -> bool:
         dash_duo.driver.execute_script(
             "const g = document.querySelector('#loop-graph .js-plotly-plot');"
             "Plotly.relayout(g, {'xaxis.range[0]': 20, 'xaxis.range[1]': 21});")  # (ms since the capture's start)
-        deadline = time.time() + 3
-        while time.time() < deadline:
-            if "window +20.000..+21.000 ms" in dash_duo.find_element("#loop-info").text:
-                return True
-            time.sleep(0.1)
-        return False
-    until(zoomed, what="the event-loop view zoomed to 20-21 ms")
+        return True
+    click_until(zoom, lambda: "window +20.000..+21.000 ms" in dash_duo.find_element("#loop-info").text,
+                what="the event-loop view zoomed to 20-21 ms")
     dash_duo.find_element("#loop-reset").click()
     dash_duo.wait_for_contains_text("#loop-info", "window +0.000..", timeout=TIMEOUT)
 
