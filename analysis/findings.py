@@ -354,14 +354,15 @@ def observer_cost_of(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     warm, cold = costs.warm + costs.unseen, costs.cold + costs.unseen
     woken = COLD in costs.measured  # (a worker that never idled shows no record waking it)
     lines = median(r["log_lines"])
-    cost = warm * lines + (costs.cold - costs.warm if woken else 0.0) if lines is not None else None
+    cost = ((warm + costs.write_out) * lines + (costs.cold - costs.warm if woken else 0.0)
+            if lines is not None else None)
     return [Finding(
         "observer-effect", "info",
         f"Trace logging itself costs about {warm:.1f} µs per log record"
         + (f", {cold:.1f} µs for one that wakes an idle worker" if woken else ""),
         f"mean back-to-back record gap of at most {BACK_TO_BACK_US} µs ({COLD_BACK_TO_BACK_US} after > 1 ms idle) by "
         f"the worker's idle before it ({gaps.len()} samples), plus {costs.unseen:.1f} µs a record no gap shows "
-        "(docs/cost.md); "
+        f"and {costs.write_out:.2f} µs Envoy's log flush thread spends writing it out (docs/cost.md); "
         + (f"a request here logs a median {lines:.0f} records, so ≈{format_us(cost)} of its time is the observer"
            + (" (one wake-up)." if woken else ".") if cost is not None else ""),
         "Phases with many log lines (header parsing, filters) are inflated by this much; turn trace logging "

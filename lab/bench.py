@@ -342,6 +342,7 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rou
     worker_run_s: dict[str, float | None] = {name: 0.0 for name, level in AB_ARMS if level is not None}
     envoy_run_s: dict[str, float | None] = dict(worker_run_s)
     per_burst: dict[str, list[float | None]] = {name: [] for name in worker_run_s}
+    p50_by_burst: dict[str, list[int | None]] = {name: [] for name in loads}
     # (the client's thread, the upstream's and Envoy's threads waiting for a CPU: contention the latencies carry)
     wait_s: dict[str, dict[str, float | None]] = {name: {} for name in loads}
     with LeanUpstream(out) as upstream, ExitStack() as stack:
@@ -369,6 +370,7 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rou
                     for into, got in ((worker_run_s, ran), (envoy_run_s, _since(before.all_run_s, after.all_run_s))):
                         total = into[name]
                         into[name] = None if got is None or total is None else total + float(got)  # type: ignore[arg-type]
+                p50_by_burst[name].append(_percentiles(load.latencies_us)["p50"])
                 arm_load = loads[name]
                 arm_load.latencies_us += load.latencies_us
                 arm_load.late += load.late
@@ -380,7 +382,8 @@ def run_ab(out_dir: Path | str, *, rate: float = 200.0, requests: int = 100, rou
         for name, (settings, envoy) in envoys.items():
             _meta(out / name, settings, fmt, envoy, loads[name], {"scenario": "bench-ab", "arm": name})
     arms: dict[str, dict[str, object]] = {
-        name: {"requests": load.requests, "late": load.late, "latency_us": _percentiles(load.latencies_us)}
+        name: {"requests": load.requests, "late": load.late, "latency_us": _percentiles(load.latencies_us),
+               "p50_us_by_burst": p50_by_burst[name]}
         for name, load in loads.items()}
     for name, by_part in wait_s.items():
         count = loads[name].requests

@@ -9,9 +9,10 @@ Every figure is defined and derived in docs/cost.md; in short:
 * the observer: trace logging costs each record some worker time, about ten times more for the record that wakes
   an idle worker than for one that follows others (:func:`record_costs_from_gaps`: the mean gap between two records
   logged by adjacent statements, per idle class before them; :func:`record_cost_us` from the densest slices when the
-  capture has too few), plus what no gap shows (:data:`UNSEEN_RECORD_US`); a request's observer cost is that over
+  capture has too few), plus what no gap shows (:func:`unseen_record_us`); a request's observer cost is that over
   the records on its own slices, each slice's first record at its idle class's cost, plus the logging share of the
-  time it queued behind others (:func:`request_cpu`).
+  time it queued behind others, plus the log's flush thread writing its records out (:data:`WRITE_OUT_RECORD_US`;
+  :func:`request_cpu`).
 * CPU per request: the worker busy time (loop slices inside the traffic window) of the request's own slices
   (its downstream and upstream connections), plus an equal share of the worker's slices no request owns,
   without the time off the CPU (:func:`corrected_slices`: a slice far longer than its shape's median).
@@ -46,12 +47,21 @@ BACK_TO_BACK_US: Final = 10
 #: The same bound for the record that wakes an idle worker (idle class cold): its gaps are 8-13 µs on a quiet
 #: worker, so 10 µs would cut half of them; a worker descheduled is off for hundreds of µs.
 COLD_BACK_TO_BACK_US: Final = 30
-#: Worker time (µs) a trace record costs that no back-to-back gap shows: the logger's code and buffers pushing the
-#: proxy's out of the caches, and records longer than the short pair the gaps time (header dumps). Calibrated on
-#: the lab's bench-ab (trace-minus-info worker CPU per request, schedstat, less what the gaps explain, over the
-#: records): 0.64 and 0.66 µs a record in two runs at load average 2-11, 0.45 in an earlier one (docs/cost.md,
-#: the observer); other runs validate it. A proxy on other hardware may differ.
-UNSEEN_RECORD_US: Final = 0.6
+#: Worker time (µs) a trace record costs that no back-to-back gap shows (:func:`unseen_record_us`): records longer
+#: than the short pair the gaps time (header dumps), and the logger's code and buffers pushing the proxy's out of
+#: the caches, paid at the price a cache miss has on the machine at the time — which the record that wakes an idle
+#: worker shows, as its excess over a warm one (``cold − warm``). The first term is UNSEEN_BASE_US, the second
+#: UNSEEN_PER_COLD_US µs per µs of that excess: fitted on 24 bench-ab runs (the trace-minus-info worker CPU per
+#: request, the median of the rounds', less what the gaps explain, over the records; cold − warm 2.0-7.2 µs as the
+#: VM's speed moved), then checked on 17 later ones (docs/cost.md, the observer). A proxy on other hardware may
+#: differ.
+UNSEEN_BASE_US: Final = 0.45
+UNSEEN_PER_COLD_US: Final = 0.06
+#: Envoy's CPU (µs) on another thread per trace record: the log's flush thread copying the record to the file.
+#: A request waits for it where that thread shares the cores with the worker, the client and the upstream.
+#: Measured on the lab's bench-ab as trace-minus-info CPU of Envoy's threads other than the worker (schedstat)
+#: over the records written per request: 0.24-0.30 µs in eight runs (mean 0.28) (docs/cost.md, the observer).
+WRITE_OUT_RECORD_US: Final = 0.28
 #: Fewer dense slices than this and the per-record cost is not estimated.
 MIN_DENSE_SLICES: Final = 20
 #: Relative uncertainty of the ceiling's model beyond sampling (per-event work the log does not show, work
@@ -106,13 +116,15 @@ def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.Dat
 @dataclass(frozen=True, kw_only=True)
 class RecordCosts:
     """Worker µs one trace record costs, by the worker's idle before it (``gap_counts.idle_class``), and the
-    per-record cost no gap shows (:data:`UNSEEN_RECORD_US`). Only a slice's first record can follow idle: the
+    per-record cost no gap shows (:func:`unseen_record_us`). Only a slice's first record can follow idle: the
     others follow records of the same event and cost ``warm``."""
 
     warm: float
     cooling: float
     cold: float
     unseen: float = 0.0
+    write_out: float = 0.0
+    """Another thread's CPU per record (:data:`WRITE_OUT_RECORD_US`): not the worker's, so not in ``observer``."""
     measured: frozenset[int] = frozenset()
     """The idle classes whose cost their own gaps gave (the others took the mean over all the gaps)."""
 
@@ -128,12 +140,12 @@ class RecordCosts:
 
     def as_dict(self) -> dict[str, float]:
         return {"warm": round(self.warm, 3), "cooling": round(self.cooling, 3), "cold": round(self.cold, 3),
-                "unseen": round(self.unseen, 3)}
+                "unseen": round(self.unseen, 3), "write_out": round(self.write_out, 3)}
 
 
 def record_costs_from_gaps(gaps: GapCounts) -> RecordCosts | None:
     """Per idle class, the mean back-to-back gap (:func:`record_cost_from_gaps`; the cold class's up to
-    :data:`COLD_BACK_TO_BACK_US`), plus :data:`UNSEEN_RECORD_US` a record. A class with fewer than
+    :data:`COLD_BACK_TO_BACK_US`), plus :func:`unseen_record_us` a record. A class with fewer than
     :data:`MIN_GAPS` gaps (or gaps counted without their idle class) takes the mean over all the gaps; ``None``
     when that has fewer than :data:`MIN_GAPS` too."""
     pooled = record_cost_from_gaps(gaps)
@@ -143,8 +155,16 @@ def record_costs_from_gaps(gaps: GapCounts) -> RecordCosts | None:
     kept = {idle: gaps.in_class(idle).at_most(limit) for idle, limit in limits.items()}
     measured = frozenset(idle for idle, k in kept.items() if k.len() >= MIN_GAPS)
     cost = {idle: float(kept[idle].mean() or 0.0) if idle in measured else pooled for idle in limits}
-    return RecordCosts(warm=cost[WARM], cooling=cost[COOLING], cold=cost[COLD], unseen=UNSEEN_RECORD_US,
+    return RecordCosts(warm=cost[WARM], cooling=cost[COOLING], cold=cost[COLD],
+                       unseen=unseen_record_us(cost[WARM], cost[COLD]), write_out=WRITE_OUT_RECORD_US,
                        measured=measured)
+
+
+def unseen_record_us(warm: float, cold: float) -> float:
+    """Worker µs a record costs that no gap shows: :data:`UNSEEN_BASE_US` plus :data:`UNSEEN_PER_COLD_US` × the
+    waking record's excess over a warm one (a worker that never idled has no waking records: its cold cost is the
+    mean of all the gaps, and the excess is small)."""
+    return UNSEEN_BASE_US + UNSEEN_PER_COLD_US * max(0.0, cold - warm)
 
 
 def record_cost_from_gaps(gaps: GapCounts) -> float | None:
@@ -229,9 +249,11 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
     """Per complete client request: ``own_cpu_us`` (its slices' CPU, :func:`corrected_slices`), ``cpu_us``
     (plus its equal share of its worker's unowned slices), ``stall_us`` (the same for the time off the CPU taken
     out: ``cpu_us + stall_us`` is its slices' wall time), ``saturated_cpu_us`` (the same at saturation: the
-    ceiling's cost), ``own_lines``, ``own_cooling`` and ``own_cold`` (its slices that followed idle) and
+    ceiling's cost), ``own_lines``, ``own_cooling`` and ``own_cold`` (its slices that followed idle),
+    ``written_lines`` (its records and its equal share of its worker's records no request owns) and
     ``observer_us`` (its records at ``record_costs``, each slice's first at its idle class's cost, plus the logging
-    share of its worker's CPU × the time it queued behind others; null without costs)."""
+    share of its worker's CPU × the time it queued behind others, plus ``write_out`` × ``written_lines``; null
+    without costs)."""
     slices = owned_slices(requests, loop)
     woke = woken_requests(slices)
     client = requests.filter(~pl.col("internal") & pl.col("complete"))
@@ -245,7 +267,7 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
     worker = slices.group_by("origin", "thread").agg(
         *(pl.col(f).filter(unowned).sum().alias(f"shared_{f}") for f in figures),
         worker_cpu_us=pl.col("cpu_us").sum(), worker_lines=pl.col("lines").sum(), worker_cooling=cooling,
-        worker_cold=cold)
+        worker_cold=cold, shared_lines=pl.col("lines").filter(unowned).sum())
     out = (client.select("request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us",
                          "sidecar_added_us")
            .join(own, on="request_uid", how="left")
@@ -268,13 +290,15 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
         own_cooling=pl.col("own_cooling").fill_null(0),
         own_cold=pl.col("own_cold").fill_null(0),
         cpu_us=with_share("cpu_us"),
+        written_lines=with_share("lines"),
         stall_us=with_share("stall_us"),
         saturated_cpu_us=with_share("saturated_us"),
     ).with_columns(
-        observer_us=observer("own") + logging_share * queued,
+        observer_us=observer("own") + logging_share * queued
+        + (record_costs.write_out if record_costs else 0.0) * pl.col("written_lines"),
     ).pipe(without_wake_up).select(
         "request_uid", "origin", "thread", "own_cpu_us", "cpu_us", "stall_us", "saturated_cpu_us", "woke_worker",
-        "own_lines", "own_cooling", "own_cold", "observer_us", "sidecar_added_us")
+        "own_lines", "own_cooling", "own_cold", "written_lines", "observer_us", "sidecar_added_us")
 
 
 def woken_requests(slices: pl.DataFrame) -> pl.DataFrame:

@@ -13,9 +13,11 @@ from envoy_dissector.analysis.stages.cost import (
     BACK_TO_BACK_US,
     COLD_BACK_TO_BACK_US,
     MIN_GAPS,
-    UNSEEN_RECORD_US,
+    UNSEEN_BASE_US,
+    UNSEEN_PER_COLD_US,
     record_cost_from_gaps,
     record_costs_from_gaps,
+    unseen_record_us,
 )
 from envoy_dissector.analysis.stats import median
 from envoy_dissector.parser.kinds import EventKind
@@ -88,7 +90,7 @@ def test_gaps_keyed_by_idle_class_give_each_class_its_mean_and_stay_bounded(seed
                               (COLD, COLD_BACK_TO_BACK_US, costs.cold)):
         mine = frame.filter((pl.col("idle") == idle) & (pl.col("gap") <= limit))["gap"]
         assert cost == pytest.approx(float(mine.mean()))  # type: ignore[arg-type]
-    assert costs.unseen == UNSEEN_RECORD_US and costs.cold > costs.warm
+    assert costs.unseen == unseen_record_us(costs.warm, costs.cold) and costs.cold > costs.warm
 
 
 def test_a_class_with_too_few_gaps_takes_the_mean_of_all() -> None:
@@ -106,3 +108,12 @@ def test_back_to_back_keys_each_gap_by_the_idle_before_its_socket_event() -> Non
     assert got.rows() == [(1, COLD), (396, WARM), (4_598, WARM)]
     # (carried lines were paired before: they give only the idle class of the next)
     assert back_to_back(lines.slice(3), carried=1).struct.unnest().rows() == [(4_598, WARM)]
+
+
+def test_what_no_gap_shows_grows_with_the_waking_records_excess() -> None:
+    """The unseen part is a base plus a share of the cold record's excess over a warm one (the price of a cache
+    miss on the machine at the time), never below the base when the cold record costs less."""
+    assert unseen_record_us(0.6, 0.6) == pytest.approx(UNSEEN_BASE_US)
+    assert unseen_record_us(0.6, 0.5) == pytest.approx(UNSEEN_BASE_US)
+    assert unseen_record_us(0.5, 7.5) == pytest.approx(UNSEEN_BASE_US + 7 * UNSEEN_PER_COLD_US)
+    assert unseen_record_us(0.5, 7.5) > unseen_record_us(0.5, 2.5)

@@ -16,9 +16,11 @@ from envoy_dissector.analysis.outputs.report import render
 from envoy_dissector.analysis.stages.cost import (
     LIGHT_LOAD,
     MIN_FOUND_RUNNING,
-    UNSEEN_RECORD_US,
+    WRITE_OUT_RECORD_US,
     corrected_slices,
+    owned_slices,
     request_cpu,
+    unseen_record_us,
     without_wake_up,
     woken_requests,
 )
@@ -189,14 +191,18 @@ def test_the_pod_ceiling_is_where_the_busiest_worker_saturates(workers) -> None:
 
 def test_the_observer_estimate_is_records_times_their_cost(lua) -> None:  # type: ignore[no-untyped-def]
     """Each request's own records at their idle class's cost (a slice's first after idle: cooling or cold), plus
-    the logging share of its queueing; the capture's per-record cost is the mean over those records."""
+    their write-out on the log's flush thread (its own records and its share of those nobody owns) and the logging
+    share of its queueing; the capture's per-record cost is the mean over its own records, the worker's part."""
     cost = lua.cost()[0]
     costs = cost.record_costs
-    assert costs is not None and costs.warm < costs.cold and costs.unseen == UNSEEN_RECORD_US
+    assert costs is not None and costs.warm < costs.cold and costs.unseen == unseen_record_us(costs.warm, costs.cold)
+    assert costs.write_out == WRITE_OUT_RECORD_US
     per = request_cpu(lua.requests, lua.loop, costs).with_columns(
         own=costs.observer(pl.col("own_lines"), pl.col("own_cooling"), pl.col("own_cold")))
     assert (per["own_cold"] + per["own_cooling"] > 0).any()
-    assert (per["observer_us"] >= per["own"] - 1e-9).all()
+    # (the write-out: its own records and its share of the worker's records no request owns)
+    assert (per["written_lines"] >= per["own_lines"]).all()
+    assert (per["observer_us"] >= per["own"] + costs.write_out * per["written_lines"] - 1e-9).all()
     assert cost.record_cost_us == pytest.approx(per["own"].sum() / per["own_lines"].sum())
     assert cost.sidecar_added_without_observer_us["p50"] < cost.sidecar_added_us["p50"]  # type: ignore[operator]
 
@@ -248,7 +254,8 @@ def test_the_observer_finding_states_the_cost_of_a_record_that_wakes_the_worker(
     keyed = pl.DataFrame({"gap": [1] * 40 + [12] * 6, "idle": [WARM] * 40 + [COLD] * 6},
                          schema={"gap": pl.Int64, "idle": pl.Int8}).select(pl.struct("gap", "idle").alias("g"))["g"]
     (finding,) = observer_cost_of(GapCounts.of(keyed), lua.requests)
-    warm, cold = 1 + UNSEEN_RECORD_US, 12 + UNSEEN_RECORD_US
+    unseen = unseen_record_us(1, 12)
+    warm, cold = 1 + unseen, 12 + unseen
     assert finding.title.endswith(f"about {warm:.1f} µs per log record, {cold:.1f} µs for one that wakes an idle "
                                   "worker")
     assert "(one wake-up)" in finding.evidence
@@ -333,3 +340,18 @@ def test_lab_lists_the_bench_scenarios(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["lab", "--list"]) == 0
     out = capsys.readouterr().out
     assert "bench-ladder" in out and "bench-ab" in out
+
+
+def test_the_write_out_counts_a_requests_records_and_its_share_of_those_nobody_owns() -> None:
+    """``written_lines``: a request's own records plus an equal share of its worker's records in slices no request
+    owns (ext-authz: the authorization calls' slices), so over the requests they add up to every record of the
+    workers that served them."""
+    cap = dissect(str(FIXTURES / "istio-thread/ext-authz/envoy.log.gz"))
+    costs = cap.cost()[0].record_costs
+    per = request_cpu(cap.requests, cap.loop, costs)
+    served = per.select("origin", "thread").unique()
+    slices = owned_slices(cap.requests, cap.loop).join(served, on=["origin", "thread"])
+    unowned = slices.filter(pl.col("request_uid").is_null())["lines"].sum()
+    assert unowned > 0
+    assert per["written_lines"].sum() == pytest.approx(per["own_lines"].sum() + unowned)
+    assert costs is not None and per["observer_us"].sum() >= costs.write_out * per["written_lines"].sum()
