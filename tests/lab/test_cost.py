@@ -238,7 +238,7 @@ def paired(arms: dict[str, Any], arm: str, baseline: str, per_burst: str) -> flo
 #: The observer's worker part (records × their cost) against Envoy's own worker CPU per request with trace logging
 #: on minus off in the same round (bench-ab, schedstat; :func:`paired`). Each record at its idle class's cost plus
 #: what no gap shows (``unseen_record_us``: fitted on 24 runs' paired CPU differences, then checked on 17 later ones);
-#: over all 41, -15..+24 %. A miss at load average 8-29, where the difference itself moved between 38 and 157 µs, is
+#: over 48 runs, -15..+24 %. A miss at load average 8-29, where the difference itself moved between 38 and 157 µs, is
 #: not judged (docs/cost.md, the observer and the lab).
 def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
@@ -255,13 +255,12 @@ def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: i
 
 #: The observer's p50 (its worker part, its share of the queueing and its records' write-out on the log's flush
 #: thread, ``WRITE_OUT_RECORD_US``) against the client's trace − info p50 in the same round (:func:`paired`). The
-#: client's difference carries the flush thread's CPU: on 25 quiet runs it was the worker CPU difference plus 11-48
-#: µs (mean 24), and the flush thread's own CPU difference was 20-28 µs a request; without the write-out the
-#: observer's p50 read -42..-9 % of the pooled difference and failed a CI run at -41 %. With it, -29..+12 % on those
-#: runs; the pooled difference moved -34..+31 % on eight consecutive runs of a machine whose bursts were either fast
-#: or slow, the paired one -23..+10 % (docs/cost.md, the lab). At load average 8-29 the difference read
-#: -82,226..216,298 µs: such runs are measured again (``AB_ATTEMPTS``) and a miss that stays contended is not
-#: judged.
+#: client's difference carries the flush thread's CPU: on 24 quiet runs it was the worker CPU difference plus 11-48
+#: µs (mean 24), the flush thread's own CPU difference 20-28 µs a request. Before the write-out and
+#: ``unseen_record_us`` the observer's p50 read -52..+6 % of the pooled difference on 40 runs and failed a CI run at
+#: -41 %; now the rounds' median reads -24..+31 % on 25 runs, -16..+27 % on the nine of 32 rounds (docs/cost.md,
+#: the lab). At load average 8-29 the difference read -82,226..216,298 µs: such runs are measured again
+#: (``AB_ATTEMPTS``) and a miss that stays contended is not judged.
 def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
     arms = result["arms"]
