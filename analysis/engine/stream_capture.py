@@ -32,9 +32,11 @@ from envoy_dissector.parser.schema import EVENT_SCHEMA
 T = TypeVar("T")
 
 
-#: Chunks parsed ahead while the analysis works on the previous ones (the parser's reading and line splitting
-#: run in the thread that iterates it: without this they would wait for every window's stages).
-PREFETCH = 1
+#: Chunks parsed ahead on a thread of their own while the analysis works on the previous ones (0: the parser is
+#: iterated by the analysis' thread; its parse workers still work ahead on the blocks in flight). One chunk ahead
+#: held 70-100 MiB more at the peak for no gain in wall or CPU on this 2-core machine: the 1 GB corpus 1093-1162
+#: against 994-1064 MiB, 8.03 against 7.98 s, 13.22 against 12.92 CPU-s (bench/README.md, 2026-11-28 late).
+PREFETCH = 0
 #: Parser threads (each holds a block's events in flight): two use both cores of a 2-core machine as well as four
 #: (50.9 vs 51.1 MB/s on 1 GB) and hold 110 MB less (bench/README.md, 2026-11-26).
 PARSE_WORKERS = min(2, WORKERS)

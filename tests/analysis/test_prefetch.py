@@ -1,0 +1,58 @@
+"""``stream_capture.prefetched``: the parse run ahead on a thread of its own (``dissect(prefetch=N)``; the default
+reads on the analysis' thread, ``PREFETCH``)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envoy_dissector.analysis import dissect
+from envoy_dissector.analysis.engine.stream_capture import prefetched
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures/istio-thread/ext-authz/envoy.log.gz"
+
+
+def test_every_item_arrives_in_order() -> None:
+    assert list(prefetched(iter(range(50)), 2)) == list(range(50))
+
+
+def test_the_producers_error_is_raised_to_the_consumer_after_what_came_before() -> None:
+    def failing() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise ValueError("bad block")
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="bad block"):
+        for item in prefetched(failing(), 1):
+            got.append(item)
+    assert got == [1, 2]
+
+
+def test_a_consumer_that_stops_early_stops_the_producer() -> None:
+    made: list[int] = []
+
+    def endless() -> Iterator[int]:
+        n = 0
+        while True:
+            made.append(n)
+            yield n
+            n += 1
+
+    items = prefetched(endless(), 1)
+    assert next(items) == 0
+    items.close()  # (the consumer's finally: the producer stops at its next put)
+    time.sleep(0.5)
+    settled = len(made)
+    time.sleep(0.3)
+    assert len(made) == settled <= 4
+    assert not any(t.name == "envoy-dissect-parse" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_capture_read_ahead_is_the_capture_read_in_line() -> None:
+    ahead, in_line = dissect(str(FIXTURE), prefetch=2), dissect(str(FIXTURE), prefetch=0)
+    assert ahead.contract_requests.equals(in_line.contract_requests)
+    assert ahead.summary() == in_line.summary()
