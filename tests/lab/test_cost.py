@@ -268,8 +268,8 @@ def test_observer_is_trace_on_minus_trace_off_worker_cpu(ab) -> None:  # type: i
 #: µs (mean 24), the flush thread's own CPU difference 20-28 µs a request. Before the write-out and
 #: ``unseen_record_us`` the observer's p50 read -52..+6 % of the pooled difference on 40 runs and failed a CI run at
 #: -41 %; now the rounds' trimmed mean reads -23..+33 % on 16 runs of 16 rounds and -16..+17 % on 16 of 32, six of
-#: them run after the estimator was chosen (docs/cost.md, the lab). At load average 8-29 the difference read -82,226..216,298 µs: such runs are measured again
-#: (``AB_ATTEMPTS``) and a miss that stays contended is not judged.
+#: them run after the estimator was chosen (docs/cost.md, the lab). At load average 8-29 the difference read
+#: -82,226..216,298 µs: such runs are measured again (``AB_ATTEMPTS``) and a miss that stays contended is not judged.
 def test_observer_cost_is_trace_on_minus_trace_off(ab) -> None:  # type: ignore[no-untyped-def]
     out, result = ab
     arms = result["arms"]
