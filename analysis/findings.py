@@ -27,7 +27,7 @@ from envoy_dissector.analysis.stages.internal import (
     is_work_row,
 )
 from envoy_dissector.analysis.stages.loop import WAITED_US
-from envoy_dissector.analysis.stats import counted, median, percentile
+from envoy_dissector.analysis.stats import counted, median, percentile, rows_where
 from envoy_dissector.analysis.units import format_us
 
 Severity = Literal["info", "warning", "critical"]
@@ -186,7 +186,7 @@ def imbalance(workers: pl.DataFrame) -> list[Finding]:
 
 
 def shares(requests: pl.DataFrame) -> list[Finding]:
-    r = counted(requests)
+    r = counted(requests, ("total_us", "wasm_us", "tracing_us"))
     out: list[Finding] = []
     if r.height == 0:
         return out
@@ -206,7 +206,8 @@ def shares(requests: pl.DataFrame) -> list[Finding]:
 
 
 def churn(requests: pl.DataFrame) -> list[Finding]:
-    r = counted(requests).filter(pl.col("upstream_conn_id").is_not_null())
+    r = counted(requests, ("origin", "upstream_conn_id", "us_cx_beg_us", "upstream_connect_us")).filter(
+        pl.col("upstream_conn_id").is_not_null())
     if r.height < 5:
         return []
     new = r.filter(pl.col("us_cx_beg_us").is_not_null())
@@ -227,7 +228,7 @@ def churn(requests: pl.DataFrame) -> list[Finding]:
 
 
 def retries(requests: pl.DataFrame) -> list[Finding]:
-    r = requests.filter(~pl.col("internal"))
+    r = rows_where(requests, ~pl.col("internal"), ("upstream_attempts", "status", "total_us"))
     retried = r.filter(pl.col("upstream_attempts") > 1)
     failed = r.filter(pl.col("status") >= 500)
     out = []
@@ -310,7 +311,8 @@ def failed_connects(requests: pl.DataFrame) -> list[Finding]:
 
 
 def slow_side(requests: pl.DataFrame) -> list[Finding]:
-    r = counted(requests).filter(pl.col("upstream_conn_id").is_not_null())
+    r = counted(requests, ("upstream_conn_id", "total_us", "upstream_wait_us", "loop_queue_us")).filter(
+        pl.col("upstream_conn_id").is_not_null())
     if r.height == 0:
         return []
     total = median(r["total_us"]) or 0.0
@@ -347,7 +349,7 @@ def observer_cost_of(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     streaming): ``socket event`` is followed by ``write ready``/``read ready`` with almost no work between, so that
     gap is about the cost of formatting and writing one record; the record that wakes an idle worker costs more
     (``stages.cost.record_costs_from_gaps``, the cost's own per-record figures: one definition)."""
-    r = counted(requests)
+    r = counted(requests, ("log_lines",))
     costs = record_costs_from_gaps(gaps)
     if costs is None or r.height == 0:
         return []
@@ -375,7 +377,7 @@ def worker_stalls(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
     ``read ready``/``write ready`` from adjacent statements, so a long gap between them is time the worker did
     not run. The rate per record pair, times the records a request logs, is how often a request's phases carry
     such a stall; the log cannot say which phase of which request (docs/phases.md, "What the log cannot show")."""
-    r = counted(requests)
+    r = counted(requests, ("log_lines", "total_us"))
     if gaps.len() < STALL_MIN_PAIRS or r.height == 0:
         return []
     stalls = gaps.at_least(STALL_US)
@@ -404,7 +406,7 @@ def worker_stalls(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
 
 def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int = SLOW_FILTER_US) -> list[Finding]:
     """Filters whose own span is large (decode or encode); a warning when it is a tenth of the median request."""
-    r = counted(requests)
+    r = counted(requests, ("request_uid", "total_us"))
     uids = r.select("request_uid")
     # (the text tests run on the filter rows only: a filter evaluates every condition on every row it is given)
     spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in([Phase.FILTER_CHAIN, Phase.ENCODE])).filter(
@@ -454,7 +456,7 @@ def tracing_flushes(requests: pl.DataFrame, phases: pl.DataFrame) -> list[Findin
     if flushes.height == 0:
         return []
     delayed = phases.filter(pl.col("detail").str.starts_with("tracing flush "))
-    clients = counted(requests)
+    clients = counted(requests, ("request_uid",))
     work = flushes["flush_work_us"]
     per_client = float(work.sum() or 0) / max(clients.height, 1)
     cluster = flushes["cluster"].drop_nulls().mode().to_list()
@@ -502,7 +504,7 @@ def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataF
     thread time it took, and how much it cost client requests. A warning when it delayed client requests that
     did not ask for it by ≥ 10 % of their summed time; else info (own filter calls are `paused-filter-*`).
     ``checks``: the health-check result lines (``CaptureFacts.health_checks``)."""
-    clients = counted(requests)
+    clients = counted(requests, ("request_uid", "total_us", "origin", "thread"))
     total = float(clients["total_us"].sum() or 0) if clients.height else 0.0
     uids = clients.select("request_uid")
     out = []

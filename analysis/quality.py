@@ -17,7 +17,9 @@ from envoy_dissector.analysis.findings import Finding
 from envoy_dissector.analysis.schema import PHASE_SPANS
 from envoy_dissector.analysis.stages.fallbacks import BOUNDARY_NAMES
 from envoy_dissector.analysis.stages.requests import SOCKET_KINDS, request_uid
+from envoy_dissector.analysis.stats import counted as stats_counted
 from envoy_dissector.analysis.stats import median as stats_median
+from envoy_dissector.analysis.stats import rows_where
 from envoy_dissector.analysis.units import format_us
 from envoy_dissector.parser.errors import DissectorError, ExitCode
 from envoy_dissector.parser.kinds import EventKind
@@ -234,7 +236,7 @@ def assess_facts(facts: RecordFacts, requests: pl.DataFrame) -> CaptureQuality:
         said.append(f"{level} level but no HTTP request in the capture (TCP traffic only, or no traffic while it "
                     "was captured): no phases to attribute")
     else:
-        client = requests.filter(~pl.col("internal")) if requests.height else requests
+        client = rows_where(requests, ~pl.col("internal"), ("complete",)) if requests.height else requests
         if not socket_lines:
             unmeasured += ["downstream_read", "response_parse", "downstream_write"]
             approximate += ["header_parse", "upstream_send", "upstream_wait"]
@@ -345,7 +347,7 @@ def at_resolution(findings: list[Finding], quality: CaptureQuality, requests: pl
     tick = quality.timestamp_tick_us
     if tick <= 1:
         return findings
-    counted = requests.filter(pl.col("complete") & ~pl.col("internal")) if requests.height else requests
+    counted = stats_counted(requests, ("total_us",)) if requests.height else requests
     median = stats_median(counted["total_us"]) if counted.height else None
     long_enough = median is not None and float(median) >= MIN_TICKS_FOR_SHARES * tick  # type: ignore[arg-type]
     return [f for f in findings if f.id not in SUB_MS_FINDINGS

@@ -32,7 +32,7 @@ import polars as pl
 from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM, GapCounts, idle_class
 from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
-from envoy_dissector.analysis.stats import QUANTILES, percentile_expr
+from envoy_dissector.analysis.stats import QUANTILES, percentile_expr, rows_where
 
 #: The queueing window (``QUEUEING_SCHEMA.where``) inside the upstream wait: proxy time, not upstream time.
 UPSTREAM_WAIT_QUEUE: Final = "upstream wait"
@@ -192,7 +192,7 @@ def record_cost_us(loop: pl.DataFrame) -> float | None:
 
 def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
     """Per origin, the traffic window (first client request's start to the last one's end), as worker_stats."""
-    return requests.filter(~pl.col("internal")).group_by("origin").agg(
+    return rows_where(requests, ~pl.col("internal"), ("origin", "life_start_us", "life_end_us")).group_by("origin").agg(
         w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
 
 
@@ -226,7 +226,8 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     latest request that began on it at or before the slice (a request begins with the slice of its first
     read); of an upstream connection, to the latest request that began before it and used that connection
     (one request at a time on an HTTP/1.1 upstream connection)."""
-    client = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null())
+    client = rows_where(requests, ~pl.col("internal") & pl.col("life_start_us").is_not_null(), (
+        "origin", "request_uid", "downstream_conn_id", "upstream_conn_id", "life_start_us"))
     slices = corrected_slices(loop.join(traffic_windows(requests), on="origin").with_columns(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
@@ -256,7 +257,8 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
     without costs)."""
     slices = owned_slices(requests, loop)
     woke = woken_requests(slices)
-    client = requests.filter(~pl.col("internal") & pl.col("complete"))
+    client = rows_where(requests, ~pl.col("internal") & pl.col("complete"), (
+        "request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us", "sidecar_added_us"))
     figures = ("cpu_us", "stall_us", "saturated_us")
     cooling, cold = (pl.col("idle") == COOLING).sum(), (pl.col("idle") == COLD).sum()
     own = slices.filter(pl.col("request_uid").is_not_null()).group_by("request_uid").agg(
@@ -429,7 +431,7 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
     back-to-back record gaps of ``findings.record_gaps`` (:func:`record_costs_from_gaps`); without enough of
     them, :func:`record_cost_us` from the loop's dense slices for every record.
     """
-    client = requests.filter(~pl.col("internal") & pl.col("complete"))
+    client = rows_where(requests, ~pl.col("internal") & pl.col("complete"), ("origin", "sidecar_added_us"))
     if client.height == 0:
         return []
     costs = None

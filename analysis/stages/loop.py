@@ -35,7 +35,7 @@ from envoy_dissector.analysis.schema import (
     conform,
 )
 from envoy_dissector.analysis.stages.requests import UID_COLUMNS, request_uid
-from envoy_dissector.analysis.stats import percentile_expr
+from envoy_dissector.analysis.stats import percentile_expr, rows_where
 from envoy_dissector.parser import extension
 from envoy_dissector.parser.kinds import EventKind
 
@@ -570,7 +570,7 @@ def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame
     started = events.filter((pl.col("kind") == EventKind.WORKER_NOISE)
                             & pl.col("message").str.starts_with("worker entering dispatch loop")
                             & pl.col("thread").is_not_null()).select("origin", "thread")
-    served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select("origin", "thread")
+    served = rows_where(requests, ~pl.col("internal") & pl.col("thread").is_not_null(), ("origin", "thread"))
     return pl.concat([started, served]).unique()
 
 
@@ -586,7 +586,9 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     if workers is not None:
         loop = loop.join(workers, on=["origin", "thread"], how="semi")
     schema = WORKER_SCHEMA
-    client = requests.filter(~pl.col("internal"))
+    client = rows_where(requests, ~pl.col("internal"), (
+        "origin", "thread", "complete", "downstream_conn_id", "life_start_us", "life_end_us", "queue_before_read_us",
+        "loop_queue_us"))
     if loop.height == 0 or client.height == 0:
         return pl.DataFrame(schema=schema)
     threads = loop.select("origin", "thread").unique()
