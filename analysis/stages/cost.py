@@ -228,10 +228,11 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     (one request at a time on an HTTP/1.1 upstream connection)."""
     client = rows_where(requests, ~pl.col("internal") & pl.col("life_start_us").is_not_null(), (
         "origin", "request_uid", "downstream_conn_id", "upstream_conn_id", "life_start_us"))
-    slices = corrected_slices(loop.join(traffic_windows(requests), on="origin").with_columns(
+    # (one lazy pass: the eager join, columns and filter each copied the millions of slices)
+    slices = corrected_slices(loop.lazy().join(traffic_windows(requests).lazy(), on="origin").with_columns(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
-                                          busy_us=pl.col("e") - pl.col("s")))
+                                          busy_us=pl.col("e") - pl.col("s")).collect())
     # A request begins with the slice holding its first read (its `socket event` line comes a little before).
     down = asof(client.select("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
                 slices, left_on="life", right_on="start_us", by=["origin", "conn_id"], strategy="backward",
