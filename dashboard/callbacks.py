@@ -18,10 +18,20 @@ from envoy_dissector.dashboard.memo import Memo
 
 #: prefix of the ``jobs-seen`` entries for analyses whose provisional overview this browser has been shown
 SHOWN = "shown:"
-#: a provisional overview is redrawn every this many job polls (while new requests have finished)
+#: a provisional overview is redrawn every this many job polls (while new requests have finished); the first
+#: requests to finish are drawn at the next poll
 PROVISIONAL_EVERY = 4
 
 LOOP_MARGIN_US = 2_000
+
+
+def redraw_provisional(rows: int, shown_rows: int | None, polls: int | None) -> bool:
+    """Whether a job poll redraws a running analysis' provisional overview (``shown_rows``: the requests it
+    shows): when requests have finished since, the first ones at once, later ones every ``PROVISIONAL_EVERY``
+    polls (a redraw builds its figures again)."""
+    if rows == shown_rows:
+        return False
+    return not shown_rows or (polls or 0) % PROVISIONAL_EVERY == 0
 
 
 def _token(session: dict[str, Any] | None) -> str | None:
@@ -157,7 +167,7 @@ def register_callbacks(app: Dash, registry: Registry, pager: Pager | None = None
             if job is None or job.state != "running":
                 return (no_update, no_update) if polled else ("The analysis has ended.", None)
             rows = job.partial_rows
-            if polled and (rows == shown_rows or (polls or 0) % PROVISIONAL_EVERY):
+            if polled and not redraw_provisional(rows, shown_rows, polls):
                 return no_update, no_update
             return views.provisional_overview(job), rows
         if polled:

@@ -66,8 +66,7 @@ def save_stream(stream: IO[bytes], directory: Path, max_bytes: int,
     fd, name = tempfile.mkstemp(prefix="upload-", suffix=".part", dir=directory)
     path = Path(name)
     try:
-        with os.fdopen(fd, "wb") as out:
-            redacted = RedactingWriter(out)
+        with os.fdopen(fd, "wb") as out, RedactingWriter(out) as redacted:
             meter = ContentMeter(max_bytes, sink=redacted.write)
             while True:
                 data = stream.read(chunk_bytes)
@@ -75,7 +74,6 @@ def save_stream(stream: IO[bytes], directory: Path, max_bytes: int,
                     break
                 meter.feed(data)
             meter.finish()
-            redacted.close()
         final = path.with_suffix(".log")
         path.rename(final)
     except BaseException:

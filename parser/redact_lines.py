@@ -19,12 +19,25 @@ A line is never split or joined: the copy has the original's line numbers.
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any, BinaryIO
 
-from envoy_dissector.parser.redact import REDACTED, Redaction, RedactOption, is_sensitive, policy, redact_strings
+import polars as pl
+
+from envoy_dissector.parser.redact import (
+    REDACTED,
+    Redaction,
+    RedactOption,
+    is_sensitive,
+    policy,
+    redact_frame,
+    redact_strings,
+)
 
 #: A header-dump pair (``'name', 'value'``) starting at a quote.
 _DUMP_PAIR = re.compile(r"'[^'\n]*'\s*,\s*'")
@@ -35,8 +48,11 @@ _MAYBE = re.compile(r"[?;#%]|completed header|' ?,")
 _CANDIDATE = re.compile(rb"[?;#%{]|completed header|' ?,")
 #: The same as literals, each found by a fast substring search (a block holding none is kept as it is).
 _MARKS = (b"?", b";", b"#", b"%", b"{", b"completed header", b"'")
-#: Whole lines buffered before they are redacted together (one pass of the frame rules per batch).
-BATCH_BYTES = 1 << 20
+#: Whole lines buffered before they are redacted together (one pass of the frame rules per batch; 4 MiB: a 300 MB
+#: trace log at 190-200 MB/s, 120-190 at 1 MiB)
+BATCH_BYTES = 1 << 22
+#: Threads that redact batches side by side (at most two: the analysis that reads the copy runs beside them).
+REDACT_THREADS = min(2, os.cpu_count() or 1)
 
 
 def redact_lines(lines: list[str], option: RedactOption = True) -> list[str]:
@@ -113,9 +129,68 @@ def _separators(text: str) -> tuple[str, str]:
 
 
 def redact_block(data: bytes, option: RedactOption = True) -> bytes:
-    """Lines separated by ``\\n`` redacted one for one; lines no rule can touch are found by one scan of the
-    bytes and kept byte for byte (a log of plain lines costs little more than reading it). A line that is
-    redacted is read as UTF-8, an invalid byte in it becoming U+FFFD as the parser reads it."""
+    """Lines separated by ``\\n`` redacted one for one (:func:`redact_lines`' rules); lines no rule can touch are
+    kept byte for byte (a log of plain lines costs little more than reading it). A line that is redacted is read
+    as UTF-8, an invalid byte in it becoming U+FFFD as the parser reads it.
+
+    The text lines are redacted together in polars (:func:`_redacted_text_lines`: 5x the speed of the line by
+    line :func:`redact_block_reference` on a trace log, where a quarter of the lines hold a mark); a line holding
+    a ``{`` (a JSON record, or text that may read as one) goes through :func:`redact_lines` itself."""
+    rules = policy(option)
+    if rules is None or not any(mark in data for mark in _MARKS):
+        return data
+    lines = pl.Series("line", [data.decode("utf-8", errors="replace")], dtype=pl.String).str.split("\n").explode()
+    frame = pl.DataFrame([lines]).with_row_index("row")
+    marked = frame.filter(pl.col("line").str.contains(_CANDIDATE_TEXT))
+    if marked.height == 0:
+        return data
+    braced = pl.col("line").str.contains("{", literal=True)
+    json_like = marked.filter(braced)
+    plain = marked.filter(~braced & pl.col("line").str.contains(_MAYBE.pattern))
+    changed: dict[int, str] = {}
+    if plain.height:
+        redone = plain.with_columns(done=_redacted_text_lines(plain["line"], rules)).filter(
+            pl.col("done") != pl.col("line"))
+        changed.update(zip(redone["row"].to_list(), redone["done"].to_list(), strict=True))
+    if json_like.height:
+        before = json_like["line"].to_list()
+        for row, line, done in zip(json_like["row"].to_list(), before, redact_lines(before, rules), strict=True):
+            if done != line:
+                changed[row] = done
+    if not changed:
+        return data
+    pieces = data.split(b"\n")
+    for row, text in changed.items():
+        pieces[row] = text.encode("utf-8")
+    return b"\n".join(pieces)
+
+
+#: ``_CANDIDATE`` on decoded text (the marks are ASCII: decoding neither makes nor hides one).
+_CANDIDATE_TEXT = _CANDIDATE.pattern.decode()
+#: A tab field's text before its first quote, and from that quote a header-dump pair (``_DUMP_PAIR``).
+_BEFORE_DUMP = r"^([^']+)('[^'\n]*'\s*,\s*'.*)$"
+
+
+def _redacted_text_lines(lines: pl.Series, rules: Redaction) -> pl.Series:
+    """:func:`_text_line`, the redaction of its pieces and their joining, on every line of ``lines`` at once: each
+    tab field is a piece, or two when a header-dump pair follows some text (split before the pair's quote); the
+    pieces are redacted as :func:`redact_strings` redacts them and joined back in their order."""
+    fields = pl.DataFrame([lines]).with_row_index("row").select(
+        "row", field=pl.col("line").str.split("\t")).explode("field")
+    split = fields.select(
+        "row", head=pl.col("field").str.extract(_BEFORE_DUMP, 1), dump=pl.col("field").str.extract(_BEFORE_DUMP, 2),
+        field="field")
+    pieces = pl.concat([split.select(message=pl.coalesce("head", "field")),
+                        split.select(message=pl.col("dump").fill_null(""))])
+    done = redact_frame(pieces, policy_option=rules)["message"]
+    n = split.height
+    joined = split.select("row", field=done.slice(0, n) + done.slice(n, n))
+    return joined.group_by("row", maintain_order=True).agg(pl.col("field").str.join("\t"))["field"].alias("done")
+
+
+def redact_block_reference(data: bytes, option: RedactOption = True) -> bytes:
+    """What :func:`redact_block` gives, line by line in Python (:func:`redact_lines` on each line that holds a
+    mark): the reference its tests compare it with."""
     if policy(option) is None or not any(mark in data for mark in _MARKS):
         return data
     spans: list[tuple[int, int]] = []
@@ -136,11 +211,28 @@ def redact_block(data: bytes, option: RedactOption = True) -> bytes:
 
 class RedactingWriter:
     """Text bytes in, redacted whole lines out to ``out`` (the last line, without its line break, at
-    :meth:`close`); see :func:`redact_block`."""
+    :meth:`close`); see :func:`redact_block`. Batches are redacted on ``threads`` threads and written in order
+    (polars' passes run outside the GIL: a 300 MB trace log at ~310 MB/s on two cores against 170-190 on one); at
+    most ``threads + 1`` batches are in flight. Use it as a context manager, or call :meth:`close` (on success)
+    or :meth:`discard` (on failure: nothing more is written and the threads end)."""
 
-    def __init__(self, out: BinaryIO, option: RedactOption = True, batch_bytes: int = BATCH_BYTES) -> None:
+    def __init__(self, out: BinaryIO, option: RedactOption = True, batch_bytes: int = BATCH_BYTES,
+                 threads: int = REDACT_THREADS) -> None:
         self.out, self.option, self.batch_bytes = out, option, batch_bytes
         self._buffer = bytearray()
+        self._threads = max(1, threads)
+        self._pool = (ThreadPoolExecutor(self._threads, thread_name_prefix="envoy-dissect-redact")
+                      if self._threads > 1 and policy(option) is not None else None)
+        self._pending: deque[Future[bytes]] = deque()
+
+    def __enter__(self) -> RedactingWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.discard()
 
     def write(self, data: bytes) -> None:
         self._buffer += data
@@ -152,12 +244,31 @@ class RedactingWriter:
 
     def close(self) -> None:
         """Write what is left (a last line without a line break stays without one)."""
-        if self._buffer:
-            self._flush(bytes(self._buffer))
-            self._buffer.clear()
+        try:
+            if self._buffer:
+                self._flush(bytes(self._buffer))
+                self._buffer.clear()
+            while self._pending:
+                self.out.write(self._pending.popleft().result())
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Stop: batches not yet written are dropped and the threads end."""
+        for pending in self._pending:
+            pending.cancel()
+        self._pending.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def _flush(self, data: bytes) -> None:
-        self.out.write(redact_block(data, self.option))
+        if self._pool is None:
+            self.out.write(redact_block(data, self.option))
+            return
+        self._pending.append(self._pool.submit(redact_block, data, self.option))
+        while len(self._pending) > self._threads:
+            self.out.write(self._pending.popleft().result())
 
 
-__all__ = ["BATCH_BYTES", "RedactingWriter", "redact_block", "redact_lines"]
+__all__ = ["BATCH_BYTES", "RedactingWriter", "redact_block", "redact_block_reference", "redact_lines"]

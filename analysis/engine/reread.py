@@ -212,13 +212,13 @@ def _redacted_copy(src: BinaryIO, copy: BinaryIO, redact: RedactOption,
                    inflated: Callable[[int], None] | None) -> None:
     """``src`` written to ``copy`` line for line through the redaction rules (``inflated(bytes read so far)``
     may refuse to go on)."""
-    writer, read = RedactingWriter(copy, redact), 0
-    while data := src.read(_PIECE):
-        read += len(data)
-        if inflated is not None:
-            inflated(read)
-        writer.write(data)
-    writer.close()
+    read = 0
+    with RedactingWriter(copy, redact) as writer:
+        while data := src.read(_PIECE):
+            read += len(data)
+            if inflated is not None:
+                inflated(read)
+            writer.write(data)
 
 
 def _entries(src: BinaryIO, copy: BinaryIO | None,
