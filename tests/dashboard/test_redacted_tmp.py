@@ -29,21 +29,13 @@ from tests.builders import Callbacks, DashboardProcess, upload
 from tests.security.planted import (
     MARK,
     SECRETS_PLANTED,
+    VARIANTS,
     kubectl_prefix,
-    kubectl_timestamps,
     planted_json,
     planted_text,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-
-VARIANTS = {
-    "istio-text": lambda: planted_text(FIXTURES),
-    "istio-json": lambda: planted_json(FIXTURES),
-    "text-kubectl-prefix": lambda: kubectl_prefix(planted_text(FIXTURES)),
-    "text-kubectl-timestamps": lambda: kubectl_timestamps(planted_text(FIXTURES)),
-    "json-kubectl-timestamps-prefix": lambda: kubectl_prefix(kubectl_timestamps(planted_json(FIXTURES))),
-}
 
 
 def leaks(root: Path) -> list[str]:
@@ -70,7 +62,7 @@ def original_of(tmp_path_factory: pytest.TempPathFactory):
 
     @functools.cache
     def original(variant: str):
-        text = VARIANTS[variant]()
+        text = VARIANTS[variant](FIXTURES)
         path = folder / f"{variant}.log"
         path.write_text(text)
         return text, analysed(path)

@@ -12,20 +12,14 @@ from hypothesis import strategies as st
 
 from envoy_dissector.parser.redact import REDACTED
 from envoy_dissector.parser.redact_lines import RedactingWriter, redact_block, redact_block_reference
-from tests.security.planted import MARK, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
+from tests.security.planted import MARK, VARIANTS, planted_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-PLANTED = {
-    "text": lambda: planted_text(FIXTURES),
-    "json": lambda: planted_json(FIXTURES),
-    "text-kubectl-prefix": lambda: kubectl_prefix(planted_text(FIXTURES)),
-    "json-kubectl-timestamps": lambda: kubectl_timestamps(planted_json(FIXTURES)),
-}
 
 
-@pytest.mark.parametrize("variant", sorted(PLANTED))
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_planted_secrets_are_redacted_as_the_reference_does(variant: str) -> None:
-    data = PLANTED[variant]().encode()
+    data = VARIANTS[variant](FIXTURES).encode()
     done = redact_block(data)
     assert done == redact_block_reference(data)
     assert MARK.encode() in data and done.count(b"\n") == data.count(b"\n")

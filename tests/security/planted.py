@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 MARK = "PLANT"
@@ -112,3 +113,14 @@ def kubectl_prefix(text: str, pod: str = "productpage-v1-7d9c8b6f5-x2k9p") -> st
 def kubectl_timestamps(text: str) -> str:
     return "".join(f"2026-11-22T01:09:{34 + i // 100000:02d}.{i % 1000000:06d}000Z {line}\n"
                    for i, line in enumerate(text.splitlines()))
+
+
+#: The planted capture in each layout a user may hand over (Istio text and JSON, with kubectl's prefix and
+#: timestamps), each made from the fixtures directory.
+VARIANTS: dict[str, Callable[[Path], str]] = {
+    "istio-text": planted_text,
+    "istio-json": planted_json,
+    "text-kubectl-prefix": lambda f: kubectl_prefix(planted_text(f)),
+    "text-kubectl-timestamps": lambda f: kubectl_timestamps(planted_text(f)),
+    "json-kubectl-timestamps-prefix": lambda f: kubectl_prefix(kubectl_timestamps(planted_json(f))),
+}

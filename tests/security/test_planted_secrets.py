@@ -12,18 +12,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from planted import MARK, SECRETS_PLANTED, kubectl_prefix, kubectl_timestamps, planted_json, planted_text
+from planted import MARK, SECRETS_PLANTED, VARIANTS, planted_text
 
 from envoy_dissector.cli.main import main
 from envoy_dissector.parser.redact import REDACTED, Redaction, redact_strings, redact_text
-
-VARIANTS = {
-    "istio-text": lambda f: planted_text(f),
-    "istio-json": lambda f: planted_json(f),
-    "text-kubectl-prefix": lambda f: kubectl_prefix(planted_text(f)),
-    "text-kubectl-timestamps": lambda f: kubectl_timestamps(planted_text(f)),
-    "json-kubectl-timestamps-prefix": lambda f: kubectl_prefix(kubectl_timestamps(planted_json(f))),
-}
 
 
 def _text_of(path: Path) -> str:
