@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from envoy_dissector.cli.argtypes import port
@@ -48,10 +49,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--log-format", help="an Envoy --log-format pattern the inputs were written with")
     p.add_argument("--no-redact", action="store_true", help="keep header values in the dataset")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-input progress lines")
+    p.add_argument("--dask-log-level", default="warning", choices=DASK_LOG_LEVELS,
+                   help="what Dask's scheduler and workers log to stderr (default: warning; info shows every "
+                        "node starting and stopping)")
     p.set_defaults(run=run)
 
 
+DASK_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 def run(args: argparse.Namespace) -> int:
+    # Dask reads its log levels when it is first imported, here and in each worker process (which inherits the
+    # environment); a level the user set in the environment wins
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", args.dask_log_level)
     require_extra("fleet", "envoy-dissect fleet")
     from envoy_dissector.fleet.cluster import SchedulerCredentials, remote_security
     from envoy_dissector.fleet.engine import TaskResult, run_fleet

@@ -15,11 +15,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from dask.system import CPU_COUNT
 from distributed import Nanny, Scheduler, SpecCluster, Worker
+from distributed.core import Status
 from distributed.http.routing import RoutingApplication
 from distributed.security import Security
 from distributed.worker_memory import parse_memory_limit
@@ -45,7 +47,32 @@ class NoHttpScheduler(_NoHttpMixin, Scheduler):
 
 
 class NoHttpWorker(_NoHttpMixin, Worker):
-    """A Dask worker with no HTTP endpoint (started inside each nanny's process)."""
+    """A Dask worker with no HTTP endpoint (started inside each nanny's process).
+
+    A heartbeat in flight when the cluster closes may find the scheduler's end of the stream already shut; Dask
+    logs that with a traceback although nothing went wrong, so it is dropped once this worker is closing.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        logging.getLogger("distributed.worker").addFilter(ClosingHeartbeatFilter(self))
+
+
+_CLOSING = frozenset({Status.closing, Status.closed, Status.closing_gracefully})
+
+
+class ClosingHeartbeatFilter(logging.Filter):
+    """Drops the heartbeat failures ``worker`` logs once it is closing; every other record passes."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__()
+        self._worker = weakref.ref(worker)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        worker = self._worker()
+        if worker is None or worker.status not in _CLOSING:
+            return True
+        return "heartbeat" not in record.getMessage().lower()
 
 
 def local_cluster(workers: int | None = None, *, dashboard_port: int | None = None) -> SpecCluster:
