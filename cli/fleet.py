@@ -49,9 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--log-format", help="an Envoy --log-format pattern the inputs were written with")
     p.add_argument("--no-redact", action="store_true", help="keep header values in the dataset")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-input progress lines")
-    p.add_argument("--dask-log-level", default="warning", choices=DASK_LOG_LEVELS,
-                   help="what Dask's scheduler and workers log to stderr (default: warning; info shows every "
-                        "node starting and stopping)")
+    p.add_argument("--dask-log-level", default="warning", choices=DASK_LOG_LEVELS, metavar="LEVEL",
+                   help=f"what Dask's scheduler and workers log to stderr: {', '.join(DASK_LOG_LEVELS)} (default: "
+                        "warning; info shows every node starting and stopping)")
     p.set_defaults(run=run)
 
 
