@@ -126,7 +126,7 @@ class Capture:
         made for it)."""
         held = self.__dict__["_requests"]
         counted = (pl.col("complete") & ~pl.col("internal")).any()
-        if not isinstance(held, UidsToMake) or held.rows.select(counted).item():
+        if not isinstance(held, UidsToMake) or held.rows.select_seq(counted).item():
             return self.requests
         return held.rows
 
@@ -147,7 +147,7 @@ class Capture:
     def records(self) -> pl.DataFrame:
         """One row per log record: line_no, ts_us, thread, level, logger, source, conn_id, stream_id, message,
         origin (``events``' record columns)."""
-        return self.events.select(RECORD_COLUMNS)
+        return self.events.select_seq(RECORD_COLUMNS)
 
     @property
     def holds_events(self) -> bool:
@@ -173,7 +173,7 @@ class Capture:
     def diagnostics_dict(self) -> dict[str, Any]:
         d = self.diagnostics_info.as_dict()
         client = ~pl.col("internal")  # (counted, not filtered: a filter copies the wide frame)
-        counts = self.rows_without_uid().select(client.sum(), (client & pl.col("complete")).sum().alias("complete"))
+        counts = self.rows_without_uid().select_seq(client.sum(), (client & pl.col("complete")).sum().alias("complete"))
         d["requests"] = int(counts.item(0, 0))
         d["requests_complete"] = int(counts.item(0, 1))
         d["warnings"] = list(d["warnings"]) + [n for n in self.notes if n not in d["warnings"]]
@@ -182,7 +182,7 @@ class Capture:
     @property
     def contract_requests(self) -> pl.DataFrame:
         """The requests frame restricted to the output-contract columns."""
-        return self.requests.select(CONTRACT_COLUMNS)
+        return self.requests.select_seq(CONTRACT_COLUMNS)
 
     def workers(self) -> pl.DataFrame:
         if "workers" not in self._cache:
@@ -192,7 +192,8 @@ class Capture:
             threads = self.facts.worker_threads(grouped_by_varying(rows, ("origin", "thread", "internal")))
             workers = worker_stats(self.loop, rows, threads)
             if not self.quality().socket_lines:  # busy time comes from socket events: unmeasured, not 0
-                workers = workers.with_columns(pl.lit(None, dtype=workers.schema["utilisation"]).alias("utilisation"))
+                workers = workers.with_columns_seq(
+                    pl.lit(None, dtype=workers.schema["utilisation"]).alias("utilisation"))
             self._cache["workers"] = workers
         return self._cache["workers"]
 
@@ -217,14 +218,14 @@ class Capture:
 
     def _span_rows(self) -> pl.DataFrame:
         """The requests' columns a span reads (filtered per origin without copying the wide frame)."""
-        return self.rows_without_uid().select("origin", "internal", "complete", "life_start_us", "life_end_us")
+        return self.rows_without_uid().select_seq("origin", "internal", "complete", "life_start_us", "life_end_us")
 
     def origins(self) -> list[dict[str, Any]]:
         """One entry per origin (input file, pod/container, restart run): its format and its own span."""
         d = self.diagnostics_dict()
         by_source: dict[str, str] = d.get("format_by_source") or {}
         # (an expression: ``requests["origin"]`` would make the frame keep a full copy of a constant column)
-        origins = self.rows_without_uid().select(pl.col("origin").unique()).to_series().to_list()
+        origins = self.rows_without_uid().select_seq(pl.col("origin").unique()).to_series().to_list()
         names = sorted(set(origins) | set(d.get("by_origin") or {}))
         out = []
         for origin in names:
@@ -262,7 +263,7 @@ class Capture:
                    for by in ("authority", "path", "cluster", "status")},
             "cost": summary_entry(self.cost()),
         }
-        if not self.rows_without_uid().select((~pl.col("internal") & pl.col("complete")).any()).item():
+        if not self.rows_without_uid().select_seq((~pl.col("internal") & pl.col("complete")).any()).item():
             summary["partial_requests"] = partial_requests(self.rows_without_uid())
         return summary
 
@@ -343,7 +344,7 @@ class Capture:
         row per burst: ``origin, thread, start_us, end_us, kind, label, work_uid, owner_uid``
         (analysis/stages/internal.py)."""
         if "internal_work" not in self._cache:
-            self._cache["internal_work"] = self.facts.work_bursts().select(
+            self._cache["internal_work"] = self.facts.work_bursts().select_seq(
                 "origin", "thread", "start_us", "end_us", "kind", "label", "work_uid", "owner_uid")
         return self._cache["internal_work"]
 

@@ -87,8 +87,8 @@ def saturated_workers(workers: pl.DataFrame, requests: pl.DataFrame,
     is ``stages.cost.STALL_NOTE_SHARE`` of the busy time or more, the finding says so (more workers help less
     than the busy share suggests)."""
     out = []
-    r = counted(requests.select("complete", "internal", "origin", "thread", "total_us", "queue_before_read_us",
-                                "loop_queue_us"))
+    r = counted(requests.select_seq("complete", "internal", "origin", "thread", "total_us", "queue_before_read_us",
+                                    "loop_queue_us"))
     per_worker = r.partition_by("origin", "thread", as_dict=True) if r.height else {}  # (one pass, not a filter each)
     for w in workers.iter_rows(named=True):
         mine = per_worker.get((w["origin"], w["thread"]))
@@ -214,7 +214,7 @@ def churn(requests: pl.DataFrame) -> list[Finding]:
     share = new.height / r.height
     # Warm-up is not churn: a pool that opened its connections once and then reused them serves several
     # requests per connection.
-    per_connection = r.height / max(r.select("origin", "upstream_conn_id").unique().height, 1)
+    per_connection = r.height / max(r.select_seq("origin", "upstream_conn_id").unique().height, 1)
     if share < CHURN_SHARE or per_connection >= CHURN_REUSE:
         return []
     return [Finding(
@@ -341,7 +341,7 @@ def record_gaps(events: pl.DataFrame) -> pl.Series:
     """Gaps between a ``socket event`` and the ``write ready``/``read ready`` its worker logs next, with the idle
     class before the ``socket event`` (``gap_counts.back_to_back``)."""
     lines = events.filter(pl.col("thread").is_not_null()).sort("origin", "thread", "ts_us", "line_no")
-    return back_to_back(lines.select("origin", "thread", "ts_us", "kind"), over=["origin", "thread"])
+    return back_to_back(lines.select_seq("origin", "thread", "ts_us", "kind"), over=["origin", "thread"])
 
 
 def observer_cost_of(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
@@ -407,7 +407,7 @@ def worker_stalls(gaps: GapCounts, requests: pl.DataFrame) -> list[Finding]:
 def slow_filters(requests: pl.DataFrame, phases: pl.DataFrame, threshold_us: int = SLOW_FILTER_US) -> list[Finding]:
     """Filters whose own span is large (decode or encode); a warning when it is a tenth of the median request."""
     r = counted(requests, ("request_uid", "total_us"))
-    uids = r.select("request_uid")
+    uids = r.select_seq("request_uid")
     # (the text tests run on the filter rows only: a filter evaluates every condition on every row it is given)
     spans = phases.filter(~pl.col("part_of_total") & pl.col("phase").is_in([Phase.FILTER_CHAIN, Phase.ENCODE])).filter(
         ~pl.col("detail").str.contains("route lookup") & ~is_work_row()).join(uids, on="request_uid", how="semi")
@@ -506,7 +506,7 @@ def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataF
     ``checks``: the health-check result lines (``CaptureFacts.health_checks``)."""
     clients = counted(requests, ("request_uid", "total_us", "origin", "thread"))
     total = float(clients["total_us"].sum() or 0) if clients.height else 0.0
-    uids = clients.select("request_uid")
+    uids = clients.select_seq("request_uid")
     out = []
     for kind, (fid, fix) in INTERNAL_WORK_FINDINGS.items():
         mine = bursts.filter(pl.col("kind") == kind)
@@ -523,7 +523,7 @@ def internal_work(requests: pl.DataFrame, phases: pl.DataFrame, bursts: pl.DataF
         delayed = rows.filter(other) if owned else rows
         delay = float(delayed["dur_us"].sum() or 0)
         share = delay / total if total else 0.0
-        client_threads = clients.select("origin", "thread").unique()
+        client_threads = clients.select_seq("origin", "thread").unique()
         on_workers = mine.join(client_threads, on=["origin", "thread"], how="semi").height
         main = (" (Envoy runs active health checks on its main thread: they compete with the workers for CPU but "
                 "hold no worker's event loop)" if kind == WorkKind.HEALTH_CHECK.value else "")
@@ -551,7 +551,7 @@ def format_notes(notes: list[str]) -> list[Finding]:
 
 def health_checks(events: pl.DataFrame) -> int:
     """Health-check result lines in ``events`` (the engine sums them window by window into ``CaptureFacts``)."""
-    return int(events.select(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS).sum()).item())
+    return int(events.select_seq(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS).sum()).item())
 
 
 def all_findings(requests: pl.DataFrame, workers: pl.DataFrame, phases: pl.DataFrame, notes: list[str],

@@ -47,7 +47,7 @@ def back_to_back(lines: pl.DataFrame, over: list[str] | None = None, *, carried:
     found = None if over else extension.record_gaps(lines["ts_us"], lines["kind"], GAP_BITS,
                                                     carried, IDLE_CLASS_US, (WARM, COOLING, COLD))
     if found is not None:
-        return found.select(pl.struct(gap="gap", idle="idle").alias("gap"))["gap"]
+        return found.select_seq(pl.struct(gap="gap", idle="idle").alias("gap"))["gap"]
     return _back_to_back_by_polars(lines, over, carried=carried)
 
 
@@ -60,13 +60,13 @@ def _back_to_back_by_polars(lines: pl.DataFrame, over: list[str] | None = None, 
     """``back_to_back`` by polars passes over every line (the reference)."""
     def by_worker(expr: pl.Expr) -> pl.Expr:
         return expr.over(over) if over else expr
-    pairs = lines.with_row_index("row__").with_columns(
+    pairs = lines.with_row_index("row__").with_columns_seq(
         nxt__=by_worker(pl.col("kind").shift(-1)),
         gap__=by_worker(pl.col("ts_us").shift(-1)) - pl.col("ts_us"),
         idle__=idle_class(pl.col("ts_us") - by_worker(pl.col("ts_us").shift(1))))
     kept = pairs.filter((pl.col("kind") == EventKind.SOCKET_EVENT) & (pl.col("row__") >= carried)
                         & pl.col("nxt__").is_in([EventKind.WRITE_READY, EventKind.READ_READY]))
-    return kept.select(pl.struct(gap=pl.col("gap__").cast(pl.Int64), idle=pl.col("idle__")).alias("gap"))["gap"]
+    return kept.select_seq(pl.struct(gap=pl.col("gap__").cast(pl.Int64), idle=pl.col("idle__")).alias("gap"))["gap"]
 
 
 def _empty() -> pl.DataFrame:
@@ -95,10 +95,10 @@ class GapCounts:
     def of(cls, gaps: pl.Series) -> GapCounts:
         """Counts of ``back_to_back``'s gaps, or of plain gaps (an integer Series: idle class unknown, null)."""
         if isinstance(gaps.dtype, pl.Struct):
-            frame = gaps.struct.unnest().select("idle", "gap")
+            frame = gaps.struct.unnest().select_seq("idle", "gap")
         else:
-            frame = gaps.cast(pl.Int64).rename("gap").to_frame().select(pl.lit(None, dtype=pl.Int8).alias("idle"),
-                                                                       "gap")
+            frame = gaps.cast(pl.Int64).rename("gap").to_frame().select_seq(pl.lit(None, dtype=pl.Int8).alias("idle"),
+                                                                           "gap")
         counted = frame.group_by("idle", "gap").agg(count=pl.len())
         return cls(_folded([counted.cast(GAP_COUNTS_SCHEMA)]))  # type: ignore[arg-type]
 

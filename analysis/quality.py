@@ -144,7 +144,7 @@ class RecordFacts:
             return
         ts = pl.col("ts_us")
         # (one query: polars runs its parts side by side over the chunk)
-        counts, kinds, lines, not_ms, not_s, threads, timed = events.select(
+        counts, kinds, lines, not_ms, not_s, threads, timed = events.select_seq(
             counts=pl.col("level").value_counts(name="n__").implode(),
             kinds=pl.col("kind").unique().cast(pl.String).implode(),
             lines=_ON_REQUEST.sum(), not_ms=(ts % 1000 != 0).any(), not_s=(ts % 1_000_000 != 0).any(),
@@ -176,7 +176,7 @@ class RecordFacts:
         return sorted({conn for _, conn in self.codec_conns - self.response_conns})
 
     def add_span(self, origin: str, events: pl.DataFrame) -> None:
-        low, high = events.select(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
+        low, high = events.select_seq(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
         if low is None:
             return
         old = self.spans.get(origin)
@@ -207,7 +207,7 @@ def assess(records: pl.DataFrame, events: pl.DataFrame, requests: pl.DataFrame) 
     facts.add(events)
     facts.levels = _levels(records)
     facts.tick = _tick(records["ts_us"]) if records.height else 1
-    facts.thread_ids = bool(records.height and records.select((pl.col("thread") >= 0).any()).item())
+    facts.thread_ids = bool(records.height and records.select_seq((pl.col("thread") >= 0).any()).item())
     return assess_facts(facts, requests)
 
 
@@ -305,7 +305,7 @@ def span_of(start: int | None, end: int | None, requests: pl.DataFrame) -> dict[
     window is the union of theirs (``traffic_s``), so two runs days apart do not count the days between.
     """
     # (the few columns read are filtered, not the wide frame: a filter copies every column it keeps)
-    client = requests.select("origin", "internal", "complete", "life_start_us", "life_end_us").filter(
+    client = requests.select_seq("origin", "internal", "complete", "life_start_us", "life_end_us").filter(
         ~pl.col("internal")) if requests.height else requests
     complete = int(client["complete"].sum()) if client.height else 0
     duration = (int(end) - int(start)) / 1e6 if start is not None and end is not None else 0.0  # type: ignore[arg-type]
@@ -327,7 +327,7 @@ def traffic_seconds(client: pl.DataFrame) -> float:
     windows = (client.group_by("origin").agg(s=pl.col("life_start_us").min(), e=pl.col("life_end_us").max())
                .drop_nulls().sort("s"))
     covered, reach = 0, None
-    for s, e in windows.select("s", "e").iter_rows():
+    for s, e in windows.select_seq("s", "e").iter_rows():
         if reach is None or s > reach:
             covered += e - s
             reach = e
@@ -366,10 +366,11 @@ def partial_requests(requests: pl.DataFrame, limit: int = 20) -> list[dict[str, 
     # (the first rows are found on two columns and only they are taken: the wide frame is not copied)
     # (expressions, not ``requests["internal"]``: indexing a constant column makes the frame keep a full copy)
     cut = ~pl.col("internal") & ~pl.col("complete")
-    client = requests.select(pl.col("first_ts").filter(cut), row__=pl.int_range(pl.len(), dtype=pl.UInt32).filter(cut))
+    client = requests.select_seq(pl.col("first_ts").filter(cut), row__=pl.int_range(pl.len(),
+                                                                                    dtype=pl.UInt32).filter(cut))
     first = requests[client.sort("first_ts", nulls_last=True).head(limit)["row__"]]
     if "request_uid" not in first.columns:
-        first = first.with_columns(request_uid())
+        first = first.with_columns_seq(request_uid())
     out = []
     for row in first.iter_rows(named=True):
         missing = _missing(row.get("missing_boundaries"))
@@ -393,7 +394,7 @@ class Assessed(Protocol):
 
 def _short_uid(uid: str, capture: Assessed) -> str:
     """``C12:S345`` when the capture has one origin (the origin is the file name the report names already)."""
-    one_origin = capture.rows_without_uid().select(pl.col("origin").n_unique()).item() <= 1
+    one_origin = capture.rows_without_uid().select_seq(pl.col("origin").n_unique()).item() <= 1
     return ":".join(uid.rsplit(":", 2)[-2:]) if one_origin else uid
 
 
@@ -405,7 +406,8 @@ def quality_lines(capture: Assessed) -> list[str]:
              + ("thread ids" if q.thread_ids else "no thread ids")]
     lines += [f"  - {s}" for s in q.statements]
     rows = capture.rows_without_uid()
-    partial = partial_requests(rows) if not rows.select((~pl.col("internal") & pl.col("complete")).any()).item() else []
+    any_complete = rows.select_seq((~pl.col("internal") & pl.col("complete")).any()).item()
+    partial = partial_requests(rows) if not any_complete else []
     if partial:
         lines.append("")
         lines.append(f"partial requests (first {len(partial)}): phases known · boundaries missing")

@@ -178,7 +178,7 @@ def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame
 
     A declared column the stage did not make is an error (``ColumnNotFoundError``), never a silent null.
     """
-    return frame.select(pl.col(c).cast(t) for c, t in schema.items())
+    return frame.select_seq(pl.col(c).cast(t) for c, t in schema.items())
 
 
 #: The event columns (``parser.schema.EVENT_COLUMNS``) the analysis stages read. The streaming path keeps only

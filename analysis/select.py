@@ -87,7 +87,7 @@ def select(capture: Capture, *, since: str | None = None, until: str | None = No
     """
     # (the rows without their uid: a capture whose uids are not made yet makes them only when it is filtered)
     rows = capture.rows_without_uid()
-    start = rows.select(pl.col("life_start_us").min()).item() if rows.height else None
+    start = rows.select_seq(pl.col("life_start_us").min()).item() if rows.height else None
     cond = pl.lit(True)
     if since:
         cond = cond & (pl.col("life_start_us") >= parse_time(since, start))  # type: ignore[arg-type]
@@ -102,8 +102,8 @@ def select(capture: Capture, *, since: str | None = None, until: str | None = No
     if cond.meta.eq(pl.lit(True)):
         return capture
     kept = capture.requests.filter(cond)
-    phases = capture.phases.join(kept.select("request_uid"), on="request_uid", how="semi")
-    queueing = capture.queueing.join(kept.select("request_uid"), on="request_uid", how="semi")
+    phases = capture.phases.join(kept.select_seq("request_uid"), on="request_uid", how="semi")
+    queueing = capture.queueing.join(kept.select_seq("request_uid"), on="request_uid", how="semi")
     return dataclasses.replace(capture, requests=kept, phases=phases, queueing=queueing, _cache={})
 
 

@@ -31,7 +31,7 @@ def percentile(values: pl.Series, q: float) -> float | None:
     """
     if values.drop_nulls().len() == 0:
         return None
-    value = values.to_frame("v").select(percentile_expr("v", q)).item()
+    value = values.to_frame("v").select_seq(percentile_expr("v", q)).item()
     return None if value is None else float(value)
 
 
@@ -51,7 +51,7 @@ def rows_where(requests: pl.DataFrame, condition: pl.Expr, columns: Iterable[str
     the columns read, not the whole frame."""
     if columns is None:
         return requests.filter(condition)
-    return requests.lazy().filter(condition).select(list(dict.fromkeys(columns))).collect()
+    return requests.lazy().filter(condition).select_seq(list(dict.fromkeys(columns))).collect()
 
 
 def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUMNS
@@ -68,7 +68,7 @@ def percentiles(requests: pl.DataFrame, columns: tuple[str, ...] = SUMMARY_COLUM
         for name, q in QUANTILES.items():
             exprs.append(percentile_expr(c, q).alias(f"{c}|{name}"))
         exprs.append(pl.col(c).max().alias(f"{c}|max"))
-    row = r.select(exprs).row(0, named=True)
+    row = r.select_seq(exprs).row(0, named=True)
     for key, value in row.items():
         c, stat = key.split("|")
         out.setdefault(c.removesuffix("_us"), {})[stat] = int(value) if value is not None else None

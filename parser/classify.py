@@ -208,7 +208,7 @@ class Classifier:
         with self._lock:
             rows = self._rows if since[0] == self._generation else {}
         height = since[1]
-        found = (rows.get(k) for k in keys.select(CLASS_KEY).iter_rows())
+        found = (rows.get(k) for k in keys.select_seq(CLASS_KEY).iter_rows())
         return pl.Series([r if r is not None and r < height else None for r in found], dtype=pl.UInt32)
 
     def remember(self, found: pl.DataFrame, since: tuple[int, int],
@@ -228,16 +228,16 @@ class Classifier:
                 table = pl.concat([kept, found]) if kept.height + found.height <= CLASS_CACHE else found
                 self.classes = table.rechunk()
                 self._generation += 1
-                self._rows = {k: i for i, k in enumerate(table.select(CLASS_KEY).iter_rows())}
+                self._rows = {k: i for i, k in enumerate(table.select_seq(CLASS_KEY).iter_rows())}
                 return
             generation, height = since
             recent = self.classes.slice(height if generation == self._generation else 0)
             if recent.height:
-                found = found.join(recent.select(CLASS_KEY), on=list(CLASS_KEY), how="anti", nulls_equal=True)
+                found = found.join(recent.select_seq(CLASS_KEY), on=list(CLASS_KEY), how="anti", nulls_equal=True)
             start = self.classes.height
             table = pl.concat([self.classes, found])
             self.classes = table.rechunk() if table.n_chunks() > 16 else table
-            self._rows.update((k, start + i) for i, k in enumerate(found.select(CLASS_KEY).iter_rows()))
+            self._rows.update((k, start + i) for i, k in enumerate(found.select_seq(CLASS_KEY).iter_rows()))
 
     #: shapes met in this capture (``rules`` may also hold shapes from earlier runs: see shape_cache.py)
     seen: set[str] = field(default_factory=set, repr=False)
@@ -293,13 +293,13 @@ def _typed(present: list[str]) -> list[pl.Expr]:
 
 def _with_all_fields(df: pl.DataFrame) -> pl.DataFrame:
     missing = [pl.lit(None, dtype=pl.String).alias(k) for k in (*PREFIX_FIELDS, *FIELD_SCHEMA) if k not in df.columns]
-    return df.with_columns(missing) if missing else df
+    return df.with_columns_seq(missing) if missing else df
 
 
 def _texts(records: pl.DataFrame) -> pl.Series:
     """``logger<TAB>first line`` per record; a NUL (the shapes' placeholder) becomes U+FFFD."""
     text = pl.col("logger").fill_null("") + pl.lit("\t") + pl.col("first_line").fill_null("")
-    return records.select(text.str.replace_all(_PLACEHOLDER, "\ufffd", literal=True).alias("text")).to_series()
+    return records.select_seq(text.str.replace_all(_PLACEHOLDER, "\ufffd", literal=True).alias("text")).to_series()
 
 
 def classify_slow(records: pl.DataFrame) -> pl.DataFrame:
@@ -364,33 +364,33 @@ def _extract(cut_from: pl.DataFrame, rows: np.ndarray | None, mode: int, params:
 
     if mode == 0:
         value = column("values").list.get(param(1), null_on_oob=True)
-        return cut_from.select(value.str.slice(param(2), value.str.len_chars().cast(pl.Int64) - param(2) + param(5))
-                               ).to_series()
-    frame = cut_from.select(column("text"), column("values"))
+        return cut_from.select_seq(value.str.slice(param(2), value.str.len_chars().cast(pl.Int64) - param(2) + param(5))
+                                   ).to_series()
+    frame = cut_from.select_seq(column("text"), column("values"))
     cum = pl.concat_list(pl.lit(0, dtype=pl.UInt32), pl.col("values").list.eval(pl.element().str.len_chars().cum_sum()))
-    frame = frame.with_columns(cum=cum)
+    frame = frame.with_columns_seq(cum=cum)
     start = param(0) + pl.col("cum").list.get(param(1), null_on_oob=True).cast(pl.Int64) + param(2)
     end = param(3) + pl.col("cum").list.get(param(4), null_on_oob=True).cast(pl.Int64) + param(5)
-    return frame.select(pl.col("text").str.slice(start, end - start)).to_series()
+    return frame.select_seq(pl.col("text").str.slice(start, end - start)).to_series()
 
 
 def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -> pl.DataFrame:
     """Grammar per distinct shape, fields by vectorised slicing; same result as ``classify_slow``."""
     classifier = classifier or Classifier()
-    work = pl.DataFrame({"text": _texts(records)}).with_columns(
+    work = pl.DataFrame({"text": _texts(records)}).with_columns_seq(
         shape=pl.col("text").str.replace_all(MASK, _PLACEHOLDER))
-    reps = work.unique(subset="shape", keep="first", maintain_order=True).with_columns(
+    reps = work.unique(subset="shape", keep="first", maintain_order=True).with_columns_seq(
         values=pl.col("text").str.extract_all(MASK)).with_row_index("sid")
     rules = [classifier.rule_for(shape, values, text)
-             for shape, text, values in reps.select("shape", "text", "values").iter_rows()]
-    sid = work.select(pl.col("shape").replace_strict(reps["shape"], reps["sid"], return_dtype=pl.Int64)
-                      ).to_series().to_numpy()
+             for shape, text, values in reps.select_seq("shape", "text", "values").iter_rows()]
+    sid = work.select_seq(pl.col("shape").replace_strict(reps["shape"], reps["sid"], return_dtype=pl.Int64)
+                          ).to_series().to_numpy()
     out = {"kind": pl.Series("kind", [r.kind for r in rules], dtype=pl.String).gather(sid)}
     plans = _plans(rules, reps["shape"].to_list())
-    work = work.with_columns(values=pl.col("text").str.extract_all(MASK))
+    work = work.with_columns_seq(values=pl.col("text").str.extract_all(MASK))
     n = work.height
     misfits = _misfits(work, rules, sid)
-    cut_from = work.select("text", "values")
+    cut_from = work.select_seq("text", "values")
     for name, plan in plans.items():
         column = constant(None, n, pl.String, name)
         row_mode = plan.mode[sid].copy()
@@ -407,7 +407,7 @@ def classify_fast(records: pl.DataFrame, classifier: Classifier | None = None) -
         classifier.count_fallback(int(misfits.size))
         df = _with_all_fields(df)
         exact = _with_all_fields(_grammar_rows(work["text"].gather(misfits).to_list()))
-        df = df.with_columns(df[c].scatter(misfits, exact[c]) for c in ("kind", *PREFIX_FIELDS, *FIELD_SCHEMA))
+        df = df.with_columns_seq(df[c].scatter(misfits, exact[c]) for c in ("kind", *PREFIX_FIELDS, *FIELD_SCHEMA))
     return _finish(df)
 
 
@@ -417,22 +417,22 @@ def _misfits(work: pl.DataFrame, rules: list[ShapeRule], sid: np.ndarray) -> np.
         return pl.Series([list(x) for x in lists], dtype=pl.List(dtype)).gather(sid)
 
     values = pl.col("values")
-    frame = work.select("values").with_columns(
+    frame = work.select_seq("values").with_columns_seq(
         chk=per_row([r.checked for r in rules], pl.UInt32()), sig=per_row([r.signatures for r in rules], pl.String()))
     ok = values.list.gather(pl.col("chk")).list.eval(_signature_expr(pl.element())) == pl.col("sig")
     if any(r.exact for r in rules):
-        frame = frame.with_columns(ex=per_row([r.exact for r in rules], pl.UInt32()),
-                                   exv=per_row([r.exact_values for r in rules], pl.String()))
+        frame = frame.with_columns_seq(ex=per_row([r.exact for r in rules], pl.UInt32()),
+                                       exv=per_row([r.exact_values for r in rules], pl.String()))
         ok = ok & (values.list.gather(pl.col("ex")) == pl.col("exv"))
     if any(r.forbid for r in rules):
-        frame = frame.with_columns(fb=per_row([r.forbid for r in rules], pl.UInt32()))
+        frame = frame.with_columns_seq(fb=per_row([r.forbid for r in rules], pl.UInt32()))
         ok = ok & ~values.list.gather(pl.col("fb")).list.eval(pl.element().is_in(LITERAL_RUN_VALUES)).list.any()
-    return frame.select(ok.not_()).to_series().arg_true().to_numpy()
+    return frame.select_seq(ok.not_()).to_series().arg_true().to_numpy()
 
 
 def _finish(df: pl.DataFrame) -> pl.DataFrame:
     """``kind`` and every prefix field and field typed, in one query (a field ``df`` lacks: nulls)."""
-    return df.select(pl.col("kind").fill_null(UNKNOWN).cast(KIND), *_typed(df.columns))
+    return df.select_seq(pl.col("kind").fill_null(UNKNOWN).cast(KIND), *_typed(df.columns))
 
 
 #: The grammar's ``prefix`` rule as a regex: ``[C12][S34] `` and both ``[Tags: ...] `` spellings.
@@ -451,7 +451,7 @@ def _id_prefixes(candidates: pl.Series) -> pl.DataFrame:
     ids = text.str.extract_all("[0-9]+")
     canon = text.str.replace("[0-9]+", SENTINELS[0]).str.replace(
         "(\\]\\[S|\"StreamId\\\\?\":\\\\?\")[0-9]+", "${1}" + SENTINELS[1])
-    return candidates.to_frame("cand__").select(
+    return candidates.to_frame("cand__").select_seq(
         plen__=pl.when(valid).then(pl.col("cand__").bin.size()).otherwise(0).cast(pl.Int64),
         conn__=pl.when(valid).then(ids.list.get(0, null_on_oob=True).cast(pl.Int64, strict=False)),
         stream__=pl.when(valid).then(ids.list.get(1, null_on_oob=True).cast(pl.UInt64, strict=False)),
@@ -474,13 +474,13 @@ def _class_rows(records: pl.DataFrame) -> pl.DataFrame:
     # every spelling of the id prefix ends at the line's first "] "
     cand = pl.when(line.bin.starts_with(b"[")).then(line.bin.head(
         pl.col("first_line").str.find("] ", literal=True).cast(pl.Int64) + 2))
-    rows = records.select("logger", line__=line, cand__=cand)
+    rows = records.select_seq("logger", line__=line, cand__=cand)
     groups = distinct(rows["cand__"])
     rows = pl.concat([rows.drop("cand__"), groups.spread(_id_prefixes(rows["cand__"].gather(groups.first)))],
                      how="horizontal")
-    return rows.select("logger", canon__=pl.col("canon__").fill_null(""), pfx__=pl.col("pfx__").fill_null(""),
-                       rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
-                       stream__="stream__")
+    return rows.select_seq("logger", canon__=pl.col("canon__").fill_null(""), pfx__=pl.col("pfx__").fill_null(""),
+                           rest__=pl.col("line__").bin.slice(pl.col("plen__").fill_null(0)), conn__="conn__",
+                           stream__="stream__")
 
 
 @dataclass(frozen=True)
@@ -496,8 +496,8 @@ class _RecordClasses:
 
 def _classes_of_rows(rows: pl.DataFrame) -> _RecordClasses:
     key = list(CLASS_KEY)
-    classes = distinct_rows(rows.select(key))
-    return _RecordClasses(classes, rows.select(key)[classes.first], rows["conn__"], rows["stream__"])
+    classes = distinct_rows(rows.select_seq(key))
+    return _RecordClasses(classes, rows.select_seq(key)[classes.first], rows["conn__"], rows["stream__"])
 
 
 def _record_classes(records: pl.DataFrame) -> _RecordClasses:
@@ -509,7 +509,7 @@ def _record_classes(records: pl.DataFrame) -> _RecordClasses:
     per_class = found.classes
     first = per_class["first"]
     line = records["first_line"].gather(first).fill_null("").cast(pl.Binary).to_frame("line__")
-    keys = line.select(
+    keys = line.select_seq(
         records["logger"].gather(first),
         canon__=per_class["form"].replace_strict(range(len(PREFIX_FORMS)), PREFIX_FORMS, return_dtype=pl.String),
         rest__=pl.col("line__").bin.slice(per_class["prefix_len"]))
@@ -520,7 +520,7 @@ def _record_classes(records: pl.DataFrame) -> _RecordClasses:
 def _with_sentinel(key: pl.DataFrame) -> pl.Series:
     """Classes whose text already holds a sentinel: their records keep their own ids (their own class)."""
     logger = pl.col("logger").fill_null("")
-    return key.select(pl.any_horizontal(
+    return key.select_seq(pl.any_horizontal(
         *[logger.str.contains(s, literal=True) for s in SENTINELS],
         *[pl.col("rest__").bin.contains(s.encode()) for s in SENTINELS])).to_series()
 
@@ -555,7 +555,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         return [c for c in table.columns if c not in key and (fields is None or c in fields or c in _ALWAYS)]
 
     def lookup(table: pl.DataFrame) -> pl.DataFrame:
-        return keys.join(table.select(*key, *answers(table)), on=key, how="left", maintain_order="left",
+        return keys.join(table.select_seq(*key, *answers(table)), on=key, how="left", maintain_order="left",
                          nulls_equal=True)
 
     known, state = classifier.snapshot()
@@ -564,7 +564,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         """The cache's answers for ``keys`` (None: no cache yet) and the classes it cannot answer."""
         if known is None:
             return None, constant(True, keys.height, pl.Boolean)
-        hits = pl.concat([keys, known.select(answers(known))[classifier.rows_of(keys, state)]], how="horizontal")
+        hits = pl.concat([keys, known.select_seq(answers(known))[classifier.rows_of(keys, state)]], how="horizontal")
         return hits, hits["kind"].is_null()
 
     found, missing = unknown_classes()
@@ -573,18 +573,19 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         clash = _with_sentinel(new)
         if clash.any():  # rare: such records keep their real ids in their class key
             rows = _class_rows(records)
-            own = new.filter(clash).select("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger", "rest__"])
-            flag = rows.select("logger", "rest__").join(own, on=["logger", "rest__"], how="left",
+            own = new.filter(clash).select_seq("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger",
+                                                                                                      "rest__"])
+            flag = rows.select_seq("logger", "rest__").join(own, on=["logger", "rest__"], how="left",
                                                         maintain_order="left", nulls_equal=True)["own__"]
-            rows = rows.with_columns(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
-                                     .otherwise(pl.col("canon__")))
+            rows = rows.with_columns_seq(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
+                                         .otherwise(pl.col("canon__")))
             # their new keys may be cached already (an earlier chunk had the same line): look up again
-            classes = distinct_rows(rows.select(key))
-            keys = rows.select(key)[classes.first]
+            classes = distinct_rows(rows.select_seq(key))
+            keys = rows.select_seq(key)[classes.first]
             found, missing = unknown_classes()
             new = keys.filter(missing)
         text = pl.col("canon__") + pl.col("rest__").cast(pl.String)
-        extra = pl.concat([new, classify_fast(new.select("logger", first_line=text), classifier)], how="horizontal")
+        extra = pl.concat([new, classify_fast(new.select_seq("logger", first_line=text), classifier)], how="horizontal")
         hits = found
         classifier.remember(extra, since=state, in_use=None if hits is None else (
             lambda: hits.filter(hits["kind"].is_not_null())))
@@ -593,15 +594,15 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
         else:  # fill the classes the cache did not know
             at = missing.arg_true()
             fill = keys[at].join(extra, on=key, how="left", maintain_order="left", nulls_equal=True)
-            found = found.with_columns(found[c].scatter(at, fill[c]) for c in found.columns if c not in key)
+            found = found.with_columns_seq(found[c].scatter(at, fill[c]) for c in found.columns if c not in key)
     found = found.drop(key)
     # every record takes its class's row (a field no class of the chunk has stays a column of nulls, not gathered),
     # in one take of the frame: a gather per column cost ~1.8x as much (bench/README.md, classify's gather)
     held = [c for c in found.columns if found[c].null_count() < found.height]
-    taken = classes.spread(found.select(held)) if held else None
+    taken = classes.spread(found.select_seq(held)) if held else None
     per_record = pl.DataFrame([taken[c] if taken is not None and c in held
                                else constant(None, records.height, found[c].dtype, c) for c in found.columns])
-    return per_record.with_columns(
+    return per_record.with_columns_seq(
         conn_id=pl.when(pl.col("conn_id") == int(SENTINELS[0])).then(own_conn).otherwise(pl.col("conn_id")),
         stream_id=pl.when(pl.col("stream_id") == int(SENTINELS[1])).then(own_stream).otherwise(pl.col("stream_id")))
 
@@ -629,4 +630,4 @@ def _without_codec_stream_ids(records: pl.DataFrame, found: pl.DataFrame) -> pl.
     codec = records["logger"].is_in(CODEC_STREAM_LOGGERS)
     if not codec.any():
         return found
-    return found.with_columns(stream_id=pl.when(codec).then(None).otherwise(pl.col("stream_id")))
+    return found.with_columns_seq(stream_id=pl.when(codec).then(None).otherwise(pl.col("stream_id")))

@@ -94,7 +94,7 @@ def _typed_here(frame: pl.DataFrame, groups: set[str], fields: frozenset[str]) -
     Returns the frame with those outputs (named ``out__NAME``) and the raw groups still needed per line.
     """
     done = {name: expr for name, (needs, expr) in _outputs(fields).items() if needs <= groups}
-    frame = frame.with_columns(expr.alias(f"out__{name}") for name, expr in done.items())
+    frame = frame.with_columns_seq(expr.alias(f"out__{name}") for name, expr in done.items())
     used = set().union(*(needs for name, (needs, _) in _outputs(fields).items() if name in done)) if done else set()
     return frame, (groups - used) | (groups & _TIME_GROUPS)
 
@@ -125,7 +125,7 @@ def _finish(df: pl.DataFrame, fields: frozenset[str], redact: RedactOption,
     typed = {name: exprs.get(name, pl.lit(None)).cast(dtype) for name, dtype in _OUTPUT_TYPES.items()}
     if "loc__source" in df.columns:  # the location an older layout wrote inside the message
         typed["source"] = pl.coalesce(typed["source"], pl.col("loc__source"))
-    df = df.with_columns(ts_us=pl.coalesce(_timestamp(fields, df.columns), pl.col("wrapper_ts_us")), **typed)
+    df = df.with_columns_seq(ts_us=pl.coalesce(_timestamp(fields, df.columns), pl.col("wrapper_ts_us")), **typed)
     return df
 
 
@@ -141,7 +141,7 @@ def _strip_trailing_newlines(df: pl.DataFrame, multiline: pl.Expr | pl.Series | 
     if rows.len() == 0:
         return df
     fixed = df["message"].gather(rows).str.strip_chars_end("\n")
-    return df.with_columns(df["message"].scatter(rows, fixed))
+    return df.with_columns_seq(df["message"].scatter(rows, fixed))
 
 
 def _select(df: pl.DataFrame, multiline: pl.Expr | pl.Series | None = None) -> pl.DataFrame:
@@ -151,7 +151,7 @@ def _select(df: pl.DataFrame, multiline: pl.Expr | pl.Series | None = None) -> p
     if rows.len():
         # (the text before the first newline: a split, ~10x cheaper than the regex ``^([^\n]*)`` it equals)
         first_line = first_line.scatter(rows, first_line.gather(rows).str.split_exact("\n", 1).struct.field("field_0"))
-    return df.select(*cols).with_columns(first_line=first_line)
+    return df.select_seq(*cols).with_columns_seq(first_line=first_line)
 
 
 def single_origin(lines: pl.DataFrame) -> bool:
@@ -166,16 +166,16 @@ def mark_starts(lines: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     One regex pass without captures: the prefix is removed where it matches, so a line is a
     start exactly when it got shorter (or, for formats whose prefix may be empty, when it matches).
     """
-    lines = lines.with_columns(body=pl.col("raw").str.replace(fmt.start_plain, ""))
+    lines = lines.with_columns_seq(body=pl.col("raw").str.replace(fmt.start_plain, ""))
     if fmt.prefix_can_be_empty:
-        return lines.with_columns(is_start=pl.col("raw").str.contains(fmt.start))
-    return lines.with_columns(is_start=pl.col("raw").str.len_bytes() != pl.col("body").str.len_bytes())
+        return lines.with_columns_seq(is_start=pl.col("raw").str.contains(fmt.start))
+    return lines.with_columns_seq(is_start=pl.col("raw").str.len_bytes() != pl.col("body").str.len_bytes())
 
 
 def _groups_of_distinct(found: Distinct, texts: pl.Series, regex: str) -> pl.DataFrame:
     """``regex``'s groups on one of ``texts`` per group of ``found`` (one row per group, in ``first`` order)."""
     reps = texts.gather(found.first).cast(pl.String).to_frame("t")
-    return reps.select(pl.col("t").str.extract_groups(regex)).unnest("t")
+    return reps.select_seq(pl.col("t").str.extract_groups(regex)).unnest("t")
 
 
 def _typed_once(found: Distinct, texts: pl.Series, regex: str, groups: set[str],
@@ -188,7 +188,7 @@ def _typed_once(found: Distinct, texts: pl.Series, regex: str, groups: set[str],
 def _spread_typed(found: Distinct, reps: pl.DataFrame, groups: set[str], fields: frozenset[str]) -> pl.DataFrame:
     """``reps`` (one row of regex groups per distinct value) typed once (``_typed_here``), one row per line."""
     reps, per_line = _typed_here(reps, groups, fields)
-    return found.spread(reps.select(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
+    return found.spread(reps.select_seq(*sorted(per_line), *[c for c in reps.columns if c.startswith("out__")]))
 
 
 def _seconds_once(texts: pl.Series, head: dict[str, tuple[int, int]], width: int) -> pl.Series | None:
@@ -204,7 +204,7 @@ def _seconds_once(texts: pl.Series, head: dict[str, tuple[int, int]], width: int
     heads = texts.gather(groups.first).str.slice(0, end)
     seconds = _few_seconds(heads, head) if heads.len() <= _FEW_SECONDS else None
     if seconds is None:
-        seconds = heads.to_frame("s").select(
+        seconds = heads.to_frame("s").select_seq(
             _whole_seconds(pl.col("s").str.slice(head[g][0], head[g][1]) for g in _DATE_TIME)).to_series()
     return seconds.gather(groups.index).alias("seconds__")
 
@@ -241,9 +241,9 @@ def _prefix_fields(starts: pl.DataFrame, raw: pl.Series, plen: pl.Series | None,
     rest = {name for name in group_names(fmt.prefix) if name not in head and name != "prefix__"}
     seconds = _seconds_once(raw, head, fmt.head_width)
     if seconds is not None:
-        starts = starts.with_columns(seconds__=seconds)
+        starts = starts.with_columns_seq(seconds__=seconds)
         head = {name: where for name, where in head.items() if name not in _DATE_TIME}
-    starts = starts.with_columns(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
+    starts = starts.with_columns_seq(raw.str.slice(offset, width).alias(name) for name, (offset, width) in head.items())
     if not rest:
         return starts
     if plen is None:
@@ -260,9 +260,9 @@ def _strip_suffix(starts: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     # where the suffix begins (a byte offset; none: the message's end), then two slices of the bytes: a search
     # and two views instead of a replace that copies every message (24 -> 18 ms per 16 MiB block)
     at = pl.coalesce(message.str.find(fmt.suffix_plain), message.str.len_bytes())
-    cut = starts["message"].to_frame("m").select(m=message.cast(pl.Binary), at=at).select(
+    cut = starts["message"].to_frame("m").select_seq(m=message.cast(pl.Binary), at=at).select_seq(
         message=message.bin.slice(0, pl.col("at")).cast(pl.String), suffix=message.bin.slice(pl.col("at")))
-    return _suffix_fields(starts.with_columns(message=cut["message"]), cut["suffix"].cast(pl.String), fmt)
+    return _suffix_fields(starts.with_columns_seq(message=cut["message"]), cut["suffix"].cast(pl.String), fmt)
 
 
 def _suffix_fields(starts: pl.DataFrame, suffix: pl.Series, fmt: TextFormat) -> pl.DataFrame:
@@ -284,13 +284,13 @@ def _fold(starts: pl.DataFrame, conts: pl.DataFrame, one_origin: bool) -> pl.Dat
     if one_origin and starts.height and int(starts["rid"][0]) == 1:
         rows = (joined["rid"] - 1).cast(pl.Int64)  # one origin: the k-th start holds rid k
     else:
-        rows = starts.select("origin", "rid").with_row_index("row__").join(
-            joined.select("origin", "rid"), on=["origin", "rid"], how="inner", maintain_order="right")["row__"]
+        rows = starts.select_seq("origin", "rid").with_row_index("row__").join(
+            joined.select_seq("origin", "rid"), on=["origin", "rid"], how="inner", maintain_order="right")["row__"]
     message = starts["message"]
     folded = message.gather(rows) + "\n" + joined["cont"]
     n_lines = pl.repeat(1, starts.height, dtype=pl.Int64, eager=True).alias("n_lines")
-    return starts.with_columns(message.scatter(rows, folded),
-                               n_lines.scatter(rows, 1 + joined["cont_lines"].cast(pl.Int64)))
+    return starts.with_columns_seq(message.scatter(rows, folded),
+                                   n_lines.scatter(rows, 1 + joined["cont_lines"].cast(pl.Int64)))
 
 
 def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = True) -> Envelope:
@@ -298,16 +298,16 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = T
     lines = mark_starts(lines, fmt)
     one_origin = single_origin(lines)
     rid = pl.col("is_start").cast(pl.Int64).cum_sum()
-    lines = lines.with_columns(rid=rid if one_origin else rid.over("origin"))
-    others = lines.filter(~pl.col("is_start")).with_columns(is_cont=pl.col("raw").str.contains(CONTINUATION))
+    lines = lines.with_columns_seq(rid=rid if one_origin else rid.over("origin"))
+    others = lines.filter(~pl.col("is_start")).with_columns_seq(is_cont=pl.col("raw").str.contains(CONTINUATION))
     if not others["is_cont"].all():  # other lines continue a record whose first line ends with ':'
         opener = pl.when(pl.col("is_start")).then(pl.col("raw").str.ends_with(":")).otherwise(None).forward_fill()
         opener = (opener if one_origin else opener.over("origin")).fill_null(False)
-        others = others.with_columns(is_cont=pl.col("is_cont") | lines.select(opener).to_series().filter(
+        others = others.with_columns_seq(is_cont=pl.col("is_cont") | lines.select_seq(opener).to_series().filter(
             ~lines["is_start"]) | pl.col("raw").str.contains(MESSAGE_CONTINUES))
-    others = others.with_columns(is_cont=pl.col("is_cont") & (pl.col("rid") > 0))
-    malformed = others.filter(~pl.col("is_cont")).select("line_no", "origin", "raw")
-    starts = lines.filter(pl.col("is_start")).select("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
+    others = others.with_columns_seq(is_cont=pl.col("is_cont") & (pl.col("rid") > 0))
+    malformed = others.filter(~pl.col("is_cont")).select_seq("line_no", "origin", "raw")
+    starts = lines.filter(pl.col("is_start")).select_seq("line_no", "origin", "rid", "wrapper_ts_us", "raw", "body")
     raw = starts["raw"]
     plen = (raw.str.len_bytes() - starts["body"].str.len_bytes()).cast(pl.Int64)
     starts = _prefix_fields(starts.drop("raw"), raw, plen, fmt).rename({"body": "message"})
@@ -315,7 +315,7 @@ def split_text(lines: pl.DataFrame, fmt: TextFormat, *, redact: RedactOption = T
     if conts.height:
         starts = _fold(starts, conts, one_origin)
     else:
-        starts = starts.with_columns(n_lines=pl.lit(1, dtype=pl.Int64))
+        starts = starts.with_columns_seq(n_lines=pl.lit(1, dtype=pl.Int64))
     if fmt.suffix is not None:
         starts = _strip_suffix(starts, fmt)
     return _text_records(starts, malformed, fmt, redact)
@@ -328,24 +328,24 @@ def split_text_native(scan: TextScan, origin: str, fmt: TextFormat, *, redact: R
     regex looks past the prefix out)."""
     found = scan.records
     prefix = found["prefix"]
-    starts = found.select("line_no", origin=pl.lit(origin, dtype=pl.String),
-                          wrapper_ts_us=pl.lit(None, dtype=pl.Int64), message="message", n_lines="n_lines")
+    starts = found.select_seq("line_no", origin=pl.lit(origin, dtype=pl.String),
+                              wrapper_ts_us=pl.lit(None, dtype=pl.Int64), message="message", n_lines="n_lines")
     starts = _prefix_fields(starts, prefix, None, fmt)
     if fmt.suffix is not None:
         starts = _suffix_fields(starts, found["suffix"], fmt)
-    malformed = scan.malformed.select("line_no", origin=pl.lit(origin, dtype=pl.String), raw="raw")
+    malformed = scan.malformed.select_seq("line_no", origin=pl.lit(origin, dtype=pl.String), raw="raw")
     return _text_records(starts, malformed, fmt, redact)
 
 
 def _text_records(starts: pl.DataFrame, malformed: pl.DataFrame, fmt: TextFormat, redact: RedactOption) -> Envelope:
     """The envelope of a text format's records (message folded, suffix cut, prefix groups read)."""
     if fmt.message_escaping != "none":
-        starts = starts.with_columns(message=_message(pl.col("message"), fmt.message_escaping))
+        starts = starts.with_columns_seq(message=_message(pl.col("message"), fmt.message_escaping))
     starts = _older_layouts(starts, fmt.fields)
     # without escaping, a newline in a message can only come from folding (computed once: three steps ask it)
     multiline = starts["n_lines"] > 1 if fmt.message_escaping == "none" else None
     df = _finish(starts, fmt.fields, redact, multiline)
-    return Envelope(_select(df, multiline).with_columns(n_lines=df["n_lines"]), malformed)
+    return Envelope(_select(df, multiline).with_columns_seq(n_lines=df["n_lines"]), malformed)
 
 
 _WHOLE_MESSAGE = "(?s)^(?P<message>.*)$"
@@ -362,15 +362,15 @@ def _json_groups(values: pl.Series, pattern: str, fixed: Head | None = None,
     if fixed is not None and values.len() and bool((values.str.len_bytes() == fixed.nbytes).all()):
         head = {name: (offset, width) for name, offset, width in fixed.fields}
         seconds = _seconds_once(values, head, fixed.width)
-        sliced = values.to_frame("v").select(pl.col("v").str.slice(offset, width).alias(name)
-                                             for name, (offset, width) in head.items()
-                                             if seconds is None or name not in _DATE_TIME)
-        return sliced if seconds is None else sliced.with_columns(seconds)
+        sliced = values.to_frame("v").select_seq(pl.col("v").str.slice(offset, width).alias(name)
+                                                 for name, (offset, width) in head.items()
+                                                 if seconds is None or name not in _DATE_TIME)
+        return sliced if seconds is None else sliced.with_columns_seq(seconds)
     found = distinct(values)
     reps = _groups_of_distinct(found, values, pattern)
     if found.first.len() * 4 < values.len():
         return _spread_typed(found, reps, set(reps.columns), fields)
-    return values.to_frame("v").select(pl.col("v").str.extract_groups(pattern)).unnest("v")
+    return values.to_frame("v").select_seq(pl.col("v").str.extract_groups(pattern)).unnest("v")
 
 
 def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = True) -> Envelope:
@@ -385,14 +385,14 @@ def split_json(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactOption = T
         decoded = _decode_objects(lines.filter(is_object)["raw"], {k: pl.String() for k in keys})
     except pl.exceptions.ComputeError:
         return _split_json_by_path(lines, fmt, redact=redact)
-    is_record = decoded.select(pl.all_horizontal(
+    is_record = decoded.select_seq(pl.all_horizontal(
         [pl.col(k).is_not_null() for k in _message_keys(fmt)] or [pl.lit(True)])).to_series()
-    lines = lines.with_columns(is_start=is_object.scatter(is_object.arg_true(), is_record))
+    lines = lines.with_columns_seq(is_start=is_object.scatter(is_object.arg_true(), is_record))
     decoded = decoded.filter(is_record)
-    df = lines.filter(pl.col("is_start")).select("line_no", "origin", "wrapper_ts_us", "raw")
+    df = lines.filter(pl.col("is_start")).select_seq("line_no", "origin", "wrapper_ts_us", "raw")
     parts = [_json_groups(decoded[key], pattern, fmt.fixed.get(key), fmt.fields) for key, pattern in fmt.keys.items()]
-    df = pl.concat([df, *parts, decoded.select(cid__="ConnectionId", sid__="StreamId")], how="horizontal")
-    return _json_envelope(df.with_columns(tag__=_tags(pl.col("cid__"), pl.col("sid__"))).drop("cid__", "sid__"),
+    df = pl.concat([df, *parts, decoded.select_seq(cid__="ConnectionId", sid__="StreamId")], how="horizontal")
+    return _json_envelope(df.with_columns_seq(tag__=_tags(pl.col("cid__"), pl.col("sid__"))).drop("cid__", "sid__"),
                           lines, fmt, redact)
 
 
@@ -418,12 +418,12 @@ def _message_keys(fmt: JsonFormat) -> list[str]:
 
 def _json_envelope(df: pl.DataFrame, lines: pl.DataFrame, fmt: JsonFormat, redact: RedactOption) -> Envelope:
     """Records (``df``, with the message and a ``tag__`` column) and the malformed ``lines`` (not ``is_start``)."""
-    malformed = lines.filter(~pl.col("is_start")).select("line_no", "origin", "raw")
+    malformed = lines.filter(~pl.col("is_start")).select_seq("line_no", "origin", "raw")
     if df["tag__"].str.len_bytes().max():  # (most layouts keep the tags inside the message: nothing to add)
-        df = df.with_columns(message=pl.col("tag__") + pl.col("message"))
-    df = df.with_columns(n_lines=pl.lit(1, dtype=pl.Int64)).drop("tag__")
+        df = df.with_columns_seq(message=pl.col("tag__") + pl.col("message"))
+    df = df.with_columns_seq(n_lines=pl.lit(1, dtype=pl.Int64)).drop("tag__")
     df = _finish(_older_layouts(df, fmt.fields), fmt.fields, redact)
-    return Envelope(_select(df).with_columns(n_lines=df["n_lines"]), malformed)
+    return Envelope(_select(df).with_columns_seq(n_lines=df["n_lines"]), malformed)
 
 
 def _tags(cid: pl.Expr, sid: pl.Expr) -> pl.Expr:
@@ -440,15 +440,16 @@ def _split_json_by_path(lines: pl.DataFrame, fmt: JsonFormat, *, redact: RedactO
     for key in _message_keys(fmt):
         has_message = has_message & raw.str.json_path_match(f"$['{key}']").is_not_null()
     is_obj = raw.str.starts_with("{") & raw.str.json_path_match("$").is_not_null() & has_message
-    lines = lines.with_columns(is_start=is_obj)
+    lines = lines.with_columns_seq(is_start=is_obj)
     df = lines.filter(pl.col("is_start"))
     exprs = []
     for key, pattern in fmt.keys.items():
         exprs.append(raw.str.json_path_match(f"$['{key}']").str.extract_groups(pattern).alias(f"__{key}"))
-    df = df.with_columns(exprs)
+    df = df.with_columns_seq(exprs)
     for key in fmt.keys:
         df = df.unnest(f"__{key}")
-    df = df.with_columns(tag__=_tags(raw.str.json_path_match("$.ConnectionId"), raw.str.json_path_match("$.StreamId")))
+    df = df.with_columns_seq(tag__=_tags(raw.str.json_path_match("$.ConnectionId"),
+                                         raw.str.json_path_match("$.StreamId")))
     env = _json_envelope(df, lines, fmt, redact)
     return _recover_unescaped(env, fmt, redact) if fmt.as_text is not None else env
 
@@ -458,15 +459,15 @@ def _recover_unescaped(env: Envelope, fmt: JsonFormat, redact: RedactOption) -> 
     a quote in the message makes the line invalid JSON, but the pattern read as text still splits it."""
     text_fmt = fmt.as_text
     assert text_fmt is not None
-    bad = env.malformed.with_columns(wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
+    bad = env.malformed.with_columns_seq(wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
     closing = text_fmt.pattern[text_fmt.pattern.rindex("%") + 2:]  # what follows the message: `"}`
     fits = bad["raw"].str.contains(text_fmt.start) & bad["raw"].str.ends_with(closing)
     if not fits.any():
         return env
-    recovered = split_text(bad.filter(fits).select("line_no", "raw", "origin", "wrapper_ts_us"), text_fmt,
+    recovered = split_text(bad.filter(fits).select_seq("line_no", "raw", "origin", "wrapper_ts_us"), text_fmt,
                            redact=redact)
-    records = pl.concat([env.records, recovered.records.select(env.records.columns)], how="vertical_relaxed")
-    malformed = pl.concat([bad.filter(~fits).select(env.malformed.columns), recovered.malformed])
+    records = pl.concat([env.records, recovered.records.select_seq(env.records.columns)], how="vertical_relaxed")
+    malformed = pl.concat([bad.filter(~fits).select_seq(env.malformed.columns), recovered.malformed])
     return Envelope(records.sort("line_no"), malformed.sort("line_no"))
 
 

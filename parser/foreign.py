@@ -121,7 +121,7 @@ def set_aside(lines: pl.DataFrame, is_start: pl.Expr) -> tuple[pl.DataFrame, pl.
     take its kind, as continuation lines take their record's.
     """
     raw = pl.col("raw")
-    marked = lines.with_columns(start__=is_start).with_columns(
+    marked = lines.with_columns_seq(start__=is_start).with_columns_seq(
         kind__=pl.when(pl.col("start__") | raw.str.contains(_ENVOY_MARK)).then(pl.lit(None, dtype=pl.String))
         .otherwise(line_kinds(raw)),
         open__=raw.str.contains(r"^\{\s*$"), close__=raw.str.contains(r"^\}\s*,?\s*$"),
@@ -129,29 +129,29 @@ def set_aside(lines: pl.DataFrame, is_start: pl.Expr) -> tuple[pl.DataFrame, pl.
         access__=raw.str.contains(_ACCESS_KEYS))
     # inside a pretty-printed object: from an opening line through its closing line, counted afresh after each
     # record start (an object left open cannot reach past the next record, however the lines were cut in chunks)
-    marked = marked.with_columns(segment__=pl.col("start__").cum_sum().over("origin"))
+    marked = marked.with_columns_seq(segment__=pl.col("start__").cum_sum().over("origin"))
     depth = pl.col("open__").cast(pl.Int32).cum_sum() - pl.col("close__").cast(pl.Int32).cum_sum()
-    marked = marked.with_columns(depth__=depth.over("origin", "segment__"),
-                                 object__=pl.col("open__").cum_sum().over("origin", "segment__"))
+    marked = marked.with_columns_seq(depth__=depth.over("origin", "segment__"),
+                                     object__=pl.col("open__").cum_sum().over("origin", "segment__"))
     before = pl.col("depth__").shift(1, fill_value=0).over("origin", "segment__")
     inside = (pl.col("open__") | (before > 0)) & ~pl.col("start__")
-    marked = marked.with_columns(json__=inside, access__=pl.col("access__").any().over("origin", "segment__",
-                                                                                         "object__"))
+    marked = marked.with_columns_seq(json__=inside, access__=pl.col("access__").any().over("origin", "segment__",
+                                                                                             "object__"))
     json_kind = pl.when(pl.col("json__")).then(
         pl.when(pl.col("access__")).then(pl.lit("access-log")).otherwise(pl.lit("json-object")))
-    marked = marked.with_columns(kind__=pl.coalesce(pl.col("kind__"), json_kind))
+    marked = marked.with_columns_seq(kind__=pl.coalesce(pl.col("kind__"), json_kind))
     # a line that continues the line above takes that line's kind ("": an Envoy record's, or no kind)
     kind = pl.col("kind__")
     # a paste's own lines (a prompt, an elision, markdown) and a whole pretty-printed object stand between a record
     # and its continuation lines
     owner = (pl.when(kind.is_in(_BETWEEN) | pl.col("json__")).then(pl.lit(None, dtype=pl.String))
              .when(pl.col("start__") | ~pl.col("continues__")).then(pl.coalesce(kind, pl.lit(""))).otherwise(kind))
-    marked = marked.with_columns(owner__=owner.forward_fill().over("origin"))
-    marked = marked.with_columns(kind__=pl.when(kind.is_not_null()).then(kind).when(
+    marked = marked.with_columns_seq(owner__=owner.forward_fill().over("origin"))
+    marked = marked.with_columns_seq(kind__=pl.when(kind.is_not_null()).then(kind).when(
         pl.col("continues__") & (pl.col("owner__") != "")).then(pl.col("owner__")))
     aside = marked.filter(pl.col("kind__").is_not_null())
-    kept = marked.filter(pl.col("kind__").is_null()).select(lines.columns)
-    return kept, aside.select("line_no", "origin", "raw", kind="kind__")
+    kept = marked.filter(pl.col("kind__").is_null()).select_seq(lines.columns)
+    return kept, aside.select_seq("line_no", "origin", "raw", kind="kind__")
 
 
 def json_lines_foreign(raw: pl.Series) -> bool:
@@ -185,7 +185,7 @@ def holds_foreign(malformed: pl.Series, records: pl.DataFrame) -> bool:
 def kinds_of(raw: pl.Series) -> pl.Series:
     """The kind of each line in no record (``raw``): a foreign kind, ``oversize`` (the length limit's marker),
     ``blank`` or ``unrecognised``. A line holding an Envoy mark is Envoy's, damaged: ``unrecognised``."""
-    return raw.to_frame("raw").select(
+    return raw.to_frame("raw").select_seq(
         kind=pl.when(pl.col("raw").str.starts_with(OVERSIZE_MARK)).then(pl.lit("oversize"))
         .when(pl.col("raw").str.contains(r"^\s*$")).then(pl.lit("blank"))
         .when(pl.col("raw").str.contains(_ENVOY_MARK)).then(pl.lit(UNRECOGNISED))

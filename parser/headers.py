@@ -30,24 +30,24 @@ def header_values(messages: pl.Series) -> pl.DataFrame:
 
 def header_values_by_polars(messages: pl.Series) -> pl.DataFrame:
     """``header_values`` by one regex extract per name (the reference)."""
-    return messages.to_frame("message").select(_header(name).alias(name) for name in HEADER_NAMES)
+    return messages.to_frame("message").select_seq(_header(name).alias(name) for name in HEADER_NAMES)
 
 
 def header_columns(events: pl.DataFrame) -> pl.DataFrame:
     """Adds method, authority, path, x_request_id, trace_id and (for responses) status."""
-    rows = events.select(pl.col("kind").is_in(DUMP_KINDS)).to_series().arg_true()
-    dumps = events.select("message", "status")[rows]
-    has_dump = dumps.select(pl.col("message").str.contains("\n", literal=True)).to_series()
+    rows = events.select_seq(pl.col("kind").is_in(DUMP_KINDS)).to_series().arg_true()
+    dumps = events.select_seq("message", "status")[rows]
+    has_dump = dumps.select_seq(pl.col("message").str.contains("\n", literal=True)).to_series()
     rows, dumps = rows.filter(has_dump), dumps.filter(has_dump)
     names = ("method", "authority", "path", "x_request_id", "trace_id")
     if rows.len() == 0:
-        return events.with_columns(pl.lit(None, dtype=pl.String).alias(k) for k in names)
+        return events.with_columns_seq(pl.lit(None, dtype=pl.String).alias(k) for k in names)
     header = pl.col  # (the columns of header_values are named by header)
     traceparent = header("traceparent").str.split("-").list.get(1, null_on_oob=True)
-    found = pl.concat([dumps.select("status"), header_values(dumps["message"])], how="horizontal").select(
+    found = pl.concat([dumps.select_seq("status"), header_values(dumps["message"])], how="horizontal").select_seq(
         method=header(":method"), authority=pl.coalesce(header(":authority"), header("host")), path=header(":path"),
         x_request_id=header("x-request-id"), trace_id=pl.coalesce(traceparent, header("x-b3-traceid")),
         status=pl.coalesce(pl.col("status"), header(":status").cast(pl.Int64, strict=False)))
     n = events.height
     columns = [constant(None, n, pl.String, k).scatter(rows, found[k]) for k in names]
-    return events.with_columns(*columns, events["status"].cast(pl.Int64).scatter(rows, found["status"]))
+    return events.with_columns_seq(*columns, events["status"].cast(pl.Int64).scatter(rows, found["status"]))

@@ -42,7 +42,7 @@ def location_in_message(df: pl.DataFrame) -> pl.DataFrame:
     parts = hit.str.extract_groups(LOCATION)
     source = parts.struct.field("file") + ":" + parts.struct.field("line")
     loc = pl.Series("loc__source", [None] * df.height, dtype=pl.String).scatter(rows, source)
-    return df.with_columns(message.scatter(rows, hit.str.replace(_LOCATION_PLAIN, "")), loc)
+    return df.with_columns_seq(message.scatter(rows, hit.str.replace(_LOCATION_PLAIN, "")), loc)
 
 
 def fold_header_records(df: pl.DataFrame) -> pl.DataFrame:
@@ -53,11 +53,11 @@ def fold_header_records(df: pl.DataFrame) -> pl.DataFrame:
     rows = message.str.contains(_HEADER_RECORD)
     if not rows.any():
         return df
-    marked = df.select("origin", "message", "n_lines").with_columns(
+    marked = df.select_seq("origin", "message", "n_lines").with_columns_seq(
         is_hdr__=rows, ids__=pl.col("message").str.extract(_IDS, 1)).with_row_index("pos__")
-    marked = marked.with_columns(pl.col("pos__").cast(pl.Int64))
-    marked = marked.with_columns(target__=pl.when(~pl.col("is_hdr__")).then(pl.col("pos__")).otherwise(None)
-                                 .forward_fill().over("origin", "ids__"))
+    marked = marked.with_columns_seq(pl.col("pos__").cast(pl.Int64))
+    marked = marked.with_columns_seq(target__=pl.when(~pl.col("is_hdr__")).then(pl.col("pos__")).otherwise(None)
+                                     .forward_fill().over("origin", "ids__"))
     hdr = marked.filter(pl.col("is_hdr__") & pl.col("target__").is_not_null())
     if hdr.height == 0:
         return df
@@ -67,7 +67,7 @@ def fold_header_records(df: pl.DataFrame) -> pl.DataFrame:
     targets = joined["target__"]
     folded = message.gather(targets) + "\n" + joined["text"]
     n_lines = df["n_lines"].cast(pl.Int64)
-    df = df.with_columns(message.scatter(targets, folded),
-                         n_lines.scatter(targets, n_lines.gather(targets) + joined["extra"]))
+    df = df.with_columns_seq(message.scatter(targets, folded),
+                             n_lines.scatter(targets, n_lines.gather(targets) + joined["extra"]))
     keep = pl.Series(values=[True] * df.height).scatter(hdr["pos__"], False)
     return df.filter(keep)

@@ -129,7 +129,7 @@ class ParseRun:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Events of one slice of one source (records are ``events.select(RECORD_COLUMNS)``)."""
+    """Events of one slice of one source (records are ``events.select_seq(RECORD_COLUMNS)``)."""
 
     origin: str
     events: pl.DataFrame
@@ -159,7 +159,7 @@ def _lines_frame(block: Block, first_line_no: int = 1) -> pl.DataFrame:
         body = text.removesuffix("\n")
         raw = pl.Series("raw", [body]).str.split("\n").explode().str.strip_suffix("\r")
     df = raw.alias("raw").to_frame()
-    return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64))
+    return df.with_row_index("line_no", offset=first_line_no).with_columns_seq(pl.col("line_no").cast(pl.Int64))
 
 
 #: Lines of a source's first block that format detection reads.
@@ -201,12 +201,12 @@ def _bound_lines(lines: pl.DataFrame, size: int) -> tuple[pl.DataFrame, int]:
     lines longer than what it holds: ``Block.oversize``); both are counted in a warning. See limits.py."""
     limit = limits.max_line_bytes()
     if limit and size > limit:
-        long = lines.select(pl.col("raw").str.len_bytes() > limit).to_series()
+        long = lines.select_seq(pl.col("raw").str.len_bytes() > limit).to_series()
         if long.any():
             rows = long.arg_true()
             sizes = lines["raw"].gather(rows).str.len_bytes().to_list()
             marks = pl.Series([limits.oversize_marker(n, limit).decode() for n in sizes], dtype=pl.String)
-            return lines.with_columns(lines["raw"].scatter(rows, marks)), len(sizes)
+            return lines.with_columns_seq(lines["raw"].scatter(rows, marks)), len(sizes)
     return lines, 0
 
 
@@ -216,7 +216,7 @@ class _TimeSeen:
     last: int | None = None
 
     def add(self, events: pl.DataFrame) -> None:
-        low, high = events.select(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
+        low, high = events.select_seq(low=pl.col("ts_us").min(), high=pl.col("ts_us").max()).row(0)
         if low is not None:
             self.first = low if self.first is None else min(self.first, low)
             self.last = high if self.last is None else max(self.last, high)
@@ -267,7 +267,7 @@ def _count_malformed(malformed: pl.DataFrame, diag: Diagnostics, lines: int | No
         kinds = malformed["kind"] if "kind" in malformed.columns else kinds_of(malformed["raw"])
         for name, n in kinds.value_counts().iter_rows():
             diag.lines_aside_by_kind[str(name)] += n
-        malformed = malformed.select("line_no", "origin", "raw")
+        malformed = malformed.select_seq("line_no", "origin", "raw")
     counts = malformed.group_by("origin").len().iter_rows() if lines is None else [(malformed["origin"][0], lines)]
     for origin, n in counts:
         diag.by_origin.setdefault(origin, {}).setdefault("lines_malformed", 0)
@@ -317,21 +317,21 @@ def _split_carry(lines: pl.DataFrame, fmt: TextFormat | JsonFormat,
         cut = _last_start(lines, fmt)
         return (lines, lines.head(0)) if cut is None else (lines.head(cut), lines.slice(cut))
     columns = lines.columns
-    starts = lines.with_columns(is_start__=pl.col("raw").str.contains(fmt.start)).with_row_index("pos__")
-    starts = starts.with_columns(rid=pl.col("is_start__").cast(pl.Int64).cum_sum().over("origin"))
-    starts = starts.with_columns(last=pl.col("rid") == pl.col("rid").max().over("origin"))
+    starts = lines.with_columns_seq(is_start__=pl.col("raw").str.contains(fmt.start)).with_row_index("pos__")
+    starts = starts.with_columns_seq(rid=pl.col("is_start__").cast(pl.Int64).cum_sum().over("origin"))
+    starts = starts.with_columns_seq(last=pl.col("rid") == pl.col("rid").max().over("origin"))
     held = starts.filter(pl.col("last") & (pl.col("rid") > 0) & pl.col("is_start__"))
     if held.height == 0:
         return lines, lines.head(0)
     first_held = int(held["pos__"].min())  # type: ignore[arg-type]
     # where each line's record starts; a cut at c is clean when no line at or after c starts before c
     begin = pl.when(pl.col("rid") > 0).then(pl.col("pos__").first().over("origin", "rid")).otherwise(pl.col("pos__"))
-    clean = starts.select(pos=pl.col("pos__"), ok=begin.reverse().cum_min().reverse() == pl.col("pos__"))
+    clean = starts.select_seq(pos=pl.col("pos__"), ok=begin.reverse().cum_min().reverse() == pl.col("pos__"))
     cut = int(clean.filter(pl.col("ok") & (pl.col("pos") <= first_held))["pos"].max())  # type: ignore[arg-type]
     if starts.height - cut <= max_hold:
         return lines.head(cut), lines.slice(cut)
     last = pl.col("last") & (pl.col("rid") > 0)
-    return starts.filter(~last).select(columns), starts.filter(last).select(columns)
+    return starts.filter(~last).select_seq(columns), starts.filter(last).select_seq(columns)
 
 
 def _last_start(lines: pl.DataFrame, fmt: TextFormat, window: int = 4096) -> int | None:
@@ -565,7 +565,7 @@ def _envelope(lines: pl.DataFrame, fmt: TextFormat | JsonFormat, redact: RedactO
         is_start = pl.col("raw").str.contains(fmt.start) if isinstance(fmt, TextFormat) else pl.lit(False)
         kept, foreign = set_aside(lines, is_start)
         env = split_envelope(kept, fmt, redact=redact)
-        malformed = env.malformed.with_columns(kind=kinds_of(env.malformed["raw"]))
+        malformed = env.malformed.with_columns_seq(kind=kinds_of(env.malformed["raw"]))
         env = Envelope(env.records, pl.concat([malformed, foreign]).sort("line_no", maintain_order=True))
     return read_damaged(env, fmt, redact) if isinstance(fmt, TextFormat) else (env, 0)
 
@@ -595,7 +595,7 @@ def _events_of(env: Envelope, classifier: Classifier, fast: bool | None,
     events = header_columns(events)
     schema = EVENT_SCHEMA if columns is None else {
         c: t for c, t in EVENT_SCHEMA.items() if c in columns or c in _ACCOUNTED}
-    return events.select(list(schema)).cast(schema), env.malformed  # type: ignore[arg-type]
+    return events.select_seq(list(schema)).cast(schema), env.malformed  # type: ignore[arg-type]
 
 
 def _finish_chunk(result: _Result, diag: Diagnostics,
@@ -660,13 +660,13 @@ def parse(inputs: Any, **kwargs: Any) -> Parsed:
 
     >>> from envoy_dissector.parser.sources import text_source
     >>> line = "2024-01-01T00:00:00.000001Z\\ttrace\\tenvoy connection\\t[C1] read returns: 5"
-    >>> parse(text_source(line)).events.select("kind", "conn_id", "bytes").row(0)
+    >>> parse(text_source(line)).events.select_seq("kind", "conn_id", "bytes").row(0)
     ('read_returns', 1, 5)
     """
     run = iter_parse(inputs, **kwargs)
     chunks = [c.events for c in run]
     events = pl.concat(chunks) if chunks else pl.DataFrame(schema=EVENT_SCHEMA)
-    return Parsed(events.select(RECORD_COLUMNS), events, run.diagnostics)
+    return Parsed(events.select_seq(RECORD_COLUMNS), events, run.diagnostics)
 
 
 def parse_text(text: str, **kwargs: Any) -> Parsed:

@@ -149,13 +149,13 @@ def rows_where(df: pl.DataFrame, condition: pl.Expr, within: pl.Expr | pl.Series
     """Row numbers where ``condition`` holds, evaluating it only on the rows ``within`` selects (if given: an
     expression, or its values as a boolean Series, which a caller asking several conditions computes once)."""
     if within is None:
-        return df.select(condition).to_series().arg_true()
-    rows = (within if isinstance(within, pl.Series) else df.select(within).to_series()).arg_true()
+        return df.select_seq(condition).to_series().arg_true()
+    rows = (within if isinstance(within, pl.Series) else df.select_seq(within).to_series()).arg_true()
     if rows.len() == 0:
         return rows
     # (the columns the condition reads, gathered a Series at a time: no query of their own)
     picked = pl.DataFrame([df[name].gather(rows) for name in dict.fromkeys(condition.meta.root_names())])
-    return rows.filter(picked.select(condition).to_series())
+    return rows.filter(picked.select_seq(condition).to_series())
 
 
 def _credential_shape(value: pl.Expr) -> pl.Expr:
@@ -207,16 +207,16 @@ def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.E
     text = pl.col(column)
     dumps = rows_where(df, text.str.contains("\n", literal=True), within=multiline)
     # (one regex: a `;` among contains_any's literals makes it 3x slower)
-    marked = df.select(text.str.contains(r"completed header: key=|[?;#%]|' ?,")).to_series().arg_true()
+    marked = df.select_seq(text.str.contains(r"completed header: key=|[?;#%]|' ?,")).to_series().arg_true()
     rows = pl.concat([dumps, marked]).unique().sort() if dumps.len() and marked.len() else (
         dumps if dumps.len() else marked)
     if rows.len() == 0:
         return rows
     subset = df[column].gather(rows).to_frame()
-    keep = subset.select(text.str.contains_any(rules.words, ascii_case_insensitive=True)
-                         | text.str.contains(_LONG_TOKEN_VALUE)).to_series()
-    if subset.select(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
-        keep = keep | subset.select(text.str.contains(r"[^\x00-\x7f]")).to_series()
+    keep = subset.select_seq(text.str.contains_any(rules.words, ascii_case_insensitive=True)
+                             | text.str.contains(_LONG_TOKEN_VALUE)).to_series()
+    if subset.select_seq(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
+        keep = keep | subset.select_seq(text.str.contains(r"[^\x00-\x7f]")).to_series()
     return rows.filter(keep)
 
 
@@ -232,7 +232,8 @@ def redact_frame(df: pl.DataFrame, column: str = "message", multiline: pl.Expr |
     if rows.len() == 0:
         return df
     subset = df[column].gather(rows).to_frame()
-    return df.with_columns(df[column].scatter(rows, subset.select(redact_expr(pl.col(column), rules)).to_series()))
+    return df.with_columns_seq(df[column].scatter(rows, subset.select_seq(redact_expr(pl.col(column),
+                                                                                      rules)).to_series()))
 
 
 def redact_strings(texts: Sequence[str], option: RedactOption = True) -> list[str]:

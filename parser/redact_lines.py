@@ -149,7 +149,7 @@ def redact_block(data: bytes, option: RedactOption = True) -> bytes:
     plain = marked.filter(~braced & pl.col("line").str.contains(_MAYBE.pattern))
     changed: dict[int, str] = {}
     if plain.height:
-        redone = plain.with_columns(done=_redacted_text_lines(plain["line"], rules)).filter(
+        redone = plain.with_columns_seq(done=_redacted_text_lines(plain["line"], rules)).filter(
             pl.col("done") != pl.col("line"))
         changed.update(zip(redone["row"].to_list(), redone["done"].to_list(), strict=True))
     if json_like.height:
@@ -175,16 +175,16 @@ def _redacted_text_lines(lines: pl.Series, rules: Redaction) -> pl.Series:
     """:func:`_text_line`, the redaction of its pieces and their joining, on every line of ``lines`` at once: each
     tab field is a piece, or two when a header-dump pair follows some text (split before the pair's quote); the
     pieces are redacted as :func:`redact_strings` redacts them and joined back in their order."""
-    fields = pl.DataFrame([lines]).with_row_index("row").select(
+    fields = pl.DataFrame([lines]).with_row_index("row").select_seq(
         "row", field=pl.col("line").str.split("\t")).explode("field")
-    split = fields.select(
+    split = fields.select_seq(
         "row", head=pl.col("field").str.extract(_BEFORE_DUMP, 1), dump=pl.col("field").str.extract(_BEFORE_DUMP, 2),
         field="field")
-    pieces = pl.concat([split.select(message=pl.coalesce("head", "field")),
-                        split.select(message=pl.col("dump").fill_null(""))])
+    pieces = pl.concat([split.select_seq(message=pl.coalesce("head", "field")),
+                        split.select_seq(message=pl.col("dump").fill_null(""))])
     done = redact_frame(pieces, policy_option=rules)["message"]
     n = split.height
-    joined = split.select("row", field=done.slice(0, n) + done.slice(n, n))
+    joined = split.select_seq("row", field=done.slice(0, n) + done.slice(n, n))
     return joined.group_by("row", maintain_order=True).agg(pl.col("field").str.join("\t"))["field"].alias("done")
 
 

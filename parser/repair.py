@@ -44,7 +44,7 @@ def repair_lines(malformed: pl.DataFrame, fmt: TextFormat) -> pl.DataFrame:
     for regex, replacement in reversed(REPAIRS):
         candidate = raw.str.replace(regex, replacement)
         fixed = pl.when(candidate.str.contains(fmt.start) & (candidate != raw)).then(candidate).otherwise(fixed)
-    return dated.with_columns(raw=fixed).filter(pl.col("raw").is_not_null())
+    return dated.with_columns_seq(raw=fixed).filter(pl.col("raw").is_not_null())
 
 
 def read_damaged(env: Envelope, fmt: TextFormat, redact: RedactOption = True) -> tuple[Envelope, int]:
@@ -52,10 +52,10 @@ def read_damaged(env: Envelope, fmt: TextFormat, redact: RedactOption = True) ->
     repaired = repair_lines(env.malformed, fmt)
     if repaired.height == 0:
         return env, 0
-    lines = repaired.select("line_no", "raw", "origin", wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
+    lines = repaired.select_seq("line_no", "raw", "origin", wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
     found = split_text(lines, fmt, redact=redact).records
     taken = found["line_no"]
-    records = pl.concat([env.records, found.select(env.records.columns)], how="vertical_relaxed").sort(
+    records = pl.concat([env.records, found.select_seq(env.records.columns)], how="vertical_relaxed").sort(
         "line_no", maintain_order=True)
     malformed = env.malformed.filter(~pl.col("line_no").is_in(taken.implode()))
     return Envelope(records, malformed), taken.len()

@@ -38,12 +38,12 @@ class Sanity:
         self.records += events.height
         suspects = events.filter(pl.col("conn_id").is_null() & pl.col("message").str.starts_with("["))
         if suspects.height:
-            self.huge_ids += int(suspects.select(pl.col("message").str.contains(_HUGE_ID).sum()).item())
+            self.huge_ids += int(suspects.select_seq(pl.col("message").str.contains(_HUGE_ID).sum()).item())
         untimed = int(events["ts_us"].null_count())
         self.no_time += untimed
         # per worker thread: lines of different workers interleave with small steps back (~1 ms)
         step = pl.col("ts_us").diff()
-        timed = events.select("origin", "thread", "ts_us")
+        timed = events.select_seq("origin", "thread", "ts_us")
         if untimed:  # (most chunks: every line timed, and no filter is needed)
             timed = timed.filter(pl.col("ts_us").is_not_null())
         # (most chunks hold one origin: grouping on the thread alone is half the work of hashing the origin too)
@@ -54,7 +54,7 @@ class Sanity:
             big_threaded=(step < -BACKWARD_STEP_US).sum(), big_unthreaded=(step < -UNTHREADED_STEP_US).sum(),
             least=step.min())
         if sole is not None:
-            per_thread = per_thread.select(pl.lit(sole, dtype=pl.String).alias("origin"), pl.all())
+            per_thread = per_thread.select_seq(pl.lit(sole, dtype=pl.String).alias("origin"), pl.all())
         for origin, thread, first, last, back, big_threaded, big_unthreaded, least in per_thread.iter_rows():
             key = f"{origin}\0{thread}"
             limit = BACKWARD_STEP_US if thread is not None else UNTHREADED_STEP_US

@@ -60,14 +60,14 @@ class Wrapper:
             parts = raw.str.extract_groups(self.anchored)
             groups = (*self.origin, *([self.timestamp] if self.timestamp else []))
             cols = {f"_w_{g}": parts.struct.field(g) for g in groups}
-            lines = lines.with_columns(**cols)
+            lines = lines.with_columns_seq(**cols)
             if self.origin:
                 lines = _set_origin(lines, pl.concat_str([pl.col(f"_w_{g}") for g in self.origin], separator="/"))
             if self.timestamp:
                 ts = pl.col(f"_w_{self.timestamp}").str.to_datetime(time_unit="ns", time_zone="UTC", strict=False)
-                lines = lines.with_columns(wrapper_ts_us=pl.coalesce(ts.dt.epoch("us"), pl.col("wrapper_ts_us")))
+                lines = lines.with_columns_seq(wrapper_ts_us=pl.coalesce(ts.dt.epoch("us"), pl.col("wrapper_ts_us")))
             lines = lines.drop(cols.keys())
-        return lines.with_columns(raw=raw.str.replace(self.anchored, ""))
+        return lines.with_columns_seq(raw=raw.str.replace(self.anchored, ""))
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Rewrite:
         for regex, replacement in self.rules:
             raw = raw.str.replace_all(regex, replacement) if not regex.startswith("^") else raw.str.replace(
                 regex, replacement)
-        return lines.with_columns(raw=raw)
+        return lines.with_columns_seq(raw=raw)
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class JsonWrapper:
         raw = pl.col("raw")
         is_obj = raw.str.starts_with("{")
         value = raw.str.json_path_match(_path(self.key))
-        lines = lines.with_columns(_w_value=pl.when(is_obj).then(value))
+        lines = lines.with_columns_seq(_w_value=pl.when(is_obj).then(value))
         if self.origin:
             parts = [raw.str.json_path_match(_path(p)) for p in self.origin]
             lines = _set_origin(lines, pl.when(is_obj & pl.col("_w_value").is_not_null()).then(
@@ -139,9 +139,9 @@ class JsonWrapper:
         if self.timestamp:
             ts = raw.str.json_path_match(_path(self.timestamp)).str.to_datetime(
                 time_unit="ns", time_zone="UTC", strict=False).dt.epoch("us")
-            lines = lines.with_columns(wrapper_ts_us=pl.coalesce(pl.when(is_obj).then(ts), pl.col("wrapper_ts_us")))
+            lines = lines.with_columns_seq(wrapper_ts_us=pl.coalesce(pl.when(is_obj).then(ts), pl.col("wrapper_ts_us")))
         chomped = pl.col("_w_value").str.strip_suffix("\n").str.strip_suffix("\r")
-        return lines.with_columns(raw=pl.coalesce(chomped, raw)).drop("_w_value")
+        return lines.with_columns_seq(raw=pl.coalesce(chomped, raw)).drop("_w_value")
 
 
 AnyWrapper = Wrapper | Rewrite | JsonWrapper
@@ -150,10 +150,10 @@ AnyWrapper = Wrapper | Rewrite | JsonWrapper
 def _set_origin(lines: pl.DataFrame, here: pl.Expr) -> pl.DataFrame:
     """``origin`` from the wrapper where it names one. A line without the wrapper (a tool that prefixes
     only some lines, a paste that cut the first prefix) belongs to the origin of the line above it."""
-    if lines.select(here.is_null().all()).item():
+    if lines.select_seq(here.is_null().all()).item():
         return lines
     named = here.forward_fill().backward_fill()
-    return lines.with_columns(origin=pl.coalesce(named, pl.col("origin")))
+    return lines.with_columns_seq(origin=pl.coalesce(named, pl.col("origin")))
 
 
 def _path(dotted: str) -> str:
@@ -322,7 +322,7 @@ def detect_wrappers(lines: Sequence[str]) -> list[str]:
 
 def unwrap(lines: pl.DataFrame, wrappers: Sequence[AnyWrapper | str], default_origin: str) -> pl.DataFrame:
     """Strip wrappers from ``raw``; adds ``origin`` (pod/container or the file) and ``wrapper_ts_us``."""
-    lines = lines.with_columns(origin=pl.lit(default_origin), wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
+    lines = lines.with_columns_seq(origin=pl.lit(default_origin), wrapper_ts_us=pl.lit(None, dtype=pl.Int64))
     for w in wrappers:
         lines = (by_id(w) if isinstance(w, str) else w).apply(lines)
     return lines

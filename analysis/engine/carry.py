@@ -57,11 +57,12 @@ def carried(dropped: pl.DataFrame, max_connections: int = MAX_CARRIED_CONNECTION
     if dropped.height == 0:
         return dropped
     # the rules read a few narrow columns: filtering those is much cheaper than filtering whole events
-    indexed = dropped.select("origin", "conn_id", "thread", "kind", "events", "event", "logger").with_row_index("pos__")
+    indexed = dropped.select_seq("origin", "conn_id", "thread", "kind", "events", "event",
+                                 "logger").with_row_index("pos__")
     # a connection whose socket closed leaves: Envoy never logs its id again (its last lines follow the close in
     # the same event, which the window still holds), so no later lookup can need its past
     closed = (pl.col("kind") == EventKind.CLOSING_SOCKET).any().over("origin", "conn_id")
-    indexed = indexed.with_columns(open__=_ON_CONN & ~closed)
+    indexed = indexed.with_columns_seq(open__=_ON_CONN & ~closed)
     # One query for every rule: each filter then makes only the key and position columns it groups (eagerly, a
     # filter copied all eight, 13 times: 23 -> 11 ms for a 309 k-row window's cut); the key without the origin when
     # the rows have one (an integer key groups faster than one with a string).
@@ -72,13 +73,13 @@ def carried(dropped: pl.DataFrame, max_connections: int = MAX_CARRIED_CONNECTION
     chosen = pl.concat([
         rows.filter(condition & pl.all_horizontal(pl.col(k).is_not_null() for k in key))
         .group_by(*(k for k in key if not (one_origin and k == "origin")))
-        .agg(pos__=pl.col("pos__").max() if last else pl.col("pos__").min()).select("pos__")
+        .agg(pos__=pl.col("pos__").max() if last else pl.col("pos__").min()).select_seq("pos__")
         for condition, key, last in rules]).unique().sort("pos__").collect()["pos__"]
     if chosen.len() == 0:
         return dropped.head(0)
-    kept = indexed.select("origin", "conn_id", "pos__")[chosen]
-    if kept.select(pl.struct("origin", "conn_id").n_unique()).item() > max_connections:
+    kept = indexed.select_seq("origin", "conn_id", "pos__")[chosen]
+    if kept.select_seq(pl.struct("origin", "conn_id").n_unique()).item() > max_connections:
         latest = kept.group_by("origin", "conn_id").agg(pl.col("pos__").max()).top_k(max_connections, by="pos__")
-        chosen = kept.join(latest.select("origin", "conn_id"), on=["origin", "conn_id"], how="semi",
+        chosen = kept.join(latest.select_seq("origin", "conn_id"), on=["origin", "conn_id"], how="semi",
                            maintain_order="left")["pos__"]
     return dropped[chosen]

@@ -43,6 +43,6 @@ class CaptureFacts:
 
     def worker_threads(self, requests: pl.DataFrame) -> pl.DataFrame:
         """``loop.worker_threads`` from the started threads and the requests."""
-        served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select("origin", "thread")
+        served = requests.filter(~pl.col("internal") & pl.col("thread").is_not_null()).select_seq("origin", "thread")
         return pl.concat([self.started, served.cast(STARTED_SCHEMA)]).unique()  # type: ignore[arg-type]
 

@@ -35,19 +35,19 @@ def lane_lines(events: pl.DataFrame) -> pl.DataFrame:
     """``events`` reduced to ``LANE_COLUMNS``: the text columns only on the lines that read them (a worker's
     `worker entering dispatch loop`, a decoder filter's return), null elsewhere."""
     kind = pl.col("kind")
-    return events.select(
+    return events.select_seq(
         *(c for c in LANE_COLUMNS if c not in ("message", "filter", "filter_status")),
         message=pl.when(kind == EventKind.WORKER_NOISE).then(pl.col("message")),
         filter=pl.when(kind == EventKind.DECODE_HEADERS_CALLED).then(pl.col("filter")),
         filter_status=pl.when(kind == EventKind.DECODE_HEADERS_CALLED).then(pl.col("filter_status")),
-    ).select(LANE_COLUMNS).cast(LANE_SCHEMA)  # type: ignore[arg-type]
+    ).select_seq(LANE_COLUMNS).cast(LANE_SCHEMA)  # type: ignore[arg-type]
 
 
 def as_events(lines: pl.DataFrame) -> pl.DataFrame:
     """Lane lines as the stages that read them take events (their types, a null ``thread``), in log order. (Only
     those columns: every other event column, null on each line, would cost more than the lines themselves.)"""
     return lines.cast({c: EVENT_SCHEMA[c] for c in lines.columns}).sort(  # type: ignore[arg-type]
-        "origin", "line_no", maintain_order=True).with_columns(pl.lit(None, dtype=EVENT_SCHEMA["thread"]).alias(
+        "origin", "line_no", maintain_order=True).with_columns_seq(pl.lit(None, dtype=EVENT_SCHEMA["thread"]).alias(
             "thread"))
 
 
@@ -58,8 +58,8 @@ def with_lanes(lines: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFrame, 
     none = pl.DataFrame(schema={"origin": pl.String(), "conn_id": pl.Int64(), "lane": pl.Int64()})
     if links.height == 0:
         return events, none, None
-    placed, note = infer_threads(events, links.select(list(LINK_SCHEMA)))
-    lanes = placed.filter(pl.col("conn_id").is_not_null()).select(
+    placed, note = infer_threads(events, links.select_seq(list(LINK_SCHEMA)))
+    lanes = placed.filter(pl.col("conn_id").is_not_null()).select_seq(
         "origin", "conn_id", lane="thread").unique(["origin", "conn_id"], keep="first")
     return placed, lanes, note
 
@@ -69,7 +69,7 @@ def requests_on_lanes(requests: pl.DataFrame, lanes: pl.DataFrame) -> pl.DataFra
     thread is its stream's lines' first, and they are all on its connection's lane)."""
     if lanes.height == 0:
         return requests
-    lane = requests.select("origin", "downstream_conn_id").join(
+    lane = requests.select_seq("origin", "downstream_conn_id").join(
         lanes.rename({"conn_id": "downstream_conn_id"}), on=["origin", "downstream_conn_id"], how="left",
         maintain_order="left")["lane"]
-    return requests.with_columns(thread=pl.coalesce(pl.col("thread"), lane).cast(requests.schema["thread"]))
+    return requests.with_columns_seq(thread=pl.coalesce(pl.col("thread"), lane).cast(requests.schema["thread"]))

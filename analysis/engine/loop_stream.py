@@ -43,7 +43,7 @@ class WorkerSlices:
 
     def step(self, lines: pl.DataFrame, final: bool = False) -> pl.DataFrame:
         """Slices completed by ``lines`` (this worker's next lines); ``final``: the open one too."""
-        lines = lines.select(LINE_COLUMNS)
+        lines = lines.select_seq(LINE_COLUMNS)
         summarised = self.open_slice is not None
         parts = [p for p in (self.open_lines, lines) if p is not None and p.height]
         if not parts and not (summarised and final):
@@ -51,7 +51,7 @@ class WorkerSlices:
         body = in_order(pl.concat(parts), "ts_us", "line_no") if parts else lines
         head = self.before
         if head is not None and self.seen_event:
-            head = head.with_columns(kind=pl.lit(EventKind.SOCKET_EVENT.value).cast(body.schema["kind"]))
+            head = head.with_columns_seq(kind=pl.lit(EventKind.SOCKET_EVENT.value).cast(body.schema["kind"]))
         # (held as a summary, the open slice's last line leads twice: the first stands in for the lines before it,
         # so that the second's gap and slice are those of a line inside the slice)
         frame = pl.concat([head, head, body] if summarised else [head, body]) if head is not None else body
@@ -80,16 +80,16 @@ class WorkerSlices:
             self.open_lines = body
         if final:  # (the worker is over: its open slice was emitted)
             self.open_lines = self.before = self.open_slice = None
-        return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
+        return out.select_seq(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
 
     def _continued(self, out: pl.DataFrame) -> pl.DataFrame:
         """``out`` (slices of the held last line and the next lines) with its first slice, the one the held line
         is in, replaced by the open slice's summary grown by the lines that joined it."""
         assert self.open_slice is not None
         joined = out.filter((pl.col("first_row") <= 1) & (pl.col("last_row") >= 1))  # (the second lead's slice)
-        grown = self.open_slice.with_columns(
+        grown = self.open_slice.with_columns_seq(
             end_us=joined["end_us"], first_row=pl.lit(0, dtype=out.schema["first_row"]),
             lines=(pl.col("lines") + joined["last_row"] - 1).cast(out.schema["lines"]))
         # (first rows from here on count from the second lead, as ``step`` cuts the frame)
-        rest = out.filter(pl.col("first_row") > 1).with_columns(pl.col("first_row") - 1)
+        rest = out.filter(pl.col("first_row") > 1).with_columns_seq(pl.col("first_row") - 1)
         return pl.concat([grown, rest])

@@ -22,9 +22,9 @@ def group_per_origin(frame: pl.DataFrame, keys: list[str], aggs: dict[str, pl.Ex
     unspecified, as ``group_by``'s)."""
     origin = sole_origin(frame)
     if origin is not None:
-        return frame.group_by(keys).agg(**aggs).select(
+        return frame.group_by(keys).agg(**aggs).select_seq(
             *keys, pl.lit(origin, dtype=frame.schema["origin"]).alias("origin"), *aggs)
     # (an integer standing for the origin string: grouping on it is cheaper than on the string)
     code = pl.col("origin").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("okey__")
-    return frame.with_columns(code).group_by("okey__", *keys).agg(
+    return frame.with_columns_seq(code).group_by("okey__", *keys).agg(
         origin=pl.col("origin").first(), **aggs).drop("okey__")

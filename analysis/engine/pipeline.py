@@ -44,11 +44,11 @@ def split_restarts(events: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     boots = lifecycle.filter(pl.col("message").str.starts_with("initializing epoch")).group_by("origin").len()
     if boots.height == 0 or int(boots["len"].max() or 0) <= 1:  # type: ignore[arg-type]
         return events, 0
-    restarts = int(boots.select((pl.col("len") - 1).clip(lower_bound=0).sum()).item())
+    restarts = int(boots.select_seq((pl.col("len") - 1).clip(lower_bound=0).sum()).item())
     starts = ((pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE)
               & pl.col("message").str.starts_with("initializing epoch"))
-    marked = events.with_columns(run__=starts.cast(pl.Int64).cum_sum().over("origin"))
-    out = marked.with_columns(origin=pl.when(pl.col("run__") > 1).then(
+    marked = events.with_columns_seq(run__=starts.cast(pl.Int64).cum_sum().over("origin"))
+    out = marked.with_columns_seq(origin=pl.when(pl.col("run__") > 1).then(
         pl.col("origin") + pl.lit("#") + pl.col("run__").cast(pl.String)).otherwise(pl.col("origin"))).drop("run__")
     return out, restarts
 
@@ -84,7 +84,7 @@ def analysed_events(events: pl.DataFrame) -> pl.DataFrame:
     events, _ = with_threads(split_restarts(events)[0])
     if timeless.height == 0:
         return events
-    return pl.concat([events, timeless.select(events.columns).cast(events.schema)])  # type: ignore[arg-type]
+    return pl.concat([events, timeless.select_seq(events.columns).cast(events.schema)])  # type: ignore[arg-type]
 
 
 def restart_note(restarts: int) -> str:
@@ -152,13 +152,13 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     del requests
     requests = with_constants(in_order_of(columns, order), fixed, schema, height)
     del columns, order  # (4 bytes a request: let go before the uids are made)
-    uids_read = (queueing.select((pl.col("where") == UPSTREAM_WAIT_QUEUE).any()).item()
-                 or requests.select(pl.col("origin").n_unique()).item() > 1)
+    uids_read = (queueing.select_seq((pl.col("where") == UPSTREAM_WAIT_QUEUE).any()).item()
+                 or requests.select_seq(pl.col("origin").n_unique()).item() > 1)
     uids_made = make_uids or bool(uids_read)
     requests = with_sidecar_added(with_uids(requests) if uids_made else requests, queueing)
     requests, stitching = stitch(requests)
     # (counted, not filtered: a filter copies every column of the wide frame it keeps)
-    incomplete = int(requests.select((~pl.col("complete") & ~pl.col("internal")).sum()).item())
+    incomplete = int(requests.select_seq((~pl.col("complete") & ~pl.col("internal")).sum()).item())
     if incomplete:
         out.append(f"{incomplete} request(s) cut by the capture's start or end are marked complete=false "
                    "and left out of statistics")
@@ -175,11 +175,11 @@ def tls_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFram
     ``downstream_tls_handshake_us`` and its phase rows. The uid is made for the lookup only when a downstream
     handshake was logged; without one the column is null on every request (one value, not materialised)."""
     if shakes.filter(pl.col("direction") == "downstream").height == 0:
-        return (requests.with_columns(pl.lit(None, dtype=pl.Int64).alias("downstream_tls_handshake_us")),
+        return (requests.with_columns_seq(pl.lit(None, dtype=pl.Int64).alias("downstream_tls_handshake_us")),
                 pl.DataFrame(schema=PHASES_SCHEMA))
-    narrow, rows = downstream_waits(requests.select("origin", "conn_id", "life_start_us",
-                                                    request_uid=request_uid()), shakes)
-    return requests.with_columns(narrow.get_column("downstream_tls_handshake_us")), rows
+    narrow, rows = downstream_waits(requests.select_seq("origin", "conn_id", "life_start_us",
+                                                            request_uid=request_uid()), shakes)
+    return requests.with_columns_seq(narrow.get_column("downstream_tls_handshake_us")), rows
 
 
 #: Rows of the uid made at once by ``with_uids``
@@ -193,10 +193,10 @@ def with_uids(requests: pl.DataFrame) -> pl.DataFrame:
     next step that reads the frame row-wise copy it whole): text is views into its buffers, so that copies the
     views, 16 bytes a request, and not the text."""
     if requests.height <= UID_ROWS:
-        return requests.with_columns(request_uid())
-    uids = pl.concat([requests.slice(at, UID_ROWS).select(*UID_COLUMNS).select(request_uid()).to_series()
+        return requests.with_columns_seq(request_uid())
+    uids = pl.concat([requests.slice(at, UID_ROWS).select_seq(*UID_COLUMNS).select_seq(request_uid()).to_series()
                       for at in range(0, requests.height, UID_ROWS)], rechunk=True)
-    return requests.with_columns(uids)
+    return requests.with_columns_seq(uids)
 
 
 #: The requests frame's order: by origin and start (line number and uid break ties: millisecond captures start
@@ -218,13 +218,13 @@ def request_order(requests: pl.DataFrame, constants: Mapping[str, object]) -> pl
     if len(keys) > 2 and keys[-1] == "request_uid":
         tries.append(keys[:-1])
     for leading in tries:
-        order = requests.select(pl.arg_sort_by(leading, nulls_last=True)).to_series()
+        order = requests.select_seq(pl.arg_sort_by(leading, nulls_last=True)).to_series()
         if not _ties(requests, leading, order):
             return order
         del order
     # (the uid carried as one null value, ``conclude``, is made from its columns for this sort)
     made = [request_uid() if key == "request_uid" and key in constants else key for key in keys]
-    return requests.select(pl.arg_sort_by(made, nulls_last=True)).to_series()
+    return requests.select_seq(pl.arg_sort_by(made, nulls_last=True)).to_series()
 
 
 def _ties(frame: pl.DataFrame, keys: list[str], order: pl.Series) -> bool:
@@ -232,7 +232,7 @@ def _ties(frame: pl.DataFrame, keys: list[str], order: pl.Series) -> bool:
     at a time."""
     tied: pl.Series | None = None
     for key in keys:
-        column = frame.select(pl.col(key).gather(order)).to_series()
+        column = frame.select_seq(pl.col(key).gather(order)).to_series()
         same = column.slice(1).eq_missing(column.slice(0, column.len() - 1))
         tied = same if tied is None else tied & same
         del column

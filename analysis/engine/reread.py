@@ -116,7 +116,7 @@ class LineIndex:
             # (as there: the lane whose latest slice began before them).
             conns = [c for c in (row["downstream_conn_id"], row["upstream_conn_id"]) if c is not None]
             ours = pl.when(pl.col("conn_id").is_not_null()).then(pl.col("conn_id").is_in(conns)).forward_fill()
-            events = events.sort("line_no").with_columns(
+            events = events.sort("line_no").with_columns_seq(
                 thread=pl.when(ours.fill_null(False)).then(pl.lit(row["thread"])).otherwise(pl.col("thread"))
                 .cast(events.schema["thread"]))
         return request_records(events, row, same_origin=False)
@@ -162,7 +162,7 @@ class LineIndex:
         if not frames:
             return pl.DataFrame()
         events = pl.concat(frames) if len(frames) > 1 else frames[0]
-        return events.with_columns(pl.col("line_no") + (start_line - 1))
+        return events.with_columns_seq(pl.col("line_no") + (start_line - 1))
 
     @property
     def known_format(self) -> str:
@@ -306,7 +306,7 @@ def request_records(events: pl.DataFrame, row: dict[str, Any], *, same_origin: b
                      & pl.col("stream_id").is_null() & pl.col("kind").is_in(list(WORKER_KINDS)))
     if same_origin:
         own = own & (pl.col("origin") == row["origin"])
-    return events.filter(own.fill_null(False)).select(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
+    return events.filter(own.fill_null(False)).select_seq(*RECORD_COLUMNS, "kind").sort("ts_us", "line_no")
 
 
 def index_for(source: Any, *, format: str, log_format: str | None, redact: RedactOption) -> LineIndex | None:

@@ -54,7 +54,7 @@ class Spill:
         if frame.height == 0:
             return
         store = self._kinds[kind]
-        frame = frame.select(pl.col(c).cast(t) for c, t in store.schema.items())
+        frame = frame.select_seq(pl.col(c).cast(t) for c, t in store.schema.items())
         store.held.append(frame)
         store.rows += frame.height
         self._held_bytes += int(frame.estimated_size())
@@ -87,7 +87,7 @@ class Spill:
         left_out = set(leave_out)
         schema = {name: dtype for name, dtype in store.schema.items() if name not in left_out}
         if not parts:
-            return pl.concat(held, rechunk=False).select(list(schema)) if held else pl.DataFrame(schema=schema)
+            return pl.concat(held, rechunk=False).select_seq(list(schema)) if held else pl.DataFrame(schema=schema)
         columns: list[pl.Series] = []
         distinct: list[pl.Series] = []
         constants: dict[str, Any] = {}
@@ -146,12 +146,12 @@ def _one_value(frame: pl.DataFrame, name: str) -> Any:
     """The value every row of ``frame[name]`` holds (``None``: only nulls), or ``_VARIES``; from its null count,
     minimum and maximum, which polars answers for a constant column without materialising it."""
     column = pl.col(name)
-    nulls = frame.select(column.null_count()).item()
+    nulls = frame.select_seq(column.null_count()).item()
     if nulls == frame.height:
         return None
     if nulls or not isinstance(frame.schema[name], _COMPARABLE):
         return _VARIES
-    low, high = frame.select(column.min(), column.max().alias("high__")).row(0)
+    low, high = frame.select_seq(column.min(), column.max().alias("high__")).row(0)
     return low if low == high else _VARIES
 
 
@@ -207,11 +207,11 @@ def constant_columns(frame: pl.DataFrame) -> dict[str, Any]:
         return {}
     # (two queries for all the columns, as _one_value asks of one: a query a column cost ~70 us each, ~280 a
     # small capture's run)
-    nulls = dict(zip(frame.columns, frame.select(pl.all().null_count()).row(0)))
+    nulls = dict(zip(frame.columns, frame.select_seq(pl.all().null_count()).row(0)))
     full = [name for name, n in nulls.items() if n == 0 and isinstance(frame.schema[name], _COMPARABLE)]
     lows = [pl.col(name).min().alias(f"low__{i}") for i, name in enumerate(full)]
     highs = [pl.col(name).max().alias(f"high__{i}") for i, name in enumerate(full)]
-    bounds = frame.select(*lows, *highs).row(0) if full else ()
+    bounds = frame.select_seq(*lows, *highs).row(0) if full else ()
     one = {name: bounds[i] for i, name in enumerate(full) if bounds[i] == bounds[len(full) + i]}
     return {name: one.get(name) for name in frame.columns if name in one or nulls[name] == frame.height}
 
@@ -221,16 +221,16 @@ def grouped_by_varying(frame: pl.DataFrame, keys: tuple[str, ...], **aggregates:
     vary only: a key of one value on every row (``constant_columns``: one origin) is added back as that value, not
     hashed a row at a time (10 M one-line requests: 0.9 GiB for the file name and the connections' distinct
     count)."""
-    fixed = constant_columns(frame.select(keys))
+    fixed = constant_columns(frame.select_seq(keys))
     varying = [key for key in keys if key not in fixed]
     if varying:
         out = frame.group_by(varying).agg(**aggregates)
     elif aggregates:
-        out = frame.select(**aggregates)
+        out = frame.select_seq(**aggregates)
     else:  # (every key one value: one row of them)
-        return frame.head(1).select(keys)
-    return out.with_columns(pl.lit(value, dtype=frame.schema[key]).alias(key) for key, value in fixed.items()
-                            ).select(*keys, *aggregates)
+        return frame.head(1).select_seq(keys)
+    return out.with_columns_seq(pl.lit(value, dtype=frame.schema[key]).alias(key) for key, value in fixed.items()
+                                ).select_seq(*keys, *aggregates)
 
 
 def with_constants(columns: list[pl.Series], constants: dict[str, Any], schema: Mapping[str, pl.DataType],
@@ -240,5 +240,5 @@ def with_constants(columns: list[pl.Series], constants: dict[str, Any], schema: 
     if not constants:
         return pl.DataFrame(columns)
     base = pl.DataFrame(columns) if columns else pl.select(pl.repeat(0, height, dtype=pl.Int8).alias("rows__"))
-    return base.with_columns(pl.lit(value, dtype=schema[name]).alias(name)
-                             for name, value in constants.items()).select(list(schema))
+    return base.with_columns_seq(pl.lit(value, dtype=schema[name]).alias(name)
+                                 for name, value in constants.items()).select_seq(list(schema))

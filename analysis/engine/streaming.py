@@ -166,8 +166,8 @@ class _Holds:
 
     @staticmethod
     def of(events: pl.DataFrame) -> _Holds:
-        return _Holds(*events.select(_LIFECYCLE.any().alias("lifecycle"), _ON_CONN0.any().alias("conn0"),
-                                     _SOCKET.any().alias("socket"), _WORKER_LINE.any().alias("worker")).row(0))
+        return _Holds(*events.select_seq(_LIFECYCLE.any().alias("lifecycle"), _ON_CONN0.any().alias("conn0"),
+                                         _SOCKET.any().alias("socket"), _WORKER_LINE.any().alias("worker")).row(0))
 
 
 @dataclass
@@ -354,7 +354,7 @@ class StreamingAnalysis:
 
     def add(self, events: pl.DataFrame) -> None:
         """The next chunk of events (``EVENT_SCHEMA``), in input order."""
-        events = events.select(ANALYSED_COLUMNS)
+        events = events.select_seq(ANALYSED_COLUMNS)
         with self._timed("facts"):
             self.facts.records.add(events)
             self.facts.health_checks += health_checks(events)
@@ -391,10 +391,10 @@ class StreamingAnalysis:
                 self._note_origin_facts(state, part, holds)
                 self._add_facts(part)
             if holds.worker_line:
-                started = part.select("origin", "thread", "kind", "message").filter(_WORKER_LINE).filter(
+                started = part.select_seq("origin", "thread", "kind", "message").filter(_WORKER_LINE).filter(
                     pl.col("message").str.starts_with("worker entering dispatch loop"))
                 if started.height:
-                    self._started.append(started.select("origin", "thread"))
+                    self._started.append(started.select_seq("origin", "thread"))
             if not state.threaded:
                 self._add_worker_lines(run_origin, None, part)
                 continue
@@ -479,16 +479,16 @@ class StreamingAnalysis:
 
     def _restart_runs(self, origin: str, state: _Origin, events: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
         """``split_restarts`` one chunk at a time: each `initializing epoch` starts the origin's next run."""
-        lifecycle = events.select(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).to_series()
+        lifecycle = events.select_seq(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).to_series()
         if not lifecycle.any():  # no boot line here (most chunks): all lines belong to the current run
             if state.boots <= 1:
                 return [(origin, events)]
             name = f"{origin}#{state.boots}"
-            return [(name, events.with_columns(origin=pl.lit(name)))]
+            return [(name, events.with_columns_seq(origin=pl.lit(name)))]
         # (polars evaluates both sides of `&`: the message test runs only where the kind matched)
         boot = pl.when(pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE).then(
             pl.col("message").str.starts_with("initializing epoch")).otherwise(False)
-        run = events.select((boot.cast(pl.Int64).cum_sum() + state.boots).alias("run"))["run"]
+        run = events.select_seq((boot.cast(pl.Int64).cum_sum() + state.boots).alias("run"))["run"]
         state.boots = int(run[-1]) if run.len() else state.boots
         if int(run.max() or 0) <= 1:  # type: ignore[arg-type]
             return [(origin, events)]
@@ -496,7 +496,7 @@ class StreamingAnalysis:
         out, offset = [], 0
         for length, n in run.rle().struct.unnest().iter_rows():
             name = origin if n <= 1 else f"{origin}#{n}"
-            out.append((name, events.slice(offset, length).with_columns(origin=pl.lit(name))))
+            out.append((name, events.slice(offset, length).with_columns_seq(origin=pl.lit(name))))
             offset += length
         return out
 
@@ -505,14 +505,14 @@ class StreamingAnalysis:
         """``worker__``: the line's thread; for a line without one (a cut or foreign first line in a format with
         thread ids), the thread of its connection, else of the nearest line before (after) it. The connections'
         threads are remembered for the ``max_carried`` connections noted last (at most twice that are held)."""
-        known = events.filter(pl.col("thread").is_not_null() & pl.col("conn_id").is_not_null()).select(
+        known = events.filter(pl.col("thread").is_not_null() & pl.col("conn_id").is_not_null()).select_seq(
             "conn_id", "thread").unique("conn_id", keep="first", maintain_order=True)
         for conn, thread in known.iter_rows():
             state.conn_threads.setdefault(conn, thread)
         if len(state.conn_threads) > 2 * max_carried:
             state.conn_threads = dict(list(state.conn_threads.items())[-max_carried:])
         by_conn = pl.col("conn_id").replace_strict(state.conn_threads, default=None, return_dtype=pl.Int64)
-        return events.with_columns(worker__=pl.coalesce(
+        return events.with_columns_seq(worker__=pl.coalesce(
             "thread", by_conn, pl.col("thread").forward_fill(), pl.col("thread").backward_fill(), pl.lit(-1)))
 
     def _note_origin_facts(self, state: _Origin, events: pl.DataFrame, holds: _Holds) -> None:
@@ -525,8 +525,9 @@ class StreamingAnalysis:
         conn0 = events.filter(_ON_CONN0) if holds.conn0 else None
         if conn0 is not None and (state.conn0_first is None or conn0["ts_us"].min() < state.conn0_first["ts_us"][0]):
             first = conn0.sort("ts_us", maintain_order=True).head(1)
-            state.conn0_first = first.with_columns(stream_id=pl.lit(None, dtype=pl.UInt64),
-                                                   kind=pl.lit(EventKind.UNKNOWN.value).cast(first.schema["kind"]))
+            state.conn0_first = first.with_columns_seq(
+                stream_id=pl.lit(None, dtype=pl.UInt64),
+                kind=pl.lit(EventKind.UNKNOWN.value).cast(first.schema["kind"]))
         if state.socket_line is None and holds.socket:
             state.socket_line = events.filter(_SOCKET).head(1)
 
@@ -545,12 +546,12 @@ class StreamingAnalysis:
         others have come after without ending a handshake will not end one (a capture or a follow of millions of
         connections would otherwise keep a row for each)."""
         ended = pl.col("tls") & pl.col("established_us").is_not_null()
-        if facts.select(ended.any()).item():
+        if facts.select_seq(ended.any()).item():
             self._done.add("handshakes", handshakes_of(facts.filter(ended)))
             facts = facts.filter(~ended)
         if facts.height <= self.max_carried:
             return facts
-        latest = facts.top_k(self.max_carried, by="first_us").select("origin", "conn_id")
+        latest = facts.top_k(self.max_carried, by="first_us").select_seq("origin", "conn_id")
         return facts.join(latest, on=["origin", "conn_id"], how="semi")
 
     def _add_worker_lines(self, origin: str, thread: int | None, lines: pl.DataFrame) -> None:
@@ -563,7 +564,7 @@ class StreamingAnalysis:
         worker.pending_rows += lines.height
         # (a window of one-line requests holds a request per row: stepping every max_open new streams keeps a
         # step's stages, which cost per request, as small as a window of ordinary requests makes them)
-        worker.pending_streams += int(lines.select((pl.col("kind") == EventKind.NEW_STREAM).sum()).item())
+        worker.pending_streams += int(lines.select_seq((pl.col("kind") == EventKind.NEW_STREAM).sum()).item())
         if worker.pending_rows >= worker.window_due or worker.pending_streams >= self.max_open:
             self._advance(worker)
 
@@ -623,8 +624,8 @@ class StreamingAnalysis:
             with self._timings_lock:  # (steps of several workers run at once)
                 self._given_up += given_up
         unfinished = flagged.filter(~pl.col("done__"))
-        finished = self._emit(lines, events, flagged.filter("done__").select("request_uid"), out)
-        for uid, last in finished.select("request_uid", "last_ts").iter_rows():
+        finished = self._emit(lines, events, flagged.filter("done__").select_seq("request_uid"), out)
+        for uid, last in finished.select_seq("request_uid", "last_ts").iter_rows():
             worker.emitted[uid] = last
         if cut:
             with self._timed("cut"):
@@ -664,7 +665,7 @@ class StreamingAnalysis:
                                 how="left", nulls_equal=True).filter(
             (pl.col("start__").is_null() | (pl.col("first_ts") >= pl.col("start__")))
             & ~pl.col("request_uid").is_in(emitted.implode()))
-        self._emit(lines, events, candidates.select("request_uid"), out)
+        self._emit(lines, events, candidates.select_seq("request_uid"), out)
         for w, _ in steps:
             w.emitted.clear()
 
@@ -721,7 +722,7 @@ class StreamingAnalysis:
             if unthreaded:  # (their streams' links place connections on lanes at the end: requests.connection_links)
                 self._done.add("links", requests.filter(
                     pl.col("origin").is_in(unthreaded) & pl.col("stream_id").is_not_null()
-                    & pl.col("downstream_conn_id").is_not_null()).select(*LINK_SCHEMA))
+                    & pl.col("downstream_conn_id").is_not_null()).select_seq(*LINK_SCHEMA))
             if self.on_finished is not None:
                 self.on_finished(requests, phases)
         for got in out.sides:
@@ -751,7 +752,8 @@ class StreamingAnalysis:
                 out.bursts.append(bursts.join(done_uids.rename({"request_uid": "work_uid"}), on="work_uid",
                                               how="semi"))
         if finished.height:
-            out.finished.append((finished, phases.join(finished.select("request_uid"), on="request_uid", how="semi")))
+            out.finished.append((finished, phases.join(finished.select_seq("request_uid"), on="request_uid",
+                                                           how="semi")))
         return finished
 
     @contextmanager
@@ -766,7 +768,7 @@ class StreamingAnalysis:
     @staticmethod
     def _record_gaps(worker: _Worker, new: pl.DataFrame) -> pl.Series:
         """``findings.record_gaps`` of the worker's next lines (the previous part's last line leads)."""
-        lines = in_order(new.select("ts_us", "line_no", "kind"), "ts_us", "line_no")
+        lines = in_order(new.select_seq("ts_us", "line_no", "kind"), "ts_us", "line_no")
         carried = worker.last_line
         if carried is not None:
             lines = pl.concat([carried, lines])
@@ -799,12 +801,13 @@ class StreamingAnalysis:
             # (Envoy's own streams share connection 0 on every worker: theirs is the window's newest line)
             past = past & (pl.col("internal") | (last + self.grace_us < pl.col("conn_newest__")))
         ended = (pl.col("response_end_ts").is_not_null() | internal_end) & past & pl.all_horizontal(settled)
-        flagged = requests.with_columns(done__=(ended | (last + self.idle_us < newest)).fill_null(False),
-                                        last__=last)
+        flagged = requests.with_columns_seq(done__=(ended | (last + self.idle_us < newest)).fill_null(False),
+                                                last__=last)
         open_internal = flagged.filter(pl.col("internal") & ~pl.col("done__"))
         if open_internal.height:
             hold = int(open_internal["first_ts"].min())  # type: ignore[arg-type]
-            flagged = flagged.with_columns(done__=pl.col("done__") & (pl.col("internal") | (pl.col("last__") < hold)))
+            flagged = flagged.with_columns_seq(
+                done__=pl.col("done__") & (pl.col("internal") | (pl.col("last__") < hold)))
         return flagged.drop("last__", "conn_newest__", strict=False)
 
     def _bounded(self, flagged: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -816,14 +819,14 @@ class StreamingAnalysis:
         times = [c for c in _EARLIEST + ("last_ts",) if c in flagged.columns]
         recency = pl.when(~pl.col("done__")).then(pl.max_horizontal(*times))
         rank = recency.rank("ordinal", descending=True)
-        return flagged.with_columns(done__=pl.col("done__") | (rank > self.max_open).fill_null(False)), (
+        return flagged.with_columns_seq(done__=pl.col("done__") | (rank > self.max_open).fill_null(False)), (
             open_rows - self.max_open)
 
     def _cut(self, worker: _Worker, window: pl.DataFrame, unfinished: pl.DataFrame, newest: int) -> None:
         keep_from = newest - (self.grace_us if worker.thread is not None else max(self.grace_us, THREADLESS_KEEP_US))
         if unfinished.height:
-            earliest = unfinished.select(pl.min_horizontal(*[c for c in _EARLIEST if c in unfinished.columns])
-                                         .min()).item()
+            earliest = unfinished.select_seq(pl.min_horizontal(*[c for c in _EARLIEST if c in unfinished.columns])
+                                             .min()).item()
             if earliest is not None:
                 keep_from = min(keep_from, int(earliest))
         at = int((window["ts_us"] >= keep_from).arg_true().head(1).to_list()[0]) if (
@@ -848,7 +851,7 @@ class StreamingAnalysis:
             self._done.add("loop", slices(events))
             self._gaps.add(record_gaps(events))
             no_requests = pl.DataFrame(schema={"origin": pl.String(), "thread": pl.Int64(), "internal": pl.Boolean()})
-            self._started.append(worker_threads(events, no_requests).select("origin", "thread"))
+            self._started.append(worker_threads(events, no_requests).select_seq("origin", "thread"))
             self._lane_events = events
         return [note] if note else []
 
@@ -860,8 +863,9 @@ class StreamingAnalysis:
         if events is None:
             return pl.DataFrame(schema=BURSTS_SCHEMA), own_work(pl.DataFrame(schema=BURSTS_SCHEMA),
                                                                 pl.DataFrame(schema=STREAMS_SCHEMA))
-        mine = requests.filter(pl.col("origin").is_in(events.select(pl.col("origin").unique()).to_series().implode()))
-        mine = mine.with_columns(conn_id=pl.col("downstream_conn_id")) if "conn_id" not in mine.columns else mine
+        origins = events.select_seq(pl.col("origin").unique()).to_series()
+        mine = requests.filter(pl.col("origin").is_in(origins.implode()))
+        mine = mine.with_columns_seq(conn_id=pl.col("downstream_conn_id")) if "conn_id" not in mine.columns else mine
         streams = internal_streams(mine, events)
         bursts = work_bursts(mine, events, streams)
         return bursts, own_work(bursts, streams)
@@ -877,9 +881,11 @@ class StreamingAnalysis:
         bursts, own = self._lane_bursts(requests)
         self._done.add("bursts", bursts)
         work = ("internal_work_us", "flush_work_us")
-        found = requests.select("request_uid").join(own.select("request_uid", *work), on="request_uid", how="left",
+        found = requests.select_seq("request_uid").join(own.select_seq("request_uid", *work), on="request_uid",
+                                                        how="left",
                                                      maintain_order="left")
-        return requests.with_columns(pl.coalesce(found[c], pl.col(c)).cast(requests.schema[c]).alias(c) for c in work)
+        return requests.with_columns_seq(pl.coalesce(found[c],
+                                                     pl.col(c)).cast(requests.schema[c]).alias(c) for c in work)
 
     def finish(self) -> Analysis:
         """Finish every worker and run the capture-wide steps (the events are not kept: ``engine/events.py``)."""
@@ -912,7 +918,7 @@ class StreamingAnalysis:
             staged = stage(pl.concat(whole), [])
             notes.extend(staged.notes)
             self._gaps.add(record_gaps(staged.events))
-            self._started.append(worker_threads(staged.events, staged.requests.head(0)).select("origin", "thread"))
+            self._started.append(worker_threads(staged.events, staged.requests.head(0)).select_seq("origin", "thread"))
             self._done.add("loop", staged.loop)
             shakes.append(handshakes(staged.events))
             if staged.requests.height:
@@ -923,7 +929,7 @@ class StreamingAnalysis:
             self.facts.started = pl.concat(self._started).unique().cast(STARTED_SCHEMA)  # type: ignore[arg-type]
         self.facts.handshakes = pl.concat(shakes) if shakes else None
         if whole:
-            whole_requests = staged.requests.with_columns(conn_id=pl.col("downstream_conn_id")) if (
+            whole_requests = staged.requests.with_columns_seq(conn_id=pl.col("downstream_conn_id")) if (
                 "conn_id" not in staged.requests.columns) else staged.requests
             self._done.add("bursts", work_bursts(whole_requests, staged.events))
         self.spilled_parts = self._done.parts

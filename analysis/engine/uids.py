@@ -34,4 +34,4 @@ class UidsToMake:
 
     def lazy(self) -> pl.LazyFrame:
         """The frame with its uids as a lazy expression: a streaming sink makes them a slice at a time."""
-        return self.rows.lazy().with_columns(request_uid())
+        return self.rows.lazy().with_columns_seq(request_uid())

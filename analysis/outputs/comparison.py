@@ -37,10 +37,10 @@ def compare(a: Capture, b: Capture) -> pl.DataFrame:
     rows += _cost_rows(a, b)
     schema = {"phase": pl.String(), **{f"{side}_{s}": pl.Int64() for s in STATS for side in ("a", "b", "delta")}}
     out = pl.DataFrame(rows, schema=schema)
-    return out.with_columns(a_requests=pl.lit(counted(a.requests).height),
-                            b_requests=pl.lit(counted(b.requests).height),
-                            a_ceiling_rps=pl.lit(_ceiling(a), dtype=pl.Float64),
-                            b_ceiling_rps=pl.lit(_ceiling(b), dtype=pl.Float64))
+    return out.with_columns_seq(a_requests=pl.lit(counted(a.requests).height),
+                                b_requests=pl.lit(counted(b.requests).height),
+                                a_ceiling_rps=pl.lit(_ceiling(a), dtype=pl.Float64),
+                                b_ceiling_rps=pl.lit(_ceiling(b), dtype=pl.Float64))
 
 
 #: What the sidecar costs (docs/cost.md) as rows of the comparison: ``Cost`` attribute per row name.

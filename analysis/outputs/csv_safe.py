@@ -18,7 +18,7 @@ def neutralise_formulas(frame: Frame) -> Frame:
     """``frame`` with text cells that start like a formula prefixed by ``'`` (categoricals become text)."""
     schema = frame.collect_schema()
     text = [c for c, t in schema.items() if t == pl.String or isinstance(t, (pl.Enum, pl.Categorical))]
-    return frame.with_columns(
+    return frame.with_columns_seq(
         pl.when(pl.col(c).cast(pl.String).str.contains(FORMULA_START))
         .then(pl.lit("'") + pl.col(c).cast(pl.String)).otherwise(pl.col(c).cast(pl.String)).alias(c)
         for c in text)

@@ -46,7 +46,7 @@ def export_columns(requests: pl.DataFrame | pl.LazyFrame, columns: Columns = "co
     if columns == "all":
         return requests.collect_schema().names()
     # (an expression: ``requests["origin"]`` would materialise a constant column, spill.py, and keep it)
-    origins = requests.lazy().select(pl.col("origin").n_unique()).collect().item()
+    origins = requests.lazy().select_seq(pl.col("origin").n_unique()).collect().item()
     peers = list(PEER_SCHEMA) if origins > 1 else []
     return [*CONTRACT_COLUMNS, *peers]
 
@@ -61,7 +61,7 @@ def write(capture: Capture, path: str, requests: pl.DataFrame | None = None, col
     """
     suffix = kind_of(path)
     chosen = requests.lazy() if requests is not None else capture.requests_lazy()
-    frame = chosen.select(export_columns(chosen, columns))
+    frame = chosen.select_seq(export_columns(chosen, columns))
     with output_path(path) as out:
         if suffix == ".parquet":
             frame.sink_parquet(out, engine="streaming")

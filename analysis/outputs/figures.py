@@ -76,7 +76,7 @@ def waterfall(request: dict[str, Any], phases: pl.DataFrame) -> go.Figure:
     widths: list[int] = []
     colors: list[str] = []
     texts: list[str] = []
-    for phase, detail, start, dur, top in rows.select(
+    for phase, detail, start, dur, top in rows.select_seq(
             "phase", "detail", "start_us", "dur_us", "part_of_total").iter_rows():
         if top:
             label = phase if not detail else f"{phase} ({plain(detail)})"
@@ -213,12 +213,12 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
     lo, note = _busiest_lanes(lo, keep_conns=highlight)
     first = int(lo["start_us"].min())  # type: ignore[arg-type]
     t0 = first if zero_us is None else int(zero_us)
-    lanes = lo.with_columns(lane=_lane(pl.col("origin")) + pl.lit(" · thread ")
-                            + pl.col("thread").cast(pl.String))
+    lanes = lo.with_columns_seq(lane=_lane(pl.col("origin")) + pl.lit(" · thread ")
+                                + pl.col("thread").cast(pl.String))
     if lo.height > MAX_SLICES:
         span = int(lo["end_us"].max()) - first + 1  # type: ignore[arg-type]
         bucket = max(span // 400, 1)
-        agg = lanes.with_columns(b=((pl.col("start_us") - first) // bucket) * bucket).group_by("lane", "b").agg(
+        agg = lanes.with_columns_seq(b=((pl.col("start_us") - first) // bucket) * bucket).group_by("lane", "b").agg(
             busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("lane", "b")
         fig.add_trace(go.Heatmap(x=_ms(agg["b"] + (first - t0)), y=agg["lane"].to_list(),
                                  z=agg["busy"].to_list(), colorscale="Reds", zmin=0, zmax=1,
@@ -248,11 +248,11 @@ def event_loop(loop: pl.DataFrame, *, thread: int | None = None, start_us: int |
                 customdata=_slice_hover(mine, [f"C{c} (highlighted)" for c in mine["conn_id"].to_list()], t0),
                 hovertemplate="%{customdata}<extra></extra>"))
     if internal is not None and internal.height:
-        work = internal.join(lo.select("origin", "thread").unique(), on=["origin", "thread"], how="semi").filter(
+        work = internal.join(lo.select_seq("origin", "thread").unique(), on=["origin", "thread"], how="semi").filter(
             (pl.col("end_us") >= first) & (pl.col("start_us") <= int(lo["end_us"].max())))  # type: ignore[arg-type]
         if "kind" not in work.columns:
-            work = work.with_columns(kind=pl.lit("internal"))
-        work = work.with_columns(
+            work = work.with_columns_seq(kind=pl.lit("internal"))
+        work = work.with_columns_seq(
             lane=_lane(pl.col("origin")) + pl.lit(" · thread ") + pl.col("thread").cast(pl.String))
         for (kind,), part in work.group_by("kind", maintain_order=True):
             fill, edge = INTERNAL_WORK_COLOURS.get(str(kind), ("#ff7f00", "#a65628"))
@@ -300,7 +300,7 @@ def _busiest_lanes(loop: pl.DataFrame, limit: int = MAX_LANES,
                                                    keep=pl.col("conn_id").is_in(list(keep_conns or [])).any())
     if lanes.height <= limit:
         return loop, ""
-    chosen = lanes.sort(["keep", "busy"], descending=True).head(limit).select("origin", "thread")
+    chosen = lanes.sort(["keep", "busy"], descending=True).head(limit).select_seq("origin", "thread")
     return (loop.join(chosen, on=["origin", "thread"], how="semi"),
             f" — busiest {limit} of {lanes.height} worker lanes (pick a worker to see another)")
 
@@ -314,7 +314,7 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
     t0 = int(loop["start_us"].min())  # type: ignore[arg-type]
     span = int(loop["end_us"].max()) - t0 + 1  # type: ignore[arg-type]
     bucket = max(span // buckets, 1)
-    binned = loop.with_columns(b=((pl.col("start_us") - t0) // bucket) * bucket)
+    binned = loop.with_columns_seq(b=((pl.col("start_us") - t0) // bucket) * bucket)
     shown, note = _busiest_lanes(binned, limit=MAX_LANES // 2)
     agg = shown.group_by("origin", "thread", "b").agg(  # lanes in a fixed order: the same colours every run
         busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket).clip(0, 1)).sort("origin", "thread", "b")
@@ -325,7 +325,7 @@ def utilisation(loop: pl.DataFrame, buckets: int = 200) -> go.Figure:
                                  name=f"{plain(str(origin).split('/')[-1])} · {thread}",
                                  hovertemplate="+%{x:.3f} s: %{y:.0%} busy<extra>%{fullData.name}</extra>"))
     if note:
-        n = loop.select("origin", "thread").unique().height
+        n = loop.select_seq("origin", "thread").unique().height
         mean = binned.group_by("b").agg(busy=((pl.col("end_us") - pl.col("start_us")).sum() / bucket / n)
                                         .clip(0, 1)).sort("b")
         x, y = _broken_at_gaps(mean["b"].to_list(), mean["busy"].to_list(), bucket)
@@ -401,7 +401,7 @@ def stitched_waterfall(outer: dict[str, Any], outer_phases: pl.DataFrame, inner:
         colors.append(color)
 
     def add_phases(side: str, rows: pl.DataFrame, shift: int, indent: str) -> None:
-        for phase, detail, start, dur in rows.filter(pl.col("part_of_total")).select(
+        for phase, detail, start, dur in rows.filter(pl.col("part_of_total")).select_seq(
                 "phase", "detail", "start_us", "dur_us").iter_rows():
             add(f"{indent}{side} · {phase}" + (f" ({plain(detail)})" if detail else ""), int(start) - shift,
                 int(dur or 0),

@@ -71,11 +71,12 @@ class LiveWindow:
 
     def add(self, requests: pl.DataFrame, phases: pl.DataFrame) -> None:
         """A batch of finished requests and their phase rows (``StreamingAnalysis.on_finished``)."""
-        kept = requests.select(pl.col(c) if c in requests.columns else pl.lit(None, REQUEST_FRAME_SCHEMA[c]).alias(c)
+        kept = requests.select_seq(pl.col(c) if c in requests.columns else pl.lit(None,
+                                                                                  REQUEST_FRAME_SCHEMA[c]).alias(c)
                                for c in WINDOW_COLUMNS)
         spans = phases.filter(~pl.col("part_of_total"))  # filter spans, for the slow-filter findings
         with self._lock:
-            self.requests_total += int(kept.select((~pl.col("internal")).sum()).item())
+            self.requests_total += int(kept.select_seq((~pl.col("internal")).sum()).item())
             newest = kept["ds_rx_beg_us"].max()
             if newest is not None and (self._newest_us is None or int(newest) > self._newest_us):  # type: ignore[arg-type]
                 self._newest_us = int(newest)  # type: ignore[arg-type]
@@ -100,7 +101,7 @@ class LiveWindow:
                 self._rows -= oldest.height
                 continue
             keep = oldest.tail(oldest.height - excess)
-            self._batches[0] = (keep, spans.join(keep.select("request_uid"), on="request_uid", how="semi"))
+            self._batches[0] = (keep, spans.join(keep.select_seq("request_uid"), on="request_uid", how="semi"))
             self._rows = self.max_requests
 
     def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -134,7 +135,7 @@ class LiveWindow:
         if threshold is not None and client.height:
             rows = client.filter(pl.col("total_us") >= threshold).sort("ds_rx_beg_us", descending=True,
                                                                        nulls_last=True).head(SLOW_SHOWN)
-            slow = rows.with_columns(dominant=dominant_phase(rows)).to_dicts()
+            slow = rows.with_columns_seq(dominant=dominant_phase(rows)).to_dicts()
         findings = self._findings(requests, spans)
         with self._lock:
             new = [f for f in findings if f.id not in self._seen_findings]

@@ -229,7 +229,7 @@ def _request_spans(row: dict[str, Any], place: _Place, phases: list[tuple[Any, .
 
 def client_requests(capture: Capture, contexts: pl.DataFrame) -> pl.DataFrame:
     """The client requests (not Envoy's own), each with the trace context it arrived with (``ctx_*``, or null)."""
-    ctx = contexts.select(pl.col(c).cast(t) for c, t in CONTEXT_SCHEMA.items()).rename(
+    ctx = contexts.select_seq(pl.col(c).cast(t) for c, t in CONTEXT_SCHEMA.items()).rename(
         {"conn_id": "downstream_conn_id", "trace_id": "ctx_trace_id", "parent_span_id": "ctx_parent_span_id"})
     client = capture.requests.filter(~pl.col("internal"))
     return client.join(ctx, on=["origin", "downstream_conn_id", "stream_id"], how="left", maintain_order="left",
@@ -243,13 +243,13 @@ def capture_spans(capture: Capture, contexts: pl.DataFrame, *, redact: RedactOpt
     ``contexts``: the trace contexts the requests arrived with (``trace_context.trace_contexts``).
     """
     client = client_requests(capture, contexts).with_row_index("_i")
-    index = client.select("_i", "request_uid")
+    index = client.select_seq("_i", "request_uid")
     phases = (capture.phases.join(index, on="request_uid")
               .sort("_i", "start_us", "end_us", "phase", "detail", nulls_last=True, maintain_order=True)
-              .select(_PHASE_ROW))
-    queueing = capture.queueing.join(index, on="request_uid").sort("_i", "start_us", maintain_order=True).select(
+              .select_seq(_PHASE_ROW))
+    queueing = capture.queueing.join(index, on="request_uid").sort("_i", "start_us", maintain_order=True).select_seq(
         _QUEUE_ROW)
-    places = _places(client.select(_PLACE_COLUMNS).to_dicts(), capture)
+    places = _places(client.select_seq(_PLACE_COLUMNS).to_dicts(), capture)
     phase_groups = groupby(phases.iter_rows(), key=lambda r: r[0])
     queue_groups = groupby(queueing.iter_rows(), key=lambda r: r[0])
     next_phases, next_queue = next(phase_groups, None), next(queue_groups, None)

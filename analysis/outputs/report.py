@@ -166,11 +166,11 @@ def _slowest(capture: Capture, top: int, width: int) -> list[str]:
     # (the uids of the counted requests only, when the capture's are not made yet: a flood of cut requests has none)
     slow = counted(capture.rows_without_uid())
     if "request_uid" not in slow.columns:
-        slow = slow.with_columns(request_uid())
+        slow = slow.with_columns_seq(request_uid())
     slow = slow.sort(["total_us", "request_uid"], descending=[True, False]).head(top)
     if slow.height == 0 or top <= 0:
         return []
-    slow = slow.with_columns(dominant=dominant_phase(slow))
+    slow = slow.with_columns_seq(dominant=dominant_phase(slow))
     unit, decimals = table_unit([v for c in SLOW_COLUMNS for v in slow[c].to_list()],
                                 capture.quality().timestamp_tick_us)  # one unit for the whole table
     lines = [f"slowest {slow.height} requests ({unit})",

@@ -54,7 +54,7 @@ def _b3_trace_id(value: pl.Expr) -> pl.Expr:
 def trace_contexts(events: pl.DataFrame) -> pl.DataFrame:
     """Per stream (origin, conn_id, stream_id), the trace id and parent span id it arrived with
     (``CONTEXT_SCHEMA``): ``traceparent`` first, then B3's headers, then the single ``b3`` header."""
-    dumps = events.select(COLUMNS).filter(
+    dumps = events.select_seq(COLUMNS).filter(
         pl.col("kind").is_in([k.value for k in _DUMPS]) & pl.col("stream_id").is_not_null()
         & pl.col("message").str.contains("(?i)'(?:traceparent|x-b3-traceid|b3)', '"))
     if dumps.height == 0:
@@ -62,13 +62,13 @@ def trace_contexts(events: pl.DataFrame) -> pl.DataFrame:
     parent = _header("traceparent").str.extract_groups(
         r"^(?P<v>[0-9a-e][0-9a-f])-(?P<t>[0-9a-f]{32})-(?P<s>[0-9a-f]{16})-[0-9a-f]{2}(?:-.*)?$")
     single = _header("b3").str.extract_groups(r"^(?P<t>[0-9a-f]{16}|[0-9a-f]{32})-(?P<s>[0-9a-f]{16})(?:-.*)?$")
-    found = dumps.with_columns(
+    found = dumps.with_columns_seq(
         w3c_trace=parent.struct["t"], w3c_span=parent.struct["s"],
         b3_trace=_b3_trace_id(_header("x-b3-traceid")),
         b3_span=_header("x-b3-spanid").str.extract(r"^([0-9a-f]{16})$", 1),
         single_trace=single.struct["t"].str.pad_start(32, "0"), single_span=single.struct["s"],
         first=pl.col("kind").cast(pl.String) == _DUMPS[0].value,
-    ).with_columns(
+    ).with_columns_seq(
         trace_id=pl.when(_valid(pl.col("w3c_trace"), pl.col("w3c_span"))).then("w3c_trace")
         .when(_valid(pl.col("b3_trace"), pl.col("b3_span"))).then("b3_trace")
         .when(_valid(pl.col("single_trace"), pl.col("single_span"))).then("single_trace"),
@@ -80,7 +80,7 @@ def trace_contexts(events: pl.DataFrame) -> pl.DataFrame:
             .group_by("origin", "conn_id", "stream_id", maintain_order=True)
             .agg(pl.col("trace_id").first(), pl.col("parent_span_id").first())
             .sort("origin", "conn_id", "stream_id")
-            .select(pl.col(c).cast(t) for c, t in CONTEXT_SCHEMA.items()))
+            .select_seq(pl.col(c).cast(t) for c, t in CONTEXT_SCHEMA.items()))
 
 
 def gathered(frames: Iterable[pl.DataFrame]) -> pl.DataFrame:

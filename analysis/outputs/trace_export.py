@@ -29,7 +29,7 @@ def trace_events(capture: Capture) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for origin, p in pid.items():
         out.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": f"envoy {origin}"}})
-    for origin, thread in loop.select("origin", "thread").unique().sort("origin", "thread").iter_rows():
+    for origin, thread in loop.select_seq("origin", "thread").unique().sort("origin", "thread").iter_rows():
         out.append({"ph": "M", "name": "thread_name", "pid": pid[origin], "tid": int(thread),
                     "args": {"name": f"worker {thread}"}})
     for origin, thread, start, end, conn, kind, lines in loop.iter_rows():
@@ -38,8 +38,8 @@ def trace_events(capture: Capture) -> dict[str, Any]:
                     "args": {"conn_id": conn, "lines": lines}})
     if reqs.height > MAX_REQUESTS:
         reqs = reqs.sort("total_us", descending=True, nulls_last=True).head(MAX_REQUESTS)
-    phases = capture.phases.join(reqs.select("request_uid", "origin", "thread"), on="request_uid")
-    for uid, origin, thread, start, end, method, path, status, total, envoy, queue, before in reqs.select(
+    phases = capture.phases.join(reqs.select_seq("request_uid", "origin", "thread"), on="request_uid")
+    for uid, origin, thread, start, end, method, path, status, total, envoy, queue, before in reqs.select_seq(
             "request_uid", "origin", "thread", "life_start_us", "life_end_us", "method", "path", "status",
             "total_us", "envoy_duration_us", "loop_queue_us", "queue_before_read_us").iter_rows():
         if end is None:
@@ -65,7 +65,7 @@ def _flows(reqs: pl.DataFrame, pid: dict[str, int], t0: int) -> list[dict[str, A
     """Downstream work -> upstream write, and upstream response read -> downstream encode."""
     out: list[dict[str, Any]] = []
     cols = ("request_uid", "origin", "thread", "b4", "b5", "b6", "b7")
-    for n, (_uid, origin, thread, b4, b5, b6, b7) in enumerate(reqs.select(cols).iter_rows()):
+    for n, (_uid, origin, thread, b4, b5, b6, b7) in enumerate(reqs.select_seq(cols).iter_rows()):
         if thread is None or b5 is None or b6 is None or b4 is None or b7 is None or b5 <= b4:
             continue
         for k, (a, b) in enumerate(((b4, b5), (b6, b7))):

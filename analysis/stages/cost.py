@@ -106,11 +106,11 @@ def with_sidecar_added(requests: pl.DataFrame, queueing: pl.DataFrame) -> pl.Dat
              + pl.min_horizontal(pl.col("queued_in_wait__").fill_null(0), wait))
     # (the key alone is joined and the sum put beside the rows: a join of the wide frame copies every column, and
     # without a window of upstream wait nothing is joined)
-    queued = (requests.select("request_uid").join(back, on="request_uid", how="left", maintain_order="left")
+    queued = (requests.select_seq("request_uid").join(back, on="request_uid", how="left", maintain_order="left")
               .get_column("queued_in_wait__") if back.height
               else pl.lit(None, dtype=pl.Int64).alias("queued_in_wait__"))
-    out = requests.with_columns(queued)
-    return conform(out.with_columns(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
+    out = requests.with_columns_seq(queued)
+    return conform(out.with_columns_seq(sidecar_added_us=added.clip(lower_bound=0)), COSTED_REQUEST_SCHEMA)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,7 +186,7 @@ def record_cost_us(loop: pl.DataFrame) -> float | None:
     if dense.height < MIN_DENSE_SLICES:
         return None
     per = ((pl.col("end_us") - pl.col("start_us")) / (pl.col("lines") - 1)).quantile(RECORD_COST_QUANTILE)
-    value = dense.select(per).item()
+    value = dense.select_seq(per).item()
     return None if value is None else float(value)
 
 
@@ -208,12 +208,12 @@ def corrected_slices(slices: pl.DataFrame) -> pl.DataFrame:
     median = (pl.when(pl.len().over(shape) >= MIN_SHAPE_SLICES).then(pl.col("busy_us").median().over(shape))
               .otherwise(pl.col("busy_us").median().over("origin", "kind")))
     stalled = pl.col("busy_us") > STALL_FACTOR * median + STALL_US
-    out = slices.with_columns(cpu_us=pl.when(stalled).then(median).otherwise(pl.col("busy_us")).cast(pl.Float64))
+    out = slices.with_columns_seq(cpu_us=pl.when(stalled).then(median).otherwise(pl.col("busy_us")).cast(pl.Float64))
     after = pl.col("start_us") - pl.col("end_us").shift(1).over("origin", "thread", order_by="start_us")
-    out = out.with_columns(warm=after.is_not_null() & (after <= WARM_GAP_US), idle=idle_class(after))
+    out = out.with_columns_seq(warm=after.is_not_null() & (after <= WARM_GAP_US), idle=idle_class(after))
     warm_median = pl.col("cpu_us").filter(pl.col("warm")).median().over(shape)
     warm_count = pl.col("warm").sum().over(shape)
-    return out.with_columns(
+    return out.with_columns_seq(
         stall_us=pl.col("busy_us") - pl.col("cpu_us"),
         saturated_us=pl.when(~pl.col("warm") & (warm_count >= MIN_WARM_SLICES))
         .then(pl.min_horizontal(warm_median, pl.col("cpu_us"))).otherwise(pl.col("cpu_us")),
@@ -229,22 +229,22 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     client = rows_where(requests, ~pl.col("internal") & pl.col("life_start_us").is_not_null(), (
         "origin", "request_uid", "downstream_conn_id", "upstream_conn_id", "life_start_us"))
     # (one lazy pass: the eager join, columns and filter each copied the millions of slices)
-    slices = corrected_slices(loop.lazy().join(traffic_windows(requests).lazy(), on="origin").with_columns(
+    slices = corrected_slices(loop.lazy().join(traffic_windows(requests).lazy(), on="origin").with_columns_seq(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
-        pl.col("e") > pl.col("s")).select("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
+        pl.col("e") > pl.col("s")).select_seq("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
                                           busy_us=pl.col("e") - pl.col("s")).collect())
     # A request begins with the slice holding its first read (its `socket event` line comes a little before).
-    down = asof(client.select("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
+    down = asof(client.select_seq("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
                 slices, left_on="life", right_on="start_us", by=["origin", "conn_id"], strategy="backward",
-                take={"start_us": "read_slice"}).select(
+                take={"start_us": "read_slice"}).select_seq(
         "origin", "request_uid", "conn_id", begun=pl.coalesce("read_slice", "life"))
-    up = client.filter(pl.col("upstream_conn_id").is_not_null()).select(
+    up = client.filter(pl.col("upstream_conn_id").is_not_null()).select_seq(
         "origin", "request_uid", conn_id="upstream_conn_id", begun="life_start_us")
     slices = asof(slices, down, left_on="start_us", right_on="begun", by=["origin", "conn_id"],
                   strategy="backward", take={"request_uid": "by_down"})
     slices = asof(slices, up, left_on="start_us", right_on="begun", by=["origin", "conn_id"],
                   strategy="backward", take={"request_uid": "by_up"})
-    return slices.with_columns(request_uid=pl.coalesce("by_down", "by_up")).drop("by_down", "by_up")
+    return slices.with_columns_seq(request_uid=pl.coalesce("by_down", "by_up")).drop("by_down", "by_up")
 
 
 def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: RecordCosts | None) -> pl.DataFrame:
@@ -263,8 +263,8 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
     figures = ("cpu_us", "stall_us", "saturated_us")
     cooling, cold = (pl.col("idle") == COOLING).sum(), (pl.col("idle") == COLD).sum()
     # (the columns read, selected before the filter: it copies every column it keeps, of millions of slices)
-    own = slices.select("request_uid", *figures, "lines", "idle").filter(pl.col("request_uid").is_not_null()
-                                                                          ).group_by("request_uid").agg(
+    own = slices.select_seq("request_uid", *figures, "lines", "idle").filter(pl.col("request_uid").is_not_null()
+                                                                              ).group_by("request_uid").agg(
         *(pl.col(f).sum().alias(f"own_{f}") for f in figures), own_lines=pl.col("lines").sum(),
         own_cooling=cooling, own_cold=cold)
     per_worker = client.group_by("origin", "thread").agg(n=pl.len())
@@ -273,8 +273,8 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
         *(pl.col(f).filter(unowned).sum().alias(f"shared_{f}") for f in figures),
         worker_cpu_us=pl.col("cpu_us").sum(), worker_lines=pl.col("lines").sum(), worker_cooling=cooling,
         worker_cold=cold, shared_lines=pl.col("lines").filter(unowned).sum())
-    out = (client.select("request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us",
-                         "sidecar_added_us")
+    out = (client.select_seq("request_uid", "origin", "thread", "queue_before_read_us", "loop_queue_us",
+                             "sidecar_added_us")
            .join(own, on="request_uid", how="left")
            .join(woke, on="request_uid", how="left")
            .join(worker.join(per_worker, on=["origin", "thread"]), on=["origin", "thread"], how="left"))
@@ -289,7 +289,7 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
     def with_share(figure: str) -> pl.Expr:
         return pl.col(f"own_{figure}").fill_null(0) + pl.col(f"shared_{figure}").fill_null(0) / pl.col("n")
 
-    return out.with_columns(
+    return out.with_columns_seq(
         own_cpu_us=pl.col("own_cpu_us").fill_null(0),
         own_lines=pl.col("own_lines").fill_null(0),
         own_cooling=pl.col("own_cooling").fill_null(0),
@@ -298,10 +298,10 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
         written_lines=with_share("lines"),
         stall_us=with_share("stall_us"),
         saturated_cpu_us=with_share("saturated_us"),
-    ).with_columns(
+    ).with_columns_seq(
         observer_us=observer("own") + logging_share * queued
         + (record_costs.write_out if record_costs else 0.0) * pl.col("written_lines"),
-    ).pipe(without_wake_up).select(
+    ).pipe(without_wake_up).select_seq(
         "request_uid", "origin", "thread", "own_cpu_us", "cpu_us", "stall_us", "saturated_cpu_us", "woke_worker",
         "own_lines", "own_cooling", "own_cold", "written_lines", "observer_us", "sidecar_added_us")
 
@@ -311,13 +311,13 @@ def woken_requests(slices: pl.DataFrame) -> pl.DataFrame:
     period (a run of slices each beginning within ``IDLE_CLASS_US[0]`` of the previous one's end, the idle class
     warm): the request that found its worker idle, whose slices run on caches the idle let go cold."""
     period = (pl.col("idle") != WARM).cum_sum().over("origin", "thread", order_by="start_us")
-    begun = (slices.select("origin", "thread", "start_us", "request_uid", period=period)
+    begun = (slices.select_seq("origin", "thread", "start_us", "request_uid", period=period)
              .filter(pl.col("request_uid").is_not_null())
              .group_by("request_uid").agg(pl.col("origin").first(), pl.col("thread").first(),
-                                          period=pl.col("period").sort_by("start_us").first(),
-                                          began=pl.col("start_us").min()))
+                                              period=pl.col("period").sort_by("start_us").first(),
+                                              began=pl.col("start_us").min()))
     first = pl.col("began") == pl.col("began").min().over("origin", "thread", "period")
-    return begun.select("request_uid", woke_worker=first)
+    return begun.select_seq("request_uid", woke_worker=first)
 
 
 def without_wake_up(per_request: pl.DataFrame) -> pl.DataFrame:
@@ -331,9 +331,9 @@ def without_wake_up(per_request: pl.DataFrame) -> pl.DataFrame:
     found_running = (~woke).sum().over("origin")
     wake_up = (pl.col("saturated_cpu_us").filter(woke).mean().over("origin")
                - pl.col("saturated_cpu_us").filter(~woke).mean().over("origin")).clip(lower_bound=0)
-    return per_request.with_columns(saturated_cpu_us=pl.when(woke & (found_running >= MIN_FOUND_RUNNING))
-                                    .then((pl.col("saturated_cpu_us") - wake_up).clip(lower_bound=0))
-                                    .otherwise(pl.col("saturated_cpu_us")))
+    return per_request.with_columns_seq(saturated_cpu_us=pl.when(woke & (found_running >= MIN_FOUND_RUNNING))
+                                        .then((pl.col("saturated_cpu_us") - wake_up).clip(lower_bound=0))
+                                        .otherwise(pl.col("saturated_cpu_us")))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,7 +399,7 @@ def _quantiles(values: pl.Series) -> dict[str, int | None]:
     if values.drop_nulls().len() == 0:
         return dict.fromkeys(QUANTILES)
     frame = values.to_frame("v")
-    return {name: round(frame.select(percentile_expr("v", q)).item()) for name, q in QUANTILES.items()}
+    return {name: round(frame.select_seq(percentile_expr("v", q)).item()) for name, q in QUANTILES.items()}
 
 
 def ceiling_of(per_request: pl.DataFrame) -> Ceiling | None:
@@ -452,7 +452,7 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
         util = {int(t): float(u) for t, u in workers.filter((pl.col("origin") == origin)
                                                           & pl.col("utilisation").is_not_null()
                                                           & (pl.col("requests") > 0))
-                .select("thread", "utilisation").iter_rows()}
+                .select_seq("thread", "utilisation").iter_rows()}
         if per_request is None:
             notes.append("no socket lines: the workers' busy time, CPU, the observer and the ceiling are not "
                          "measured")
@@ -483,7 +483,7 @@ def capture_cost(requests: pl.DataFrame, loop: pl.DataFrame, workers: pl.DataFra
         without = (rows["sidecar_added_us"] - rows["observer_us"]).clip(lower_bound=0) if costs else None
         per_record = None
         if costs is not None and rows["own_lines"].sum() > 0:
-            own = rows.select(costs.observer(*(pl.col(c).sum() for c in ("own_lines", "own_cooling", "own_cold"))))
+            own = rows.select_seq(costs.observer(*(pl.col(c).sum() for c in ("own_lines", "own_cooling", "own_cold"))))
             per_record = float(own.item()) / float(rows["own_lines"].sum())
         cpu = rows["cpu_us"]
         out.append(Cost(

@@ -52,52 +52,54 @@ def failed_connects(streams: pl.DataFrame, events: pl.DataFrame, setup: pl.DataF
     error line (``delayed connect error: Connection refused``, the TLS error). ``setup``: per (origin, conn_id)
     the requests stage's connection setup columns."""
     cols = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind", "reason")
-    resets = events.select(*(c for c in cols if c in events.columns)).filter(
+    resets = events.select_seq(*(c for c in cols if c in events.columns)).filter(
         (pl.col("kind") == EventKind.UPSTREAM_RESET) & pl.col("stream_id").is_not_null()
         & pl.col("reason").fill_null("").str.contains(CONNECT_FAILURE))
-    none = streams.with_columns(*(pl.lit(None, dtype=pl.Int64).alias(c) for c in (
+    none = streams.with_columns_seq(*(pl.lit(None, dtype=pl.Int64).alias(c) for c in (
         "failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts", "failed_hs_end_ts")),
         failed_reason=pl.lit(None, dtype=pl.String), failed_error=pl.lit(None, dtype=pl.String))
     if resets.height == 0:
         return none
     last = resets.sort("ts_us", "line_no").group_by("origin", "conn_id", "stream_id", maintain_order=True).last()
-    closed = events.select("origin", "conn_id", "thread", "ts_us", "line_no", "kind").filter(
+    closed = events.select_seq("origin", "conn_id", "thread", "ts_us", "line_no", "kind").filter(
         pl.col("kind").is_in([EventKind.POOL_CLIENT_DISCONNECTED, EventKind.POOL_CONNECT_TIMEOUT])
         & pl.col("conn_id").is_not_null()).rename({"conn_id": "failed_conn_id"})
     by = ["origin", "thread"] if real_threads else ["origin"]
     last = asof(last, closed, left_on="ts_us", right_on="ts_us", by=by, strategy="backward",
                 take={"failed_conn_id": "failed_conn_id"}, tolerance=5_000)
     # The TLS error or connect error on that connection: the failure's own time (the pool's line comes after).
-    errors = events.select("origin", "conn_id", "ts_us", "line_no", "kind", "reason").sort("ts_us", "line_no").filter(
+    errors = events.select_seq("origin", "conn_id", "ts_us", "line_no", "kind", "reason").sort("ts_us",
+                                                                                               "line_no").filter(
         pl.col("kind").is_in([EventKind.TLS_FAILURE, EventKind.CONNECT_ERROR, EventKind.POOL_CONNECT_TIMEOUT])
         & pl.col("conn_id").is_not_null()).group_by("origin", "conn_id", maintain_order=True).agg(
         failed_at_ts=pl.col("ts_us").min(),
         failed_error=pl.col("reason").drop_nulls().first(),
         tls_failed=(pl.col("kind") == EventKind.TLS_FAILURE).any())
-    last = (last.select("origin", "conn_id", "stream_id", "failed_conn_id", reset_ts="ts_us", failed_reason="reason")
+    last = (last.select_seq("origin", "conn_id", "stream_id", "failed_conn_id", reset_ts="ts_us",
+                            failed_reason="reason")
             .join(setup.rename({"conn_id": "failed_conn_id"}), on=["origin", "failed_conn_id"], how="left")
             .join(errors.rename({"conn_id": "failed_conn_id"}), on=["origin", "failed_conn_id"], how="left"))
     failed_at = pl.coalesce("failed_at_ts", "reset_ts")
     begin = pl.coalesce("up_in_progress_ts", "up_connecting_ts")
     tls = pl.col("tls_failed").fill_null(False) | pl.col("up_tls").fill_null(False)
-    last = last.with_columns(
+    last = last.with_columns_seq(
         failed_cx_beg_ts=pl.when(pl.col("failed_conn_id").is_not_null()).then(pl.min_horizontal(begin, failed_at)),
         failed_cx_end_ts=pl.when(pl.col("failed_conn_id").is_not_null()).then(
             pl.min_horizontal(pl.coalesce("up_connected_ts", failed_at), failed_at)),
         failed_hs_end_ts=pl.when(pl.col("failed_conn_id").is_not_null() & pl.col("up_connected_ts").is_not_null()
-                                 & tls).then(pl.max_horizontal(failed_at, "up_connected_ts")),
+                                     & tls).then(pl.max_horizontal(failed_at, "up_connected_ts")),
         reset_ts="reset_ts")
-    found = last.select("origin", "conn_id", "stream_id", "failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts",
-                        "failed_hs_end_ts", "failed_reason", "failed_error", "reset_ts")
+    found = last.select_seq("origin", "conn_id", "stream_id", "failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts",
+                            "failed_hs_end_ts", "failed_reason", "failed_error", "reset_ts")
     out = streams.join(found, on=["origin", "conn_id", "stream_id"], how="left", maintain_order="left")
     # Only a last attempt that failed: a connection that carried the request after the failed one (a retry
     # that got `pool ready`) is the request's upstream connection, and its connect is measured as usual.
     failed_last = pl.col("reset_ts").is_not_null() & (pl.col("pool_ready_ts").is_null()
                                                       | (pl.col("reset_ts") > pl.col("pool_ready_ts")))
-    return out.with_columns(
+    return out.with_columns_seq(
         pl.when(failed_last).then(pl.col(c)).alias(c)
         for c in ("failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts", "failed_hs_end_ts", "failed_reason",
-                  "failed_error")
+                      "failed_error")
     ).drop("reset_ts")
 
 

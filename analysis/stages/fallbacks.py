@@ -53,11 +53,11 @@ UNMEASURED_WITHOUT = {"b0": "downstream_read", "b6": "response_parse", "b9": "do
 def _on_upstream(events: pl.DataFrame, kinds: list[EventKind], condition: pl.Expr | None = None) -> pl.DataFrame:
     """Lines of ``kinds`` (meeting ``condition``, tested on those lines only) as upstream-connection times."""
     needed = {"origin", "conn_id", "ts_us", "kind", *(condition.meta.root_names() if condition is not None else ())}
-    lines = events.select(*(c for c in events.columns if c in needed)).filter(
+    lines = events.select_seq(*(c for c in events.columns if c in needed)).filter(
         pl.col("kind").is_in(kinds) & pl.col("conn_id").is_not_null())
     if condition is not None:
         lines = lines.filter(condition)
-    return lines.select("origin", "ts_us", upstream_conn_id="conn_id")
+    return lines.select_seq("origin", "ts_us", upstream_conn_id="conn_id")
 
 
 def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -89,18 +89,18 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         r = _fallback(r, _none_of("us_read_start_ts"), parsing, left_on="us_resp_router_ts", strategy="backward",
                       name="us_parsing_ts", tolerance=1_000_000)
         # Never before the request was handed over (a keep-alive connection's previous response).
-        r = r.with_columns(us_parsing_ts=pl.when(pl.col("us_parsing_ts") >= pl.col("us_tx_start_ts")).then(
+        r = r.with_columns_seq(us_parsing_ts=pl.when(pl.col("us_parsing_ts") >= pl.col("us_tx_start_ts")).then(
             pl.col("us_parsing_ts")))
-    r = r.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in _FALLBACK_COLUMNS if c not in r.columns)
+    r = r.with_columns_seq(pl.lit(None, dtype=pl.Int64).alias(c) for c in _FALLBACK_COLUMNS if c not in r.columns)
     if not _lacks(r, "us_resp_router_ts", "us_rx_beg_us"):
-        return r.with_columns(upstream_timeout_ts=pl.lit(None, dtype=pl.Int64))
+        return r.with_columns_seq(upstream_timeout_ts=pl.lit(None, dtype=pl.Int64))
     stream = ["origin", "conn_id", "stream_id"]
-    timeouts = events.select(*stream, "ts_us", "kind").filter(
+    timeouts = events.select_seq(*stream, "ts_us", "kind").filter(
         pl.col("kind").is_in([EventKind.UPSTREAM_TIMEOUT, EventKind.PER_TRY_TIMEOUT])
         & pl.col("stream_id").is_not_null()
     ).group_by(stream).agg(
         upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == EventKind.UPSTREAM_TIMEOUT).min(),
-                                        pl.col("ts_us").max()))
+                                            pl.col("ts_us").max()))
     return r.join(timeouts, on=stream, how="left", maintain_order="left")
 
 
@@ -118,22 +118,22 @@ def _fallback(r: pl.DataFrame, lacking: pl.Expr, lines: Callable[[], pl.DataFram
 
     Few requests lack a boundary's own line (cut ones, Envoy's own streams): the lookup takes only them and
     the lines of their connections, not every request and every line of the window."""
-    wanted = r.select(*dict.fromkeys([*UPSTREAM_CONN, left_on, *lacking.meta.root_names()]),
-                      row__=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
+    wanted = r.select_seq(*dict.fromkeys([*UPSTREAM_CONN, left_on, *lacking.meta.root_names()]),
+                          row__=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
         lacking & pl.col(left_on).is_not_null() & pl.col("upstream_conn_id").is_not_null())
     column = pl.select(pl.repeat(None, r.height, dtype=pl.Int64).alias(name)).to_series()
     if wanted.height:
         right = lines().filter(pl.col("upstream_conn_id").is_in(wanted["upstream_conn_id"].unique().implode()))
-        found = asof(wanted.select(*UPSTREAM_CONN, left_on, "row__"), right, left_on=left_on, right_on="ts_us",
+        found = asof(wanted.select_seq(*UPSTREAM_CONN, left_on, "row__"), right, left_on=left_on, right_on="ts_us",
                      by=UPSTREAM_CONN, strategy=strategy, take={"ts_us": name}, tolerance=tolerance)
         column = column.scatter(found["row__"], found[name])
-    return r.with_columns(column)
+    return r.with_columns_seq(column)
 
 
 def _lacks(r: pl.DataFrame, *columns: str) -> bool:
     """Some row has none of ``columns`` (one not looked up yet counts as none)."""
     nulls = [pl.col(c).is_null() for c in columns if c in r.columns]
-    return bool(r.height) and (not nulls or bool(r.select(pl.all_horizontal(nulls).any()).item()))
+    return bool(r.height) and (not nulls or bool(r.select_seq(pl.all_horizontal(nulls).any()).item()))
 
 
 def raw_boundaries(r: pl.DataFrame) -> pl.DataFrame:
@@ -155,7 +155,7 @@ def raw_boundaries(r: pl.DataFrame) -> pl.DataFrame:
             pl.lit(f"{b} {BOUNDARY_NAMES[b]}")))
     unmeasured = [pl.when(pl.col(BOUNDARY_SOURCES[b][0][0]).is_null()).then(pl.lit(phase))
                   for b, phase in UNMEASURED_WITHOUT.items()]
-    return r.with_columns(*values,
-                          boundary_fallbacks=pl.concat_str(fallbacks, separator=", ", ignore_nulls=True),
-                          missing_boundaries=pl.concat_str(missing, separator=", ", ignore_nulls=True),
-                          unmeasured_phases=pl.concat_str(unmeasured, separator=", ", ignore_nulls=True))
+    return r.with_columns_seq(*values,
+                              boundary_fallbacks=pl.concat_str(fallbacks, separator=", ", ignore_nulls=True),
+                              missing_boundaries=pl.concat_str(missing, separator=", ", ignore_nulls=True),
+                              unmeasured_phases=pl.concat_str(unmeasured, separator=", ", ignore_nulls=True))

@@ -97,60 +97,60 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     streams = _async_streams(requests)
     if streams.height == 0:
         return pl.DataFrame(schema=STREAMS_SCHEMA)
-    flush = streams.select(is_flush()).to_series()
-    streams = streams.with_columns(flush=flush).select(
+    flush = streams.select_seq(is_flush()).to_series()
+    streams = streams.with_columns_seq(flush=flush).select_seq(
         "request_uid", "origin", "thread", "cluster", "flush", first_line="first_line_no", first_us="first_ts",
         last_us=pl.col("last_ts"))
-    clients = requests.filter(~pl.col("internal")).select(*_STREAM, owner_uid="request_uid")
-    lines = events.select(*_STREAM, "thread", "line_no", "ts_us", "kind", "filter", "filter_status").filter(
+    clients = requests.filter(~pl.col("internal")).select_seq(*_STREAM, owner_uid="request_uid")
+    lines = events.select_seq(*_STREAM, "thread", "line_no", "ts_us", "kind", "filter", "filter_status").filter(
         pl.col("stream_id").is_not_null() & pl.col("thread").is_not_null())
     # The next decoder-filter return on the same thread, after the stream's first line, of a client stream.
-    decoded = lines.filter(pl.col("kind") == EventKind.DECODE_HEADERS_CALLED).join(clients, on=_STREAM).select(
+    decoded = lines.filter(pl.col("kind") == EventKind.DECODE_HEADERS_CALLED).join(clients, on=_STREAM).select_seq(
         *_THREAD, "owner_uid", "filter", "filter_status", returned_line="line_no", returned_us="ts_us")
     found = streams.sort("first_line").join_asof(
         decoded.sort("returned_line"), left_on="first_line", right_on="returned_line", by=_THREAD,
         strategy="forward", check_sortedness=False)
     stopped = (pl.col("filter_status").fill_null(0) != 0) & (
         pl.col("returned_us") - pl.col("first_us") <= _CALL_START_US)
-    found = found.with_columns(owner_uid=pl.when(stopped & ~pl.col("flush")).then(pl.col("owner_uid")))
+    found = found.with_columns_seq(owner_uid=pl.when(stopped & ~pl.col("flush")).then(pl.col("owner_uid")))
     name = pl.concat_str(pl.col("filter").fill_null(""), pl.lit(" "), pl.col("cluster").fill_null(""))
     kind = (pl.when(pl.col("flush")).then(pl.lit(WorkKind.TRACING_FLUSH.value))
             .when(name.str.contains(AUTHZ)).then(pl.lit(WorkKind.EXT_AUTHZ.value))
             .when(name.str.contains(RATE_LIMIT)).then(pl.lit(WorkKind.RATE_LIMIT.value))
             .when(pl.col("owner_uid").is_not_null()).then(pl.lit(WorkKind.FILTER_CALL.value))
             .otherwise(pl.lit(WorkKind.INTERNAL_REQUEST.value)))
-    found = found.with_columns(kind=kind)
+    found = found.with_columns_seq(kind=kind)
     owned = found.filter(pl.col("owner_uid").is_not_null())
     if owned.height == 0:
-        return found.select("kind", "owner_uid", work_uid="request_uid", call_start_us=pl.lit(None, pl.Int64),
-                            call_end_us=pl.lit(None, pl.Int64)).select(list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
-    owner_lines = lines.join(clients.join(owned.select("owner_uid").unique(), on="owner_uid"), on=_STREAM)
-    calling = owner_lines.filter(pl.col("kind") == EventKind.EXT_AUTHZ_CALLING).select(
+        return found.select_seq("kind", "owner_uid", work_uid="request_uid", call_start_us=pl.lit(None, pl.Int64),
+                            call_end_us=pl.lit(None, pl.Int64)).select_seq(list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
+    owner_lines = lines.join(clients.join(owned.select_seq("owner_uid").unique(), on="owner_uid"), on=_STREAM)
+    calling = owner_lines.filter(pl.col("kind") == EventKind.EXT_AUTHZ_CALLING).select_seq(
         "owner_uid", calling_us="ts_us").sort("calling_us")
-    resumed = owner_lines.filter(pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN).select(
+    resumed = owner_lines.filter(pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN).select_seq(
         "owner_uid", resumed_us="ts_us").sort("resumed_us")
     owned = owned.sort("first_us").join_asof(calling, left_on="first_us", right_on="calling_us", by="owner_uid",
                                              strategy="backward", tolerance=_CALL_START_US, check_sortedness=False)
     owned = owned.sort("first_us").join_asof(resumed, left_on="first_us", right_on="resumed_us", by="owner_uid",
                                              strategy="forward", check_sortedness=False)
-    owned = owned.select("request_uid", call_start_us=pl.coalesce("calling_us", "first_us"),
-                         call_end_us=pl.coalesce("resumed_us", "last_us"))
-    return found.join(owned, on="request_uid", how="left").select(
-        "kind", "owner_uid", "call_start_us", "call_end_us", work_uid="request_uid").select(
+    owned = owned.select_seq("request_uid", call_start_us=pl.coalesce("calling_us", "first_us"),
+                             call_end_us=pl.coalesce("resumed_us", "last_us"))
+    return found.join(owned, on="request_uid", how="left").select_seq(
+        "kind", "owner_uid", "call_start_us", "call_end_us", work_uid="request_uid").select_seq(
         list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
 
 
 def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
     """``origin, thread, conn_id`` of the health checker's connections (they log `hc response_code=…`)."""
-    return events.select(*_THREAD, "conn_id", "kind").filter(
+    return events.select_seq(*_THREAD, "conn_id", "kind").filter(
         pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS) & pl.col("conn_id").is_not_null()
-        & pl.col("thread").is_not_null()).select(*_THREAD, "conn_id").unique()
+        & pl.col("thread").is_not_null()).select_seq(*_THREAD, "conn_id").unique()
 
 
 def _health_check_lines(lines: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     """``line_no, origin, work_uid`` of the checker connections' lines without a stream id."""
     uid = pl.concat_str(pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":hc"))
-    return lines.filter(pl.col("stream_id").is_null()).join(checks, on=[*_THREAD, "conn_id"]).select(
+    return lines.filter(pl.col("stream_id").is_null()).join(checks, on=[*_THREAD, "conn_id"]).select_seq(
         pl.col("line_no").cast(pl.Int64), "origin", work_uid=uid)
 
 
@@ -180,53 +180,53 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     checks = _health_check_connections(events)
     if streams.height == 0 and checks.height == 0:
         return empty
-    lines = events.filter(pl.col("thread").is_not_null()).select(
+    lines = events.filter(pl.col("thread").is_not_null()).select_seq(
         *_THREAD, "line_no", "ts_us", "conn_id", "stream_id", wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
     owners: list[pl.DataFrame] = [_health_check_lines(lines, checks)]
     if streams.height:
-        own = _async_streams(requests).select(
+        own = _async_streams(requests).select_seq(
             work_uid="request_uid", origin="origin", conn_id="conn_id", stream_id="stream_id",
             upstream_conn_id="upstream_conn_id", last_us="life_end_us")
-        own_stream = lines.join(own.select("work_uid", *_STREAM), on=_STREAM, how="inner").select(
+        own_stream = lines.join(own.select_seq("work_uid", *_STREAM), on=_STREAM, how="inner").select_seq(
             "line_no", "origin", "work_uid")
-        bounds = own_stream.join(lines.select("origin", "line_no", "ts_us"), on=["origin", "line_no"]).group_by(
+        bounds = own_stream.join(lines.select_seq("origin", "line_no", "ts_us"), on=["origin", "line_no"]).group_by(
             "work_uid").agg(first_ts=pl.col("ts_us").min(), last_ts=pl.col("ts_us").max())
-        upstream = own.filter(pl.col("upstream_conn_id").is_not_null()).join(bounds, on="work_uid").select(
+        upstream = own.filter(pl.col("upstream_conn_id").is_not_null()).join(bounds, on="work_uid").select_seq(
             "work_uid", "origin", pl.col("upstream_conn_id").alias("conn_id"), "first_ts",
             last_ts=pl.max_horizontal("last_ts", "last_us"))
         own_upstream = lines.join(upstream, on=["origin", "conn_id"], how="inner").filter(
-            pl.col("ts_us").is_between("first_ts", "last_ts") & pl.col("stream_id").is_null()).select(
+            pl.col("ts_us").is_between("first_ts", "last_ts") & pl.col("stream_id").is_null()).select_seq(
             "line_no", "origin", "work_uid")
         owners += [own_stream, own_upstream]
     owner = pl.concat([o.cast({"line_no": pl.Int64}) for o in owners]).unique(["origin", "line_no"], keep="first")
     if owner.height == 0:
         return empty
-    lines = lines.with_columns(pl.col("line_no").cast(pl.Int64))
-    threads = lines.join(owner, on=["origin", "line_no"], how="semi").select(*_THREAD).unique()
+    lines = lines.with_columns_seq(pl.col("line_no").cast(pl.Int64))
+    threads = lines.join(owner, on=["origin", "line_no"], how="semi").select_seq(*_THREAD).unique()
     marked = lines.join(threads, on=_THREAD, how="semi").join(owner, on=["origin", "line_no"], how="left").sort(
-        *_THREAD, "line_no").with_columns(prev_ts=pl.col("ts_us").shift(1).over(_THREAD))
+        *_THREAD, "line_no").with_columns_seq(prev_ts=pl.col("ts_us").shift(1).over(_THREAD))
     # Lines without a connection id (deferred deletion, timers) neither belong to a burst nor break one.
     with_ids = marked.filter(pl.col("conn_id").is_not_null() | pl.col("work_uid").is_not_null())
     new_run = _burst_starts("work_uid", pl.col("work_uid").str.ends_with(":hc").fill_null(False), by=_THREAD)
-    with_ids = with_ids.with_columns(run=new_run.cast(pl.Int64).cum_sum().over(_THREAD))
+    with_ids = with_ids.with_columns_seq(run=new_run.cast(pl.Int64).cum_sum().over(_THREAD))
     runs = with_ids.filter(pl.col("work_uid").is_not_null()).group_by(*_THREAD, "run", "work_uid").agg(
         head_ts=pl.col("ts_us").first(), prev_ts=pl.col("prev_ts").first(), end_us=pl.col("ts_us").last())
-    kinds = streams.select("work_uid", "kind", "owner_uid")
-    runs = runs.join(kinds, on="work_uid", how="left").with_columns(
+    kinds = streams.select_seq("work_uid", "kind", "owner_uid")
+    runs = runs.join(kinds, on="work_uid", how="left").with_columns_seq(
         kind=pl.col("kind").fill_null(WorkKind.HEALTH_CHECK.value))
-    runs = runs.sort("head_ts").with_columns(first=pl.col("head_ts").rank("ordinal").over("work_uid") == 1)
+    runs = runs.sort("head_ts").with_columns_seq(first=pl.col("head_ts").rank("ordinal").over("work_uid") == 1)
     # A flush triggered by a full batch runs inside the processing of the request whose span filled it: its first
     # burst starts where the worker stopped logging before it (span serialisation). A flush on the tracer's
     # timer follows an idle worker: that gap is idle time, not work.
-    clients = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null()).select(
+    clients = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null()).select_seq(
         *_THREAD, "life_start_us", "life_end_us")
     inside = runs.filter("first").join(clients, on=_THREAD, how="inner").filter(
-        pl.col("head_ts").is_between("life_start_us", "life_end_us")).select(*_THREAD, "run").unique()
-    runs = runs.join(inside.with_columns(in_request=pl.lit(True)), on=[*_THREAD, "run"], how="left")
+        pl.col("head_ts").is_between("life_start_us", "life_end_us")).select_seq(*_THREAD, "run").unique()
+    runs = runs.join(inside.with_columns_seq(in_request=pl.lit(True)), on=[*_THREAD, "run"], how="left")
     serialising = (pl.col("first") & pl.col("in_request").fill_null(False)
                    & (pl.col("kind") == WorkKind.TRACING_FLUSH.value))
     start = pl.when(serialising).then(pl.coalesce("prev_ts", "head_ts")).otherwise(pl.col("head_ts"))
-    return runs.select("work_uid", "kind", label=work_label(), owner_uid="owner_uid", origin="origin",
+    return runs.select_seq("work_uid", "kind", label=work_label(), owner_uid="owner_uid", origin="origin",
                        thread="thread", start_us=start, end_us="end_us").cast(BURSTS_SCHEMA)  # type: ignore[arg-type]
 
 
@@ -269,27 +269,27 @@ class HealthCheckBursts:
     def step(self, lines: pl.DataFrame, final: bool = False) -> pl.DataFrame:
         """The bursts (``BURSTS_SCHEMA``) closed by the thread's next ``lines`` (``EVENT_SCHEMA``, all with this
         thread id); at ``final`` (no line follows), every burst left."""
-        results = lines.select("conn_id", "kind").filter(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS)
-                                                         & pl.col("conn_id").is_not_null())["conn_id"]
+        results = lines.select_seq("conn_id", "kind").filter(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS)
+                                                             & pl.col("conn_id").is_not_null())["conn_id"]
         self.checkers.update(results.to_list())
-        new = lines.select(
+        new = lines.select_seq(
             "line_no", "ts_us", owner=pl.when(pl.col("stream_id").is_null()).then(pl.col("conn_id")),
             has_id=pl.col("conn_id").is_not_null(), wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
         new = in_order(new, "line_no").drop("line_no")
         seq = pl.concat([self.carried, new]) if self.carried is not None else new
-        seq = seq.with_row_index("row").with_columns(prev_ts=pl.col("ts_us").shift(1))
-        ids = seq.filter("has_id").with_columns(
+        seq = seq.with_row_index("row").with_columns_seq(prev_ts=pl.col("ts_us").shift(1))
+        ids = seq.filter("has_id").with_columns_seq(
             run=_burst_starts("owner", pl.col("owner").is_not_null()).cast(pl.Int64).cum_sum())
         # The last run is open (the next lines may continue it) unless nothing follows.
         last = ids.tail(1)
         open_run = None if final or last.height == 0 or last["owner"][0] is None else int(last["run"][0])
         # A run is a stretch of rows with one owner: its first row gives its start, its last its end (no grouping).
         kept = pl.col("owner").is_not_null() & pl.col("run").ne_missing(open_run)
-        ends = ids.select("owner", "ts_us", kept=kept, head=pl.col("run").ne_missing(pl.col("run").shift(1)),
-                          tail=pl.col("run").ne_missing(pl.col("run").shift(-1)))
-        runs = pl.concat([ends.filter(pl.col("kept") & pl.col("head")).select(conn_id="owner", start_us="ts_us"),
-                          ends.filter(pl.col("kept") & pl.col("tail")).select(end_us="ts_us")], how="horizontal")
-        runs = pl.concat([self.waiting, runs.select(list(_RUNS_SCHEMA))])
+        ends = ids.select_seq("owner", "ts_us", kept=kept, head=pl.col("run").ne_missing(pl.col("run").shift(1)),
+                              tail=pl.col("run").ne_missing(pl.col("run").shift(-1)))
+        runs = pl.concat([ends.filter(pl.col("kept") & pl.col("head")).select_seq(conn_id="owner", start_us="ts_us"),
+                          ends.filter(pl.col("kept") & pl.col("tail")).select_seq(end_us="ts_us")], how="horizontal")
+        runs = pl.concat([self.waiting, runs.select_seq(list(_RUNS_SCHEMA))])
         if self.checkers:
             checking = pl.col("conn_id").is_in(pl.Series(list(self.checkers), dtype=pl.Int64).implode())
             done, waiting = runs.filter(checking), runs.filter(~checking)
@@ -299,17 +299,17 @@ class HealthCheckBursts:
             self.carried, self.waiting = None, waiting.head(0)
         elif seq.height:
             head = int(ids.filter(pl.col("run") == open_run)["row"][0]) if open_run is not None else seq.height - 1
-            self.carried = seq.slice(head).select(new.columns)
+            self.carried = seq.slice(head).select_seq(new.columns)
             newest = pl.lit(seq["ts_us"].max(), pl.Int64)
             self.waiting = waiting.filter(pl.col("end_us") >= newest - HC_FIRST_RESULT_US)
         if done.height == 0:
             return pl.DataFrame(schema=BURSTS_SCHEMA)
-        bursts = done.sort("start_us").with_columns(
+        bursts = done.sort("start_us").with_columns_seq(
             work_uid=pl.format("{}:C{}:hc", pl.lit(self.origin), pl.col("conn_id")),
             kind=pl.lit(WorkKind.HEALTH_CHECK.value))
-        return bursts.select("work_uid", "kind", label=work_label(), owner_uid=pl.lit(None, pl.String),
-                             origin=pl.lit(self.origin), thread=pl.lit(self.thread, pl.Int64), start_us="start_us",
-                             end_us="end_us").cast(BURSTS_SCHEMA)  # type: ignore[arg-type]
+        return bursts.select_seq("work_uid", "kind", label=work_label(), owner_uid=pl.lit(None, pl.String),
+                                 origin=pl.lit(self.origin), thread=pl.lit(self.thread, pl.Int64), start_us="start_us",
+                                 end_us="end_us").cast(BURSTS_SCHEMA)  # type: ignore[arg-type]
 
 
 def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataFrame) -> pl.DataFrame:
@@ -318,7 +318,7 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
     Bursts overlapping its life on its thread (other requests' calls: ``… (another request's)``), and the whole
     span of each call a filter of its own made (``ext_authz call S…``: call start → filter chain resumed).
     """
-    clients = requests.filter(~pl.col("internal") & pl.col("b0").is_not_null()).select(
+    clients = requests.filter(~pl.col("internal") & pl.col("b0").is_not_null()).select_seq(
         "request_uid", *_THREAD, "b0", "b9")
     out = []
     if bursts.height:
@@ -328,11 +328,11 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
         start = pl.max_horizontal("start_us", "b0")
         end = pl.min_horizontal("end_us", "b9")
         other = pl.when(pl.col("owner_uid").is_not_null()).then(pl.lit(" (another request's)")).otherwise(pl.lit(""))
-        out.append(hit.select("request_uid", detail=pl.col("label") + other, start_us=start, end_us=end,
-                              dur_us=end - start, tracing=pl.col("kind").is_in([k.value for k in TRACING_KINDS])))
+        out.append(hit.select_seq("request_uid", detail=pl.col("label") + other, start_us=start, end_us=end,
+                                  dur_us=end - start, tracing=pl.col("kind").is_in([k.value for k in TRACING_KINDS])))
     calls = streams.filter(pl.col("owner_uid").is_not_null())
     if calls.height:
-        own = calls.join(clients.select("request_uid"), left_on="owner_uid", right_on="request_uid").select(
+        own = calls.join(clients.select_seq("request_uid"), left_on="owner_uid", right_on="request_uid").select_seq(
             request_uid="owner_uid", detail=work_label(), start_us="call_start_us", end_us="call_end_us",
             dur_us=pl.col("call_end_us") - pl.col("call_start_us"), tracing=pl.lit(False))
         out.append(own)
@@ -344,7 +344,7 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
 
 def covered_us(rows: pl.DataFrame) -> pl.DataFrame:
     """``request_uid, covered_us``: the time the rows of each request cover (overlapping rows counted once)."""
-    ordered = rows.sort("request_uid", "start_us").with_columns(
+    ordered = rows.sort("request_uid", "start_us").with_columns_seq(
         reached=pl.col("end_us").cum_max().shift(1).over("request_uid"))
     part = (pl.col("end_us") - pl.max_horizontal("start_us", pl.coalesce("reached", "start_us"))).clip(lower_bound=0)
     return ordered.group_by("request_uid").agg(covered_us=part.sum())
@@ -361,7 +361,7 @@ def own_work(bursts: pl.DataFrame, streams: pl.DataFrame) -> pl.DataFrame:
     """Per internal request: ``internal_kind``, its own worker time ``internal_work_us`` (its bursts), and
     ``flush_work_us`` (the same, for tracing flushes only)."""
     work = bursts.group_by("work_uid").agg(internal_work_us=(pl.col("end_us") - pl.col("start_us")).sum())
-    out = streams.select("work_uid", internal_kind="kind").join(work, on="work_uid", how="left").with_columns(
+    out = streams.select_seq("work_uid", internal_kind="kind").join(work, on="work_uid", how="left").with_columns_seq(
         flush_work_us=pl.when(pl.col("internal_kind") == WorkKind.TRACING_FLUSH.value).then(
             pl.col("internal_work_us")))
     return out.rename({"work_uid": "request_uid"})

@@ -84,8 +84,9 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
         indexed = events.with_row_index("row__")
         mine = pl.col("origin").is_in(threadless.implode())
         inferred, note = infer_threads(indexed.filter(mine).drop("row__"), links.filter(mine))
-        inferred = inferred.with_columns(indexed.filter(mine)["row__"])
-        return pl.concat([indexed.filter(~mine), inferred.select(indexed.columns)]).sort("row__").drop("row__"), note
+        inferred = inferred.with_columns_seq(indexed.filter(mine)["row__"])
+        return pl.concat([indexed.filter(~mine),
+                          inferred.select_seq(indexed.columns)]).sort("row__").drop("row__"), note
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
     def find(x: tuple[str, int]) -> tuple[str, int]:
@@ -93,20 +94,21 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
             x = parent[x]
         return x
 
-    for origin, down, up in links.select("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
+    for origin, down, up in links.select_seq("origin", "downstream_conn_id", "upstream_conn_id").iter_rows():
         if down is not None and up is not None:
             a, b = find((origin, down)), find((origin, up))
             if a != b:
                 parent[a] = b
-    conn_lines = events.select("origin", "conn_id", "ts_us", "line_no", "kind").filter(pl.col("conn_id").is_not_null())
-    conns = conn_lines.select("origin", "conn_id").unique().rows()
+    conn_lines = events.select_seq("origin", "conn_id", "ts_us", "line_no",
+                                   "kind").filter(pl.col("conn_id").is_not_null())
+    conns = conn_lines.select_seq("origin", "conn_id").unique().rows()
     # (a group is named by its first connection, not by the union's root, which depends on the links' order: the
     # streaming engine gives them in the order requests finished, and ties in a group's first slice are broken by it)
     roots = pl.DataFrame([(o, c, "{}|{}".format(*find((o, c)))) for o, c in conns],
                          schema={"origin": pl.String, "conn_id": pl.Int64, "root": pl.String}, orient="row")
-    group_of = roots.with_columns(group=pl.col("conn_id").min().over("origin", "root")).drop("root")
+    group_of = roots.with_columns_seq(group=pl.col("conn_id").min().over("origin", "root")).drop("root")
     lines = conn_lines.join(group_of, on=["origin", "conn_id"]).sort("origin", "group", "ts_us", "line_no")
-    lines = lines.with_columns(slice=(pl.col("kind") == EventKind.SOCKET_EVENT).cast(pl.Int64).cum_sum().over(
+    lines = lines.with_columns_seq(slice=(pl.col("kind") == EventKind.SOCKET_EVENT).cast(pl.Int64).cum_sum().over(
         "origin", "group"))
     spans = lines.group_by("origin", "group", "slice").agg(s=pl.col("ts_us").min(), e=pl.col("ts_us").max())
     by_group = spans.group_by("origin", "group").agg(pl.col("s"), pl.col("e"), first=pl.col("s").min()).sort(
@@ -129,18 +131,18 @@ def infer_threads(events: pl.DataFrame, links: pl.DataFrame) -> tuple[pl.DataFra
         lane_rows.append((origin, group, -(i + 1)))
     lane_of = group_of.join(pl.DataFrame(lane_rows, schema={"origin": pl.String, "group": pl.Int64,
                                                             "lane": pl.Int64}, orient="row"),
-                            on=["origin", "group"]).select("origin", "conn_id", "lane")
+                            on=["origin", "group"]).select_seq("origin", "conn_id", "lane")
     # Only the lane column is looked up (joining the whole events frame would copy every column).
-    lanes_of_lines = events.select("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
-                                                             maintain_order="left")["lane"]
-    events = events.with_columns(thread=lanes_of_lines)
+    lanes_of_lines = events.select_seq("origin", "conn_id").join(lane_of, on=["origin", "conn_id"], how="left",
+                                                                 maintain_order="left")["lane"]
+    events = events.with_columns_seq(thread=lanes_of_lines)
     # Lines without a connection id: the lane whose latest slice started before them.
-    lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select("origin", "group", "lane")
-                            .unique(), on=["origin", "group"]).select("origin", "s", "e", "lane").sort(
+    lane_spans = spans.join(lane_of.join(group_of, on=["origin", "conn_id"]).select_seq("origin", "group", "lane")
+                            .unique(), on=["origin", "group"]).select_seq("origin", "s", "e", "lane").sort(
         "origin", "s", "e", "lane")
     events = asof(events, lane_spans, left_on="ts_us", right_on="s", by=["origin"], strategy="backward",
                   take={"lane": "covering_lane", "e": "covering_end"})
-    events = events.with_columns(thread=pl.coalesce(
+    events = events.with_columns_seq(thread=pl.coalesce(
         "thread", pl.when(pl.col("ts_us") <= pl.col("covering_end") + IDLE_GAP_US).then(pl.col("covering_lane"))
     )).drop("covering_lane", "covering_end")
     n_lanes = sum(len(v) for v in lanes.values())
@@ -184,18 +186,18 @@ class _Lane:
 
 def slices(events: pl.DataFrame) -> pl.DataFrame:
     """The ``loop`` frame: busy slices per (origin, thread)."""
-    lines = events.select("origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events").filter(
+    lines = events.select_seq("origin", "thread", "ts_us", "line_no", "kind", "conn_id", "events").filter(
         pl.col("thread").is_not_null())
     if lines.height == 0:
         return pl.DataFrame(schema=LOOP_SCHEMA)
     # One worker at a time (a handful of threads per origin): partitioning on an integer key is much cheaper
     # than sorting or windowing the whole capture on the origin string.
     code = pl.col("origin").cast(pl.Categorical).to_physical().cast(pl.Int64)
-    lines = lines.with_columns(key=code * (1 << 40) + pl.col("thread") + (1 << 39))
+    lines = lines.with_columns_seq(key=code * (1 << 40) + pl.col("thread") + (1 << 39))
     out = pl.concat([_thread_slices(part.sort("ts_us", "line_no"))
                      for part in lines.partition_by("key", maintain_order=False)])
     out = out.sort("origin", "thread", maintain_order=True)
-    return out.select(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
+    return out.select_seq(list(LOOP_SCHEMA)).cast(LOOP_SCHEMA)  # type: ignore[arg-type]
 
 
 #: Each line kind's part in the slice rules (``extension.loop_slices``), by its name.
@@ -215,7 +217,7 @@ def _thread_slices(lines: pl.DataFrame) -> pl.DataFrame:
     opens, timer = pl.lit(found["opens"]), pl.lit(found["timer"])
     mask = pl.when(opens).then(pl.col("events"))
     # (one select over the slices' first lines: a query costs more than its few rows here)
-    return lines.select("origin", "thread", "ts_us", "conn_id", "events")[first].select(
+    return lines.select_seq("origin", "thread", "ts_us", "conn_id", "events")[first].select_seq(
         "origin", "thread", start_us="ts_us", conn_id=pl.when(opens).then(pl.col("conn_id")), mask=mask, timer=timer,
         first_row=pl.lit(first), end_us=pl.lit(lines["ts_us"].gather(last)), last_row=pl.lit(last),
         lines=pl.lit((last - first + 1).cast(pl.UInt32)),
@@ -238,21 +240,21 @@ def _thread_slices_by_polars(lines: pl.DataFrame) -> pl.DataFrame:
     # before shutdown does not stretch to the end of the capture.
     woke = ((pl.col("kind").is_in(WAKE_KINDS) & (gap > IDLE_GAP_US))
             | (pl.col("conn_id").is_null() & (gap >= UNATTRIBUTED_IDLE_US)))
-    lines = lines.with_columns(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer | woke,
-                               timer=timer & ~is_event)
-    lines = lines.with_columns(slice=pl.col("opens").cast(pl.Int64).cum_sum())
+    lines = lines.with_columns_seq(opens=is_event | ((gap > IDLE_GAP_US) & before_first) | timer | woke,
+                                   timer=timer & ~is_event)
+    lines = lines.with_columns_seq(slice=pl.col("opens").cast(pl.Int64).cum_sum())
     # Lines are in time order, so each slice is a run of rows: its first row opens it (when any does) and
     # its last row has its latest time. Read both ends of every run instead of grouping.
-    lines = lines.with_row_index("row").with_columns(
+    lines = lines.with_row_index("row").with_columns_seq(
         head=(pl.col("slice") != pl.col("slice").shift(1)).fill_null(True),
         tail=(pl.col("slice") != pl.col("slice").shift(-1)).fill_null(True))
-    heads = lines.filter("head").select(
+    heads = lines.filter("head").select_seq(
         "origin", "thread", start_us="ts_us", conn_id=pl.when(pl.col("opens")).then(pl.col("conn_id")),
         mask=pl.when(pl.col("opens")).then(pl.col("events")), timer="timer", first_row="row")
-    tails = lines.filter("tail").select(end_us="ts_us", last_row="row")
-    out = pl.concat([heads, tails], how="horizontal").with_columns(
+    tails = lines.filter("tail").select_seq(end_us="ts_us", last_row="row")
+    out = pl.concat([heads, tails], how="horizontal").with_columns_seq(
         lines=(pl.col("last_row") - pl.col("first_row") + 1).cast(pl.UInt32))
-    return out.with_columns(kind=pl.when(pl.col("timer")).then(pl.lit("timer")).otherwise(
+    return out.with_columns_seq(kind=pl.when(pl.col("timer")).then(pl.lit("timer")).otherwise(
         pl.col("mask").replace_strict(_EVENT_KIND, default="other", return_dtype=pl.String)))
 
 
@@ -260,9 +262,9 @@ def busy_runs(loop: pl.DataFrame, idle_gap_us: int = IDLE_GAP_US) -> pl.DataFram
     """Slices with ``run_start_us``: the start of the busy run each belongs to."""
     loop = loop.sort("origin", "thread", "start_us")
     gap = pl.col("start_us") - pl.col("end_us").shift(1).over("origin", "thread")
-    loop = loop.with_columns(new_run=gap.is_null() | (gap > idle_gap_us))
-    loop = loop.with_columns(run=pl.col("new_run").cast(pl.Int64).cum_sum().over("origin", "thread"))
-    return loop.with_columns(run_start_us=pl.col("start_us").min().over("origin", "thread", "run"))
+    loop = loop.with_columns_seq(new_run=gap.is_null() | (gap > idle_gap_us))
+    loop = loop.with_columns_seq(run=pl.col("new_run").cast(pl.Int64).cum_sum().over("origin", "thread"))
+    return loop.with_columns_seq(run_start_us=pl.col("start_us").min().over("origin", "thread", "run"))
 
 
 def _min_positive(expr: pl.Expr) -> pl.Expr:
@@ -303,10 +305,10 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
     # (the model reads a few columns: they are sorted and joined, the wide frame is not copied;
     # origins are numbered in their sort order, so millions of lookup rows do not each carry a file name)
     # (`select`, not `requests["origin"]`: indexing a constant column makes the frame keep a full copy of it)
-    names = pl.concat([requests.select(pl.col("origin").unique()).to_series(),
-                       loop.select(pl.col("origin").unique()).to_series()]).unique().drop_nulls().sort()
+    names = pl.concat([requests.select_seq(pl.col("origin").unique()).to_series(),
+                       loop.select_seq(pl.col("origin").unique()).to_series()]).unique().drop_nulls().sort()
     origin = pl.col("origin").cast(pl.Enum(names)).to_physical()
-    loop = loop.select(origin, "thread", "start_us", "end_us", "conn_id")
+    loop = loop.select_seq(origin, "thread", "start_us", "end_us", "conn_id")
     runs = busy_runs(loop.drop("conn_id")).drop("new_run", "run")
     # A column of one value on every row (spill.constant_columns: a field one-line requests never set, one
     # origin) stays out of the sort and the windows, which would expand it to a value a row, and is added
@@ -322,40 +324,40 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
              if k not in fixed]
     # (the uid is not read here: its ~60 bytes a request are read from ``requests`` for the windows only; the
     # sort gathers columns of equal values once, spill.gathered: a one-line request's times are one timestamp)
-    r = requests.select(*([] if "origin" in fixed else [origin]),
+    r = requests.select_seq(*([] if "origin" in fixed else [origin]),
                         *(c for c in _LOOP_READS[2:] if c not in fixed), pos__=pl.int_range(pl.len(), dtype=pl.UInt32))
     if order:
-        sorting, columns = r.select(pl.arg_sort_by(order)).to_series(), r.get_columns()
+        sorting, columns = r.select_seq(pl.arg_sort_by(order)).to_series(), r.get_columns()
         del r
         r = pl.DataFrame(gathered(columns, sorting))
-    r = r.with_columns(value.alias(name) for name, value in fixed.items())
+    r = r.with_columns_seq(value.alias(name) for name, value in fixed.items())
     # (`r` is sorted by origin and connection first: a connection's requests are neighbours, and the previous
     # row's end is its previous request's when the two keys match; `shift(1).over(...)` hashed millions of
     # connections: 28 s and 200 MiB for 5 M of one request each)
     same = [pl.col(k).eq_missing(pl.col(k).shift(1)) for k in ("origin", "downstream_conn_id") if k not in fixed]
     previous_end = pl.col("life_end_us").shift(1)
-    r = r.with_columns(prev_end_us=pl.when(pl.all_horizontal(same)).then(previous_end) if same else previous_end)
+    r = r.with_columns_seq(prev_end_us=pl.when(pl.all_horizontal(same)).then(previous_end) if same else previous_end)
     # (the minima are window expressions: three joins would each copy the millions of rows of `r`)
     waits = pl.col("us_read_start_ts") - pl.col("b5")
     connects = pl.col("us_cx_end_us") - pl.col("us_cx_beg_us")
-    r = r.with_columns(
+    r = r.with_columns_seq(
         turnaround_us=over(_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")), "origin"),
         # too few samples tell nothing about the upstream's speed
         min_wait_us=over(pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)),
-                         "origin", "cluster"),
+                             "origin", "cluster"),
         min_connect_us=over(pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES)
-                            .then(_min_positive(connects)), "origin", "cluster"))
+                                .then(_min_positive(connects)), "origin", "cluster"))
     # (the requests stage knows each downstream connection's first line: a request cannot be read before it)
-    r = r.with_columns(
+    r = r.with_columns_seq(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_first_ts"),
         ready_response_us=pl.col("b5") + pl.col("min_wait_us").fill_null(0),
         ready_connect_us=pl.col("us_cx_beg_us") + pl.col("min_connect_us").fill_null(0),
     )
     # (what the lookups and the result read from here on: the other columns are let go before the blocks run)
-    r = r.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "total_us", "pos__",
-                 *dict.fromkeys(c for _where, event, bound, _slice in WAIT_POINTS for c in (event, bound)))
+    r = r.select_seq("origin", "thread", "downstream_conn_id", "upstream_conn_id", "total_us", "pos__",
+                     *dict.fromkeys(c for _where, event, bound, _slice in WAIT_POINTS for c in (event, bound)))
     if placed is not None:  # (five lookup rows a request and their queues: 1.5 GiB for 10 M one-line requests)
-        r = r.filter(requests.select(placed).to_series().gather(r["pos__"]))
+        r = r.filter(requests.select_seq(placed).to_series().gather(r["pos__"]))
     # Each wait point's lookups (one as-of lookup per step for a block of rows; rows name their request by its
     # row in `r` and their wait point by its number: no strings repeated), a block of QUEUE_ROWS at a time, in
     # the order of wait point then row: what a block keeps is its queue and its windows (memory stays bounded
@@ -372,30 +374,30 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
         for i, _at, rows in pieces:
             points[i].append(looked["queue"].slice(offset, rows))
             offset += rows
-        waited.append(looked.filter(pl.col("queue") > 0).select(
+        waited.append(looked.filter(pl.col("queue") > 0).select_seq(
             "row", "point", "origin", "thread", "downstream_conn_id", "upstream_conn_id", start_us="lb",
             end_us="slice_start"))
     queues = [pl.concat(point) if len(point) > 1 else point[0] for point in points]
     # (the lookup columns are let go: the last block still shares their buffers)
     del block, looked
-    r = r.select("total_us", "pos__").with_columns(queue.alias(f"queue_{where.replace(' ', '_')}_us")
-                       for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
+    r = r.select_seq("total_us", "pos__").with_columns_seq(queue.alias(f"queue_{where.replace(' ', '_')}_us")
+                           for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
     windows = pl.concat(waited)
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
     # points lie between b0 and b9, so their sum is a share of the phases (clipped, in case windows overlap).
     inside = [pl.col(f"queue_{w[0].replace(' ', '_')}_us").fill_null(0) for w in WAIT_POINTS if w[0] != BEFORE_READ]
-    added = r.select(
+    added = r.select_seq(
         queue_before_read_us=pl.col(f"queue_{BEFORE_READ.replace(' ', '_')}_us").fill_null(0).cast(pl.Int64),
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
-                                        ).cast(pl.Int64))
+                                            ).cast(pl.Int64))
     # (the two columns are put back in the requests' own order: the wide frame is not copied)
     queued = requests.drop(added.columns, strict=False).hstack(
         added[r["pos__"].arg_sort()] if r.height == requests.height else _scattered(added, r["pos__"], requests.height))
     # (made from the columns it is made of, for the windows' requests only: ``conclude`` carries the uid as
     # one null value until the requests are in order)
-    uids = requests.select(pl.col(UID_COLUMNS).gather(r["pos__"].gather(windows["row"]))).select(request_uid())
+    uids = requests.select_seq(pl.col(UID_COLUMNS).gather(r["pos__"].gather(windows["row"]))).select_seq(request_uid())
     del r  # (the lookup frame is let go before the served connections are listed: the two would peak together)
-    queueing = windows.select(
+    queueing = windows.select_seq(
         uids.to_series(), pl.Series("where", [p[0] for p in WAIT_POINTS]).gather(
             windows["point"]), "start_us", "end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
         conn_ids=_served_during(windows, loop))
@@ -424,7 +426,7 @@ def _blocks(rows: int, points: int) -> list[list[tuple[int, int, int]]]:
 def _wait_rows(r: pl.DataFrame, point: int, at: int, rows: int) -> pl.DataFrame:
     """The lookup rows of wait point ``point`` for requests ``at`` .. ``at + rows`` of ``r``."""
     _where, event_col, bound_col, bound_is_slice = WAIT_POINTS[point]
-    return r.slice(at, rows).select(
+    return r.slice(at, rows).select_seq(
         "origin", "thread", "downstream_conn_id", "upstream_conn_id",
         row=pl.int_range(at, at + pl.len(), dtype=pl.UInt32), point=pl.lit(point, dtype=pl.UInt8),
         event=event_col, bound=bound_col, bound_is_slice=pl.lit(bound_is_slice))
@@ -433,8 +435,8 @@ def _wait_rows(r: pl.DataFrame, point: int, at: int, rows: int) -> pl.DataFrame:
 def _constant_reads(requests: pl.DataFrame, origin: pl.Expr) -> dict[str, pl.Expr]:
     """The columns of ``_LOOP_READS`` that hold one value on every row, each as that value (``origin`` as its
     number, ``origin`` the expression that numbers it)."""
-    fixed = constant_columns(requests.select(_LOOP_READS))
-    first = requests.head(1).select(*([origin.alias("origin")] if "origin" in fixed else []), *(
+    fixed = constant_columns(requests.select_seq(_LOOP_READS))
+    first = requests.head(1).select_seq(*([origin.alias("origin")] if "origin" in fixed else []), *(
         name for name in fixed if name != "origin"))
     return {name: pl.lit(first.item(0, name), dtype=first.schema[name]) for name in first.columns}
 
@@ -448,29 +450,29 @@ def _queued_at(w: pl.DataFrame, runs: pl.DataFrame, loop: pl.DataFrame) -> pl.Da
              take={"end_us": "bound_slice_end", "start_us": "bound_slice_start"})
     # Writes: the bound is the end of the slice that queued the bytes; the same slice as the event means
     # no new event, no wait.
-    w = w.with_columns(bound=pl.when(~pl.col("bound_is_slice")).then(pl.col("bound")).when(
+    w = w.with_columns_seq(bound=pl.when(~pl.col("bound_is_slice")).then(pl.col("bound")).when(
         pl.col("bound_slice_start") == pl.col("slice_start")).then(pl.col("slice_start")).otherwise(
         pl.col("bound_slice_end")))
     w = _after_own_work(w, loop)
-    w = w.with_columns(lb=pl.max_horizontal("bound", "run_start", "own_end"))
+    w = w.with_columns_seq(lb=pl.max_horizontal("bound", "run_start", "own_end"))
     # Slices after `lb` and before the event belong to other connections (own ones moved `lb`);
     # the wait starts when the first of them starts: idle time before it is not queueing.
     w = asof(w, runs, left_on="lb", right_on="start_us", by=["origin", "thread"], strategy="forward",
              take={"start_us": "first_other"})
-    w = w.with_columns(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
-    w = w.with_columns(queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64))
+    w = w.with_columns_seq(lb=pl.when(pl.col("first_other") < pl.col("slice_start")).then(pl.col("first_other")))
+    w = w.with_columns_seq(queue=(pl.col("slice_start") - pl.col("lb")).clip(lower_bound=0).fill_null(0).cast(pl.Int64))
     return w
 
 
 def _after_own_work(w: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     """``own_end``: end of the last slice of the request's own connections before its event (not queueing)."""
-    own = loop.filter(pl.col("conn_id").is_not_null()).select("origin", "conn_id", "start_us", "end_us")
-    w = w.with_columns(before=pl.col("slice_start") - 1)
+    own = loop.filter(pl.col("conn_id").is_not_null()).select_seq("origin", "conn_id", "start_us", "end_us")
+    w = w.with_columns_seq(before=pl.col("slice_start") - 1)
     w = asof(w, own.rename({"conn_id": "downstream_conn_id"}), left_on="before", right_on="start_us",
              by=["origin", "downstream_conn_id"], strategy="backward", take={"end_us": "own_down_end"})
     w = asof(w, own.rename({"conn_id": "upstream_conn_id"}), left_on="before", right_on="start_us",
              by=["origin", "upstream_conn_id"], strategy="backward", take={"end_us": "own_up_end"})
-    return w.with_columns(own_end=pl.max_horizontal("own_down_end", "own_up_end")).drop(
+    return w.with_columns_seq(own_end=pl.max_horizontal("own_down_end", "own_up_end")).drop(
         "before", "own_down_end", "own_up_end")
 
 
@@ -487,19 +489,20 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
     none = pl.lit([], dtype=pl.List(pl.Int64))
     if windows.height == 0:
         return pl.Series("conn_ids", [], dtype=pl.List(pl.Int64))
-    if loop.select(pl.col("conn_id").is_not_null().any()).item() is not True:  # no slice served a connection
+    if loop.select_seq(pl.col("conn_id").is_not_null().any()).item() is not True:  # no slice served a connection
         return pl.select(conn_ids=pl.repeat([], windows.height, dtype=pl.List(pl.Int64))).to_series()
     # Slices numbered per worker in time order; a window covers the index range of the slices starting
     # inside it (two as-of lookups), so the work is linear in the slices actually served, not windows × slices.
-    numbered = loop.select("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread", "s").with_columns(
+    numbered = loop.select_seq("origin", "thread", s="start_us", c="conn_id").sort("origin", "thread",
+                                                                                   "s").with_columns_seq(
         idx=pl.int_range(pl.len(), dtype=pl.Int64))
     # (first and last row of each (worker, start) run of the sorted slices, without a hash table)
     first = ((pl.col("origin") != pl.col("origin").shift(1)) | (pl.col("thread") != pl.col("thread").shift(1))
              | (pl.col("s") != pl.col("s").shift(1))).fill_null(True)
-    starts = numbered.filter(first).select("origin", "thread", "s", lo="idx").with_columns(
+    starts = numbered.filter(first).select_seq("origin", "thread", "s", lo="idx").with_columns_seq(
         hi=pl.col("lo").shift(-1).fill_null(numbered.height) - 1)
-    w = windows.select("origin", "thread", "downstream_conn_id", "upstream_conn_id", "start_us",
-                       last_s=pl.col("end_us") - 1, win=pl.int_range(pl.len(), dtype=pl.UInt32))
+    w = windows.select_seq("origin", "thread", "downstream_conn_id", "upstream_conn_id", "start_us",
+                           last_s=pl.col("end_us") - 1, win=pl.int_range(pl.len(), dtype=pl.UInt32))
     w = asof(w, starts, left_on="start_us", right_on="s", by=["origin", "thread"], strategy="forward",
              take={"lo": "first_idx"})
     w = asof(w, starts, left_on="last_s", right_on="s", by=["origin", "thread"], strategy="backward",
@@ -508,15 +511,15 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
     named_before = pl.concat([pl.Series([0], dtype=pl.Int64),
                               numbered["c"].is_not_null().cast(pl.Int64).cum_sum()])
     # (select before filtering: a filter copies every column it keeps)
-    ranges = w.select("win", "downstream_conn_id", "upstream_conn_id", "first_idx", "last_idx").filter(
+    ranges = w.select_seq("win", "downstream_conn_id", "upstream_conn_id", "first_idx", "last_idx").filter(
         pl.col("first_idx") <= pl.col("last_idx"))
     ranges = ranges.filter(named_before.gather(ranges["last_idx"] + 1) > named_before.gather(ranges["first_idx"]))
-    ranges = ranges.with_columns(batch=(pl.col("last_idx") - pl.col("first_idx") + 1).cum_sum() // EXPLODE_ROWS)
+    ranges = ranges.with_columns_seq(batch=(pl.col("last_idx") - pl.col("first_idx") + 1).cum_sum() // EXPLODE_ROWS)
     # (one row per slice served inside a window adds up to millions: they are made a batch of windows at a time)
     if ranges.height == 0:
         return pl.select(conn_ids=pl.repeat([], w.height, dtype=pl.List(pl.Int64))).to_series()
     names = pl.concat([_served(part, numbered["c"]) for part in ranges.partition_by("batch", maintain_order=True)])
-    return w.select("win").join(names, on="win", how="left", maintain_order="left").select(
+    return w.select_seq("win").join(names, on="win", how="left", maintain_order="left").select_seq(
         conn_ids=pl.col("conns").fill_null(none)).to_series()
 
 
@@ -525,9 +528,9 @@ def _served(ranges: pl.DataFrame, conns: pl.Series) -> pl.DataFrame:
 
     ``first_idx``..``last_idx`` are rows of ``conns`` (the worker's slices in time order: lookups were by
     worker, so a range stays on the window's worker)."""
-    w = ranges.select("win", "downstream_conn_id", "upstream_conn_id",
-                      idx=pl.int_ranges("first_idx", pl.col("last_idx") + 1, dtype=pl.Int64)).explode("idx")
-    served = w.with_columns(c=conns.gather(w["idx"])).filter(
+    w = ranges.select_seq("win", "downstream_conn_id", "upstream_conn_id",
+                          idx=pl.int_ranges("first_idx", pl.col("last_idx") + 1, dtype=pl.Int64)).explode("idx")
+    served = w.with_columns_seq(c=conns.gather(w["idx"])).filter(
         pl.col("c").is_not_null() & (pl.col("c") != pl.col("downstream_conn_id"))
         & (pl.col("c") != pl.col("upstream_conn_id").fill_null(-1)))
     return served.group_by("win", maintain_order=True).agg(conns=pl.col("c").unique(maintain_order=True))
@@ -537,9 +540,9 @@ def render_queueing(queueing: pl.DataFrame) -> pl.DataFrame:
     """``loop_queue`` rows for the phases frame: the windows with their connections as text for display
     (``upstream wait: C2 + C7``); readers that need the connections read ``queueing`` itself."""
     listed = pl.lit("C") + pl.col("conn_ids").cast(pl.List(pl.String)).list.join(" + C")  # (no per-element eval)
-    rows = [part.select("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value), detail=_queueing_detail(part, listed),
-                        start_us="start_us", end_us="end_us", dur_us="dur_us",
-                        part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
+    rows = [part.select_seq("request_uid", phase=pl.lit(Phase.LOOP_QUEUE.value), detail=_queueing_detail(part, listed),
+                            start_us="start_us", end_us="end_us", dur_us="dur_us",
+                            part_of_total=pl.lit(False)).cast(PHASES_SCHEMA)  # type: ignore[arg-type]
             # (a block of windows at a time: the text of every listed connection is made, then joined)
             for part in queueing.iter_slices(RENDER_ROWS)]
     return pl.concat(rows) if rows else pl.DataFrame(schema=PHASES_SCHEMA)
@@ -555,13 +558,13 @@ def _queueing_detail(part: pl.DataFrame, listed: pl.Expr) -> pl.Series:
     """Each window's detail text: ``where: C2 + C7``, or ``where: (no other connection logged)``."""
     # (the text is written only for windows that served other connections; the others point at one of the
     # few strings of _ALONE_DETAIL instead of each holding its own copy, ~45 bytes a window)
-    rows = part.select(served=pl.col("conn_ids").list.len() > 0, point=pl.col("where").replace_strict(
+    rows = part.select_seq(served=pl.col("conn_ids").list.len() > 0, point=pl.col("where").replace_strict(
         _WAIT_POINT_NUMBER, default=None, return_dtype=pl.UInt32))
-    written = rows.select(own=pl.col("served") | pl.col("point").is_null())["own"]
-    texts = part.filter(written).select(pl.col("where") + pl.lit(": ") + pl.when(pl.col("conn_ids").list.len() > 0)
-                                        .then(listed).otherwise(pl.lit(NO_OTHER_CONNECTION)))
-    at = rows.select(pl.when(written).then(written.cast(pl.UInt32).cum_sum() - 1 + _ALONE_DETAIL.len())
-                     .otherwise("point"))
+    written = rows.select_seq(own=pl.col("served") | pl.col("point").is_null())["own"]
+    texts = part.filter(written).select_seq(pl.col("where") + pl.lit(": ") + pl.when(pl.col("conn_ids").list.len() > 0)
+                                            .then(listed).otherwise(pl.lit(NO_OTHER_CONNECTION)))
+    at = rows.select_seq(pl.when(written).then(written.cast(pl.UInt32).cum_sum() - 1 + _ALONE_DETAIL.len())
+                         .otherwise("point"))
     return pl.concat([_ALONE_DETAIL, texts.to_series().alias("detail")]).gather(at.to_series())
 
 
@@ -569,7 +572,7 @@ def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame
     """(origin, thread) of workers: threads that logged `worker entering dispatch loop` or served requests."""
     started = events.filter((pl.col("kind") == EventKind.WORKER_NOISE)
                             & pl.col("message").str.starts_with("worker entering dispatch loop")
-                            & pl.col("thread").is_not_null()).select("origin", "thread")
+                            & pl.col("thread").is_not_null()).select_seq("origin", "thread")
     served = rows_where(requests, ~pl.col("internal") & pl.col("thread").is_not_null(), ("origin", "thread"))
     return pl.concat([started, served]).unique()
 
@@ -585,9 +588,9 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     """
     # (the four columns read, joined lazily: a semi join or a join of the eager frame copies every column of
     # millions of slices; on the 5 GB corpus this step's peak was +440 MiB)
-    spans = loop.lazy().select("origin", "thread", "start_us", "end_us")
+    spans = loop.lazy().select_seq("origin", "thread", "start_us", "end_us")
     if workers is not None:
-        spans = spans.join(workers.lazy().select("origin", "thread"), on=["origin", "thread"], how="semi")
+        spans = spans.join(workers.lazy().select_seq("origin", "thread"), on=["origin", "thread"], how="semi")
     loop = spans.collect()
     schema = WORKER_SCHEMA
     client = rows_where(requests, ~pl.col("internal"), (
@@ -595,7 +598,7 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
         "loop_queue_us"))
     if loop.height == 0 or client.height == 0:
         return pl.DataFrame(schema=schema)
-    threads = loop.select("origin", "thread").unique()
+    threads = loop.select_seq("origin", "thread").unique()
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
     work = grouped_by_varying(client, ("origin", "thread"), requests=pl.len(),
@@ -603,17 +606,17 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     harm = grouped_by_varying(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
                     wait_p50_us=percentile_expr(wait, 0.5))
     window = grouped_by_varying(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
-    busy_in = loop.lazy().join(window.lazy(), on="origin").select(
+    busy_in = loop.lazy().join(window.lazy(), on="origin").select_seq(
         "origin", "thread", s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum()
-                                                                   ).collect()
+                                                                       ).collect()
     out = (threads.join(window, on="origin", how="left").join(busy_in, on=["origin", "thread"], how="left")
            .join(work, on=["origin", "thread"], how="left").join(harm, on=["origin", "thread"], how="left"))
-    out = out.with_columns(window_us=(pl.col("w1") - pl.col("w0")).cast(pl.Int64),
-                           busy_us=pl.col("busy_us").fill_null(0).cast(pl.Int64))
-    return out.with_columns(
+    out = out.with_columns_seq(window_us=(pl.col("w1") - pl.col("w0")).cast(pl.Int64),
+                               busy_us=pl.col("busy_us").fill_null(0).cast(pl.Int64))
+    return out.with_columns_seq(
         utilisation=(pl.col("busy_us") / pl.col("window_us").cast(pl.Float64)).fill_nan(None).clip(0, 1),
         requests=pl.col("requests").fill_null(0).cast(pl.UInt32),
         connections=pl.col("connections").fill_null(0).cast(pl.UInt32),
         waited=pl.col("waited").fill_null(0).cast(pl.UInt32), wait_p50_us=pl.col("wait_p50_us").cast(pl.Int64),
-    ).select(*schema).sort("origin", "thread")
+    ).select_seq(*schema).sort("origin", "thread")

@@ -47,8 +47,8 @@ def boundaries(requests: pl.DataFrame) -> pl.DataFrame:
     r = raw_boundaries(requests)
     # Missing boundary: borrow the next one that exists (backward fill across the row); then never before an
     # earlier one (a running maximum). Each in one query.
-    r = r.with_columns(pl.coalesce(BOUNDARIES[i:]).alias(b) for i, b in enumerate(BOUNDARIES))
-    return r.with_columns(pl.max_horizontal(BOUNDARIES[: i + 1]).alias(b) for i, b in enumerate(BOUNDARIES))
+    r = r.with_columns_seq(pl.coalesce(BOUNDARIES[i:]).alias(b) for i, b in enumerate(BOUNDARIES))
+    return r.with_columns_seq(pl.max_horizontal(BOUNDARIES[: i + 1]).alias(b) for i, b in enumerate(BOUNDARIES))
 
 
 def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
@@ -69,8 +69,8 @@ def phase_durations(r: pl.DataFrame) -> pl.DataFrame:
     # Unmeasured is not zero: a phase whose boundary line is not in the capture (no socket lines) is null.
     for b, phase in UNMEASURED_WITHOUT.items():
         exprs[f"{phase}_us"] = pl.when(pl.col(BOUNDARY_SOURCES[b][0][0]).is_not_null()).then(exprs[f"{phase}_us"])
-    return r.with_columns(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end, connected__=cx_from.is_not_null(),
-                          shook__=cx_from.is_not_null() & hs_to.is_not_null()).with_columns(
+    return r.with_columns_seq(cx_beg_ts=cx_beg, cx_end_ts=cx_end, hs_end_ts=hs_end, connected__=cx_from.is_not_null(),
+                              shook__=cx_from.is_not_null() & hs_to.is_not_null()).with_columns_seq(
         **{k: v.cast(pl.Int64) for k, v in exprs.items()}, total_us=(pl.col("b9") - pl.col("b0")).cast(pl.Int64),
         # What Envoy's access log reports (%DURATION%, DS_RX_BEG:DS_TX_END), beside our socket-to-socket total.
         envoy_duration_us=(pl.col("ds_tx_end_us") - pl.col("ds_rx_beg_us")).cast(pl.Int64))
@@ -88,13 +88,13 @@ def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
             continue
         parts.append(_rows(r, phase, a, b, None))
     rows = pl.concat(parts)
-    return rows.filter(pl.col("dur_us") > 0).with_columns(part_of_total=pl.lit(True))
+    return rows.filter(pl.col("dur_us") > 0).with_columns_seq(part_of_total=pl.lit(True))
 
 
 def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> pl.DataFrame:
     start = pl.col(a)
     end = pl.col(b) if b != "cx_beg_ts" else pl.when("connected__").then(pl.col("cx_beg_ts")).otherwise(pl.col("b4"))
-    return r.select(
+    return r.select_seq(
         "request_uid", phase=pl.lit(phase.value), detail=pl.lit(detail, dtype=pl.String),
         start_us=start, end_us=end, dur_us=(end - start),
     )
@@ -113,7 +113,7 @@ def _positional_names(called: pl.DataFrame) -> pl.DataFrame:
     position = pl.int_range(1, pl.len() + 1).over("request_uid", "kind", order_by=["ts_us", "line_no"])
     decoder = pl.col("kind") == EventKind.DECODE_HEADERS_CALLED
     prefix = pl.when(decoder).then(pl.lit("filter#")).otherwise(pl.lit("encoder#"))
-    return called.with_columns(filter=pl.when(pl.col("filter").str.contains(FILTER_ADDRESS)).then(
+    return called.with_columns_seq(filter=pl.when(pl.col("filter").str.contains(FILTER_ADDRESS)).then(
         prefix + position.cast(pl.String)).otherwise(pl.col("filter")))
 
 
@@ -126,8 +126,8 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     router span and is not listed. The time from the last filter to the route match is the
     router's route lookup.
     """
-    keys = r.select("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
-    called = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
+    keys = r.select_seq("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
+    called = events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null())
     called = _positional_names(called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"))
@@ -136,26 +136,26 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
     # A decoder filter that stopped iteration (fault delay, ext_authz, Lua httpCall) holds the request until
     # `continuing filter chain`: that wait is the stopped filter's ("<filter> (paused)"), not route lookup.
-    resumed = events.select("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind").filter(
-        (pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN) & pl.col("stream_id").is_not_null()).with_columns(
+    resumed = events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind").filter(
+        (pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN) & pl.col("stream_id").is_not_null()).with_columns_seq(
         pl.lit(None, dtype=pl.String).alias("filter"))
     resumed = resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner").filter(
         (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
-    decode_marks = pl.concat([decode, resumed.select(decode.columns)], how="vertical_relaxed")
+    decode_marks = pl.concat([decode, resumed.select_seq(decode.columns)], how="vertical_relaxed")
     out = []
     for frame, phase, origin_col in ((decode_marks, Phase.FILTER_CHAIN, "b2"), (encode, Phase.ENCODE, "b7")):
         if frame.height == 0:
             continue
         is_resume = pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN
-        frame = frame.sort("request_uid", "ts_us", "line_no").with_columns(
+        frame = frame.sort("request_uid", "ts_us", "line_no").with_columns_seq(
             start_us=pl.col("ts_us").shift(1).over("request_uid"),
             stopped=pl.col("filter").shift(1).over("request_uid"))
-        frame = frame.with_columns(start_us=pl.coalesce("start_us", origin_col))
+        frame = frame.with_columns_seq(start_us=pl.coalesce("start_us", origin_col))
         detail = pl.when(is_resume).then(pl.coalesce(pl.col("stopped"), pl.lit("?")) + pl.lit(" (paused)")).otherwise(
             pl.coalesce(pl.col("filter"), pl.lit("?")))
-        out.append(frame.select("request_uid", phase=pl.lit(phase.value), detail=detail,
-                                start_us="start_us", end_us="ts_us",
-                                dur_us=(pl.col("ts_us") - pl.col("start_us"))))
+        out.append(frame.select_seq("request_uid", phase=pl.lit(phase.value), detail=detail,
+                                    start_us="start_us", end_us="ts_us",
+                                    dur_us=(pl.col("ts_us") - pl.col("start_us"))))
     lookup = decode_marks.group_by("request_uid").agg(last=pl.col("ts_us").max())
     # The router filter's own decodeHeaders: from the previous filter's line to the router's line
     # (the last decode line at or after the route match). It spans router, connect and send.
@@ -164,41 +164,43 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                                 ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
                                                               name=pl.col("filter").sort_by("ts_us").last())
     # Envoy <= 1.22 names filters by address: the line closing the router span is the router's.
-    router_line = router_line.with_columns(name=pl.when(pl.col("name").str.contains(_POSITIONAL)).then(pl.lit("router"))
-                                           .otherwise(pl.col("name")))
-    router_span = router_line.join(keys.select("request_uid", "b2"), on="request_uid").join(
-        lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
-    out.append(router_span.select("request_uid", phase=pl.lit(Phase.ROUTER.value),
-                                  detail=pl.coalesce("name", pl.lit("router")) + pl.lit(" (decodeHeaders)"),
-                                  start_us="start", end_us="end", dur_us=pl.col("end") - pl.col("start")))
-    rest = keys.join(lookup, on="request_uid", how="left").with_columns(start=pl.coalesce("last", "b2"))
-    out.append(rest.filter(pl.col("b3") > pl.col("start")).select(
+    router_line = router_line.with_columns_seq(
+        name=pl.when(pl.col("name").str.contains(_POSITIONAL)).then(pl.lit("router")).otherwise(pl.col("name")))
+    router_span = router_line.join(keys.select_seq("request_uid", "b2"), on="request_uid").join(
+        lookup, on="request_uid", how="left").with_columns_seq(start=pl.coalesce("last", "b2"))
+    out.append(router_span.select_seq("request_uid", phase=pl.lit(Phase.ROUTER.value),
+                                      detail=pl.coalesce("name", pl.lit("router")) + pl.lit(" (decodeHeaders)"),
+                                      start_us="start", end_us="end", dur_us=pl.col("end") - pl.col("start")))
+    rest = keys.join(lookup, on="request_uid", how="left").with_columns_seq(start=pl.coalesce("last", "b2"))
+    out.append(rest.filter(pl.col("b3") > pl.col("start")).select_seq(
         "request_uid", phase=pl.lit(Phase.FILTER_CHAIN.value), detail=pl.lit("router (route lookup)"),
         start_us="start", end_us="b3", dur_us=pl.col("b3") - pl.col("start")))
     if not out:
         return pl.DataFrame(schema=PHASES_SCHEMA)
-    rows = pl.concat(out, how="vertical_relaxed").with_columns(part_of_total=pl.lit(False))
-    return rows.with_columns(pl.col("dur_us").clip(lower_bound=0))
+    rows = pl.concat(out, how="vertical_relaxed").with_columns_seq(part_of_total=pl.lit(False))
+    return rows.with_columns_seq(pl.col("dur_us").clip(lower_bound=0))
 
 
 def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """Detail rows (``request_uid, detail, start_us, end_us, dur_us``) labelled with the phase they start in."""
     if rows.height == 0:
         return pl.DataFrame(schema=PHASES_SCHEMA)
-    starts = spans.select("request_uid", "phase", phase_start="start_us").sort("phase_start")
+    starts = spans.select_seq("request_uid", "phase", phase_start="start_us").sort("phase_start")
     found = rows.sort("start_us").join_asof(starts, left_on="start_us", right_on="phase_start", by="request_uid",
                                             strategy="backward", check_sortedness=False)
-    return found.select("request_uid", phase=pl.coalesce("phase", pl.lit(Phase.DOWNSTREAM_READ.value)), detail="detail",
+    return found.select_seq("request_uid", phase=pl.coalesce("phase", pl.lit(Phase.DOWNSTREAM_READ.value)),
+                            detail="detail",
                         start_us="start_us", end_us="end_us", dur_us="dur_us", part_of_total=pl.lit(False))
 
 
 def _filters_traced(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """``request_uid, filters_traced``: the requests whose filter callbacks (``... headers called``) are logged."""
-    called = events.select("origin", "conn_id", "stream_id", "kind").filter(
+    called = events.select_seq("origin", "conn_id", "stream_id", "kind").filter(
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
-        & pl.col("stream_id").is_not_null()).select("origin", "conn_id", "stream_id").unique()
-    return r.select("request_uid", "origin", "conn_id", "stream_id").join(
-        called, on=["origin", "conn_id", "stream_id"], how="semi").select("request_uid", filters_traced=pl.lit(True))
+        & pl.col("stream_id").is_not_null()).select_seq("origin", "conn_id", "stream_id").unique()
+    return r.select_seq("request_uid", "origin", "conn_id", "stream_id").join(
+        called, on=["origin", "conn_id", "stream_id"], how="semi").select_seq("request_uid",
+                                                                              filters_traced=pl.lit(True))
 
 
 def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -208,7 +210,7 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     r = phase_durations(boundaries(boundary_sources(requests, events)))
     details = filter_rows(r, events)
     # Few distinct filter names: match the patterns once per name, not once per row.
-    kinds = details.select("detail").unique().with_columns(
+    kinds = details.select_seq("detail").unique().with_columns_seq(
         is_wasm=pl.col("detail").str.contains(WASM_FILTER), is_tracing=pl.col("detail").str.contains(TRACING_FILTER))
     share = details.join(kinds, on="detail", how="left", nulls_equal=True).group_by("request_uid").agg(
         wasm_us=pl.col("dur_us").filter(pl.col("is_wasm")).sum(),
@@ -229,8 +231,8 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     traced = _filters_traced(r, events)
     r = (r.join(share, on="request_uid", how="left").join(vm_share, on="request_uid", how="left")
          .join(charged_shares(charged), on="request_uid", how="left").join(traced, on="request_uid", how="left")
-         .with_columns(pl.col("filters_traced").fill_null(False))
-         .with_columns(
+         .with_columns_seq(pl.col("filters_traced").fill_null(False))
+         .with_columns_seq(
              wasm_us=pl.when(pl.col("filters_traced") | pl.col("vm_us").is_not_null()).then(
                  pl.coalesce("vm_us", "wasm_us").fill_null(0)).cast(pl.Int64),
              tracing_us=pl.when(pl.col("filters_traced") | pl.col("flush_us").is_not_null()).then(
@@ -251,7 +253,7 @@ def _in_order(phases: pl.DataFrame) -> pl.DataFrame:
 
     The request's id is sorted as its rank among the frame's ids (an Enum of the sorted distinct ids: the same
     order, compared as integers): a sort by a string key first cost twice the rest of the sort."""
-    ids = phases.select(pl.col("request_uid").drop_nulls().unique().sort()).to_series()
+    ids = phases.select_seq(pl.col("request_uid").drop_nulls().unique().sort()).to_series()
     rank = pl.col("request_uid").cast(pl.Enum(ids)).to_physical()
     keys = [rank if c == "request_uid" else pl.col(c) for c in PHASE_ORDER]
     # (on one thread: the steps already run two at a time, and polars' parallel sort costs ~1.6x the CPU; every

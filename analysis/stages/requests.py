@@ -143,7 +143,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
     valued = _pick(events, ("origin", *keys, "ts_us", "kind", "end_stream", "cluster", "url", "x_request_id",
                             "trace_id", "method", "authority", "path", "status", "message"),
-                   on_stream & _kind(*_VALUE_KINDS)).select(
+                   on_stream & _kind(*_VALUE_KINDS)).select_seq(
         "origin", *keys,
         hdr_ts=_when(rhc),
         hdr_end_stream=_when(rhc, "end_stream"),
@@ -184,13 +184,13 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
                     ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first(),
                                                                   reply_details=pl.col("details").first())
     return (out.join(values, on=_STREAM, how="left", maintain_order="left")
-            .join(replies, on=_STREAM, how="left", maintain_order="left").select(_STREAM_COLUMNS))
+            .join(replies, on=_STREAM, how="left", maintain_order="left").select_seq(_STREAM_COLUMNS))
 
 
 def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) -> pl.DataFrame:
     """Rows matching ``condition`` with only ``columns`` (a filter copies every column it keeps)."""
     needed = set(columns) | set(condition.meta.root_names())
-    return events.select(*(c for c in events.columns if c in needed)).filter(condition).select(columns)
+    return events.select_seq(*(c for c in events.columns if c in needed)).filter(condition).select_seq(columns)
 
 
 def _events_of(events: pl.DataFrame, *kinds: EventKind) -> pl.DataFrame:
@@ -216,14 +216,14 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     admin = _pick(events, ("origin", "thread", "kind", "message"), real & _kind(
         EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND))
     admin = admin.filter((pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
-                         | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select("origin", "thread")
+                         | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select_seq("origin", "thread")
     # (start-up lines decide where a capture has them; the admin lines only where it has none)
-    admin = admin.join(startup.select("origin").unique(), on="origin", how="anti")
+    admin = admin.join(startup.select_seq("origin").unique(), on="origin", how="anti")
     lines = pl.concat([startup, admin])
     if lines.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
     return (lines.group_by("origin", "thread").len().sort(["len", "thread"], descending=[True, False])
-            .group_by("origin", maintain_order=True).first().select("origin", main_thread="thread"))
+            .group_by("origin", maintain_order=True).first().select_seq("origin", main_thread="thread"))
 
 
 def _real_threads(streams: pl.DataFrame) -> bool:
@@ -262,19 +262,19 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), _kind(*pool_kinds)
                        & pl.col("conn_id").is_not_null())
     # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
-    upstream_conns = pool_lines.select("origin", "conn_id").unique()
+    upstream_conns = pool_lines.select_seq("origin", "conn_id").unique()
     writes = _pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
                    & pl.col("conn_id").is_not_null()).join(upstream_conns, on=["origin", "conn_id"], how="semi")
     real_threads = _real_threads(streams)
     by = ["origin", "thread"] if real_threads else ["origin"]
     # (one lookup for both reaches: the nearest pool line is the same, only whether it is near enough differs)
-    streams = asof(streams, pool_lines.with_columns(pool_ts=pl.col("ts_us")), left_on="pool_ready_ts",
+    streams = asof(streams, pool_lines.with_columns_seq(pool_ts=pl.col("ts_us")), left_on="pool_ready_ts",
                    right_on="ts_us", by=by, strategy="backward", take={"conn_id": "up_pool_far", "pool_ts": "far_ts"},
                    tolerance=20_000)
     near = pl.col("pool_ready_ts") - pl.col("far_ts") <= 2_000
-    streams = streams.with_columns(up_pool=pl.when(near).then(pl.col("up_pool_far")),
-                                   up_pool_ts=pl.when(near).then(pl.col("far_ts")))
-    streams = asof(streams, writes.with_columns(write_ts=pl.col("ts_us")), left_on="pool_ready_ts",
+    streams = streams.with_columns_seq(up_pool=pl.when(near).then(pl.col("up_pool_far")),
+                                       up_pool_ts=pl.when(near).then(pl.col("far_ts")))
+    streams = asof(streams, writes.with_columns_seq(write_ts=pl.col("ts_us")), left_on="pool_ready_ts",
                    right_on="ts_us", by=by, strategy="forward", take={"conn_id": "up_write", "write_ts": "up_write_ts"},
                    tolerance=2_000)
     pool_gap = pl.col("pool_ready_ts") - pl.col("up_pool_ts")
@@ -283,9 +283,9 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     neighbour = (pl.when(agree).then(pl.col("up_pool"))
                  .when(pl.col("up_pool").is_null()).then(pl.col("up_write"))
                  .when(pool_gap <= write_gap).then(pl.col("up_pool")).otherwise(pl.col("up_write")))
-    streams = streams.with_columns(up_neighbour=neighbour)
+    streams = streams.with_columns_seq(up_neighbour=neighbour)
     how = "same-thread" if real_threads else "inferred"
-    return streams.with_columns(
+    return streams.with_columns_seq(
         upstream_conn_id=pl.coalesce("up_attached", "up_neighbour", "up_pool_far"),
         link=pl.when(pl.col("up_attached").is_not_null()).then(pl.lit("attached"))
         .when(pl.col("up_neighbour").is_not_null()).then(pl.lit(f"pool-line-{how}"))
@@ -299,8 +299,8 @@ def connection_links(events: pl.DataFrame) -> pl.DataFrame:
     streams = stream_aggregates(events)
     if streams.height == 0:
         return pl.DataFrame(schema=LINK_SCHEMA)
-    linked = link_upstream(streams, events.select(*(c for c in _USED if c in events.columns)))
-    return linked.select("origin", downstream_conn_id="conn_id", upstream_conn_id="upstream_conn_id").cast(
+    linked = link_upstream(streams, events.select_seq(*(c for c in _USED if c in events.columns)))
+    return linked.select_seq("origin", downstream_conn_id="conn_id", upstream_conn_id="upstream_conn_id").cast(
         LINK_SCHEMA)  # type: ignore[arg-type]
 
 
@@ -308,7 +308,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     """The requests stage: one row per HTTP stream with its identity, milestones (``*_us``), attributes and the
     timestamps of the lines later stages cut at (``REQUEST_LINES_SCHEMA``; the rest is scratch)."""
     streams = stream_aggregates(events)
-    conn_lines = events.select("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null())
+    conn_lines = events.select_seq("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null())
     failure_lines = _failure_rows(events)
     main_threads = _main_threads(events)
     events = _lookup_rows(events)
@@ -322,16 +322,16 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                      & pl.col("conn_id").is_not_null() & pl.col("stream_id").is_null())
     if untagged.height:
         lane = pl.col("thread").fill_null(-1).alias("lane__")
-        nexts = asof(untagged.with_columns(lane), streams.select(*CONN, "stream_id", "first_ts", lane),
+        nexts = asof(untagged.with_columns_seq(lane), streams.select_seq(*CONN, "stream_id", "first_ts", lane),
                      left_on="ts_us", right_on="first_ts", by=[*CONN, "lane__"], strategy="forward",
                      take={"stream_id": "stream_id"}, tolerance=1_000_000)
         opened = nexts.filter(pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
             untagged_new_stream_ts=pl.col("ts_us").max())
-        streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns(
+        streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns_seq(
             new_stream_ts=pl.coalesce("new_stream_ts", "untagged_new_stream_ts")).drop("untagged_new_stream_ts")
         # A `new stream` no line of its stream follows (the excerpt ends there): a request of its own, cut,
         # whose stream id the log never shows.
-        lone = nexts.filter(pl.col("stream_id").is_null()).select(
+        lone = nexts.filter(pl.col("stream_id").is_null()).select_seq(
             *CONN, "thread", new_stream_ts="ts_us", first_ts="ts_us", last_ts="ts_us", first_line_no="line_no",
             pool_ready_count=pl.lit(0), retries=pl.lit(0), upstream_resets=pl.lit(0), stream_reset=pl.lit(False),
             log_lines=pl.lit(1))
@@ -345,10 +345,10 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = asof(streams, parses, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "parse_start_ts"}, tolerance=1_000_000)
     h2 = _pick(events, ("origin", "conn_id"), (pl.col("logger") == "http2") & pl.col("conn_id").is_not_null()
-               ).unique().with_columns(is_h2=pl.lit(True))
-    streams = streams.join(h2, on=CONN, how="left").with_columns(pl.col("is_h2").fill_null(False))
+               ).unique().with_columns_seq(is_h2=pl.lit(True))
+    streams = streams.join(h2, on=CONN, how="left").with_columns_seq(pl.col("is_h2").fill_null(False))
 
-    streams = streams.with_columns(
+    streams = streams.with_columns_seq(
         ds_tx_end_us=pl.coalesce("codec_done_ts", "enc_end_ts"),
     )
     # Bytes on the wire: raw sockets log `write returns`, TLS sockets (Istio mTLS) `ssl write returns`.
@@ -360,12 +360,12 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = link_upstream(streams, events)
     # (every line of a connection counts for its first line; its setup comes from the lookup rows)
     up_first = group_per_origin(conn_lines, ["conn_id"], dict(up_first_ts=pl.col("ts_us").min()))
-    setup = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(
-        _kind(*_SETUP_KINDS) & pl.col("conn_id").is_not_null()).with_columns(
+    setup = events.select_seq("origin", "conn_id", "ts_us", "kind", "event").filter(
+        _kind(*_SETUP_KINDS) & pl.col("conn_id").is_not_null()).with_columns_seq(
         up_connected_ts=_when(EventKind.CONNECTED),
         up_in_progress_ts=_when(EventKind.CONNECTION_IN_PROGRESS),
         up_connecting_ts=_when((EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING,
-                                EventKind.CONNECTION_IN_PROGRESS)),
+                                    EventKind.CONNECTION_IN_PROGRESS)),
         # `raising connection event 2` (Connected) comes after the TLS handshake on a TLS connection.
         up_established_ts=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
         .then(pl.col("ts_us")),
@@ -380,12 +380,12 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     ))
     up_first = up_first.join(setup, on=CONN, how="left", maintain_order="left")
     # The downstream connection's first line (loop model: a request cannot be read before it) ...
-    streams = streams.join(up_first.select(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
+    streams = streams.join(up_first.select_seq(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
                            maintain_order="left")
     # A last attempt that failed to connect: linked to the connection that failed (analysis/stages/failures.py). It is
     # not ``upstream_conn_id``, which is Envoy's %UPSTREAM_CONNECTION_ID% (none: no connection was established).
     streams = failed_connects(streams, failure_lines, up_first, _real_threads(streams))
-    streams = streams.with_columns(
+    streams = streams.with_columns_seq(
         failed_upstream_conn_id="failed_conn_id", failed_upstream_error="failed_error",
         link=pl.when(pl.col("failed_conn_id").is_not_null() & pl.col("link").is_null()).then(
             pl.lit("failed-connect")).otherwise(pl.col("link")))
@@ -399,16 +399,16 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     new_conn = ((pl.col("up_first_ts") >= pl.coalesce("new_stream_ts", router_start))
                 & (pl.col("up_first_ts") <= pl.col("pool_ready_ts"))
                 & pl.col("up_connecting_ts").is_not_null())
-    streams = streams.with_columns(
+    streams = streams.with_columns_seq(
         new_upstream_conn=new_conn.fill_null(False),
         us_cx_beg_us=pl.when(new_conn).then(pl.coalesce("up_in_progress_ts", "up_first_ts")),
         us_cx_end_us=pl.when(new_conn).then(pl.col("up_connected_ts")),
         # Envoy 1.40 logs no "handshake complete": the TLS connection's Connected event marks its end.
         us_hs_end_us=pl.when(new_conn & pl.col("up_tls").fill_null(False)).then(pl.col("up_established_ts")),
     )
-    up_writes = writes.select("origin", "ts_us", upstream_conn_id="conn_id")
+    up_writes = writes.select_seq("origin", "ts_us", upstream_conn_id="conn_id")
     # The router hands the headers to the upstream codec (`proxying headers`, else `pool ready`) ...
-    streams = streams.with_columns(us_tx_start_ts=pl.coalesce("proxy_hdr_ts", "pool_ready_ts"))
+    streams = streams.with_columns_seq(us_tx_start_ts=pl.coalesce("proxy_hdr_ts", "pool_ready_ts"))
     streams = asof(streams, up_writes, left_on="us_tx_start_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_written_ts"}, tolerance=10_000_000)
     # ... and Envoy stamps US_TX_BEG when the codec's encodeHeaders returns: the stream's next filter-manager
@@ -426,13 +426,13 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    & pl.col("conn_id").is_not_null()).rename({"conn_id": "upstream_conn_id"})
     streams = asof(streams, queued, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_queued_ts"}, tolerance=1_000_000)
-    streams = streams.with_columns(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
+    streams = streams.with_columns_seq(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
         pl.min_horizontal("us_encoded_ts", pl.coalesce("us_written_ts", "us_encoded_ts")), "us_tx_start_ts"))
         .otherwise(pl.coalesce(pl.min_horizontal("us_queued_ts", pl.coalesce("us_written_ts", "us_queued_ts")),
-                               "us_tx_start_ts")))
+                                   "us_tx_start_ts")))
     # The router sees the response headers (`upstream response headers`, else `upstream headers complete`).
-    streams = streams.with_columns(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
-    up_reads = reads.select("origin", "ts_us", upstream_conn_id="conn_id")
+    streams = streams.with_columns_seq(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
+    up_reads = reads.select_seq("origin", "ts_us", upstream_conn_id="conn_id")
     streams = asof(streams, up_reads, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_read_start_ts"}, tolerance=10_000_000)
     complete_lines = _pick(events, ("origin", "ts_us", "conn_id"), (pl.col("kind") == EventKind.RESPONSE_COMPLETE)
@@ -445,17 +445,17 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         {"conn_id": "upstream_conn_id"})
     streams = asof(streams, parsed, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_parsed_ts"}, tolerance=1_000_000)
-    streams = streams.with_columns(us_rx_beg_us=pl.coalesce(
+    streams = streams.with_columns_seq(us_rx_beg_us=pl.coalesce(
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
     streams = streams.join(main_threads, on="origin", how="left")
-    return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns(
+    return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns_seq(
         pl.col("origin_socket_lines").fill_null(False))), REQUEST_LINES_SCHEMA)
 
 
 def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:
     """Origins whose capture holds socket lines (one row each, ``origin_socket_lines = true``)."""
-    return _pick(events, ("origin",), _kind(*SOCKET_KINDS)).unique().with_columns(
+    return _pick(events, ("origin",), _kind(*SOCKET_KINDS)).unique().with_columns_seq(
         origin_socket_lines=pl.lit(True))
 
 
@@ -497,7 +497,7 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
                 # (a routed stream is never the admin interface, whatever thread it runs on)
                 | (pl.col("thread").is_not_null() & (pl.col("thread") == pl.col("main_thread"))
                    & pl.col("route_ts").is_null()) | admin)
-    return s.with_columns(
+    return s.with_columns_seq(
         request_uid=request_uid("conn_id"),
         downstream_conn_id=pl.col("conn_id"),
         x_request_id=pl.coalesce("x_request_id_router", "x_request_id_client"),
@@ -519,12 +519,12 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         # Whole life inside the capture: from `new stream` to the response's end, and where the capture has
         # socket lines, from the read that delivered the request to the write that sent the response.
         complete=(pl.col("new_stream_ts").is_not_null() & response_end.is_not_null()
-                  & (~pl.col("origin_socket_lines")
-                     | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
+                      & (~pl.col("origin_socket_lines")
+                         | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
         failure_reason=failure_reason(_reply_details(), pl.col("status"), pl.col("retries").fill_null(0) > 0,
-                                      pl.col("failed_reason")) if replied else connect_failure_reason(
+                                          pl.col("failed_reason")) if replied else connect_failure_reason(
             pl.col("failed_reason")),
-    ).with_columns(outcome=_outcome())
+    ).with_columns_seq(outcome=_outcome())
 
 
 def _reply_details() -> pl.Expr:

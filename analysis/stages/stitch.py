@@ -72,12 +72,13 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
     """The stitching stage: requests (at least the contract's ``_NEEDED`` columns) with ``PEER_SCHEMA``'s
     columns appended, and the summary."""
     out = requests
-    empty = out.with_columns(*(pl.lit(None, dtype=t).alias(c) for c, t in PEER_SCHEMA.items()))
+    empty = out.with_columns_seq(*(pl.lit(None, dtype=t).alias(c) for c, t in PEER_SCHEMA.items()))
     # (`select`, not `requests["origin"]`: indexing a constant column — the one origin — makes the frame keep a
     # full copy of it, 16 bytes a request to the end)
-    if requests.select(pl.col("origin").n_unique()).item() < 2:
+    if requests.select_seq(pl.col("origin").n_unique()).item() < 2:
         return empty, Stitching()
-    r = requests.select(_NEEDED).filter(pl.col("complete") & ~pl.col("internal") & pl.col("x_request_id").is_not_null())
+    r = requests.select_seq(_NEEDED).filter(
+        pl.col("complete") & ~pl.col("internal") & pl.col("x_request_id").is_not_null())
     # Requests whose id appears in exactly one request per origin, in exactly two origins.
     single = r.filter(pl.len().over("origin", "x_request_id") == 1)
     shared = single.filter(pl.col("origin").n_unique().over("x_request_id") == 2)
@@ -92,28 +93,28 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
     votes = left.group_by("o1", "o2").agg(first_outside=(pl.col("d1") >= pl.col("d2")).mean())
     left = left.join(votes, on=["o1", "o2"])
     outside = pl.col("first_outside") >= 0.5
-    pairs = left.select(
+    pairs = left.select_seq(
         "x_request_id",
         a_origin=pl.when(outside).then("o1").otherwise("o2"), b_origin=pl.when(outside).then("o2").otherwise("o1"),
         a_uid=pl.when(outside).then("u1").otherwise("u2"), b_uid=pl.when(outside).then("u2").otherwise("u1"))
-    a_cols = r.select(a_uid="request_uid", a_tx="us_tx_beg_us", a_rx="us_rx_beg_us")
-    b_cols = r.select(b_uid="request_uid", b_rx_beg="ds_rx_beg_us", b_tx_end="ds_tx_end_us")
-    pairs = pairs.join(a_cols, on="a_uid").join(b_cols, on="b_uid").with_columns(
+    a_cols = r.select_seq(a_uid="request_uid", a_tx="us_tx_beg_us", a_rx="us_rx_beg_us")
+    b_cols = r.select_seq(b_uid="request_uid", b_rx_beg="ds_rx_beg_us", b_tx_end="ds_tx_end_us")
+    pairs = pairs.join(a_cols, on="a_uid").join(b_cols, on="b_uid").with_columns_seq(
         u=pl.col("b_rx_beg") - pl.col("a_tx"), lower=pl.col("b_tx_end") - pl.col("a_rx"))
     offsets: list[ClockOffset] = []
     corrected = []
     for (a_origin, b_origin), group in pairs.group_by("a_origin", "b_origin", maintain_order=True):
         usable = group.filter(pl.col("u").is_not_null() & pl.col("lower").is_not_null())
         theta, spread = _bounds(usable["u"], usable["lower"]) if usable.height else (0.0, 0.0)
-        g = group.with_columns(network_out_us=(pl.col("u") - theta).round().cast(pl.Int64),
-                               network_back_us=(theta - pl.col("lower")).round().cast(pl.Int64))
+        g = group.with_columns_seq(network_out_us=(pl.col("u") - theta).round().cast(pl.Int64),
+                                   network_back_us=(theta - pl.col("lower")).round().cast(pl.Int64))
         negative = g.filter((pl.col("network_out_us") < -spread) | (pl.col("network_back_us") < -spread)).height
         offsets.append(ClockOffset(str(a_origin), str(b_origin), round(theta), round(spread), group.height, negative))
         corrected.append(g)
     linked = pl.concat(corrected)
-    a_side = linked.select(request_uid="a_uid", peer_origin="b_origin", peer_request_uid="b_uid",
-                           network_out_us="network_out_us", network_back_us="network_back_us")
-    b_side = linked.select(request_uid="b_uid", peer_origin="a_origin", peer_request_uid="a_uid",
+    a_side = linked.select_seq(request_uid="a_uid", peer_origin="b_origin", peer_request_uid="b_uid",
+                               network_out_us="network_out_us", network_back_us="network_back_us")
+    b_side = linked.select_seq(request_uid="b_uid", peer_origin="a_origin", peer_request_uid="a_uid",
                            network_out_us=pl.lit(None, dtype=pl.Int64), network_back_us=pl.lit(None, dtype=pl.Int64))
     peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_SCHEMA})  # type: ignore[arg-type,dict-item]
     out = out.join(peers, on="request_uid", how="left")
@@ -121,7 +122,7 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
 
 
 def _unmatched(counted: pl.DataFrame, shared: pl.DataFrame) -> dict[str, int]:
-    lonely = counted.join(shared.select("request_uid"), on="request_uid", how="anti")
+    lonely = counted.join(shared.select_seq("request_uid"), on="request_uid", how="anti")
     return {str(o): int(n) for o, n in lonely.group_by("origin").len().sort("origin").iter_rows()}
 
 
@@ -133,7 +134,7 @@ def render_stitching(stitching: Stitching, requests: pl.DataFrame) -> list[str]:
     for c in stitching.clock_offsets:
         lines.append(f"  {c.from_} → {c.to}: {c.pairs} pairs, clock offset "
                      f"{'+' if c.offset_us > 0 else ''}{format_us(c.offset_us)} ± {format_us(c.uncertainty_us)}")
-    net = requests.select("network_out_us", "network_back_us").drop_nulls()
+    net = requests.select_seq("network_out_us", "network_back_us").drop_nulls()
     for column in ("network_out_us", "network_back_us"):
         s = net[column]
         lines.append(f"  {column.removesuffix('_us'):<13} p50 {format_us(percentile(s, 0.5))}"

@@ -34,16 +34,16 @@ def _per_connection(frame: pl.DataFrame) -> pl.DataFrame:
     return group_per_origin(frame, ["conn_id"], dict(
         tls=pl.col("tls").sum() > 0, outgoing=pl.col("outgoing").sum() > 0, first_us=pl.col("first_us").min(),
         connected_us=pl.col("connected_us").min(), established_us=pl.col("established_us").min(),
-    )).select("origin", "conn_id", "tls", "outgoing", "first_us", "connected_us", "established_us")
+    )).select_seq("origin", "conn_id", "tls", "outgoing", "first_us", "connected_us", "established_us")
 
 
 def connection_facts(events: pl.DataFrame) -> pl.DataFrame:
     """Per connection: what ``handshakes`` needs (``any`` and minima, so facts of parts merge with
     ``merge_facts``)."""
-    lines = events.select("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null())
+    lines = events.select_seq("origin", "conn_id", "ts_us", "kind", "event").filter(pl.col("conn_id").is_not_null())
     # (conditional columns reduced with plain sums and minima: filtering or `any` inside groups costs more; a
     # `sum > 0` of a flag without nulls is its `any`)
-    return _per_connection(lines.select(
+    return _per_connection(lines.select_seq(
         "origin", "conn_id", tls=pl.col("kind").is_in(TLS_KINDS), outgoing=pl.col("kind").is_in(_CONNECT_KINDS),
         first_us="ts_us", connected_us=pl.when(pl.col("kind") == EventKind.CONNECTED).then(pl.col("ts_us")),
         established_us=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
@@ -58,7 +58,7 @@ def merge_facts(parts: list[pl.DataFrame]) -> pl.DataFrame:
 def handshakes_of(per_conn: pl.DataFrame) -> pl.DataFrame:
     """``handshakes`` from ``connection_facts``."""
     done = per_conn.filter(pl.col("tls") & pl.col("established_us").is_not_null())
-    return done.select(
+    return done.select_seq(
         "origin", "conn_id",
         direction=pl.when(pl.col("outgoing")).then(pl.lit("upstream")).otherwise(pl.lit("downstream")),
         start_us=pl.when(pl.col("outgoing")).then(pl.coalesce("connected_us", "first_us"))
@@ -75,20 +75,20 @@ def downstream_waits(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     # (a few columns are filtered and sorted, and the wait is put at its rows: the wide frame is not copied)
     # (without a downstream handshake no connection's first request is looked for: millions of rows otherwise)
     mine = requests if shakes.height else requests.head(0)
-    firsts = mine.select("origin", "conn_id", "life_start_us", pos__=pl.int_range(pl.len(), dtype=pl.UInt32)
-                         ).filter(pl.col("life_start_us").is_not_null()).sort(
+    firsts = mine.select_seq("origin", "conn_id", "life_start_us", pos__=pl.int_range(pl.len(), dtype=pl.UInt32)
+                             ).filter(pl.col("life_start_us").is_not_null()).sort(
         "life_start_us", maintain_order=True).group_by("origin", "conn_id").agg(pos__=pl.col("pos__").first())
     # (sorted: the handshakes' and the join's orders are unspecified, and the rows join the phases frame, whose
     # order the outputs keep)
     waited = shakes.join(firsts, on=["origin", "conn_id"], how="inner").sort("origin", "conn_id")
-    waited = waited.with_columns(request_uid=requests["request_uid"].gather(waited["pos__"]))
-    rows = waited.select("request_uid", phase=pl.lit("tls_handshake"), detail=pl.lit("downstream"),
-                         start_us="start_us", end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
-                         part_of_total=pl.lit(False))
+    waited = waited.with_columns_seq(request_uid=requests["request_uid"].gather(waited["pos__"]))
+    rows = waited.select_seq("request_uid", phase=pl.lit("tls_handshake"), detail=pl.lit("downstream"),
+                             start_us="start_us", end_us="end_us", dur_us=pl.col("end_us") - pl.col("start_us"),
+                             part_of_total=pl.lit(False))
     wait = pl.repeat(None, requests.height, dtype=pl.Int64, eager=True).alias("downstream_tls_handshake_us")
     if waited.height:
         wait = wait.scatter(waited["pos__"], rows["dur_us"])
-    return requests.drop("downstream_tls_handshake_us", strict=False).with_columns(wait), rows
+    return requests.drop("downstream_tls_handshake_us", strict=False).with_columns_seq(wait), rows
 
 
 def counts(events: pl.DataFrame) -> dict[str, dict[str, int]]:
