@@ -32,6 +32,7 @@ import polars as pl
 from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM, GapCounts, idle_class
 from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
+from envoy_dissector.analysis.stages.loop import traffic_windows
 from envoy_dissector.analysis.stats import QUANTILES, percentile_expr, rows_where
 
 #: The queueing window (``QUEUEING_SCHEMA.where``) inside the upstream wait: proxy time, not upstream time.
@@ -188,12 +189,6 @@ def record_cost_us(loop: pl.DataFrame) -> float | None:
     per = ((pl.col("end_us") - pl.col("start_us")) / (pl.col("lines") - 1)).quantile(RECORD_COST_QUANTILE)
     value = dense.select_seq(per).item()
     return None if value is None else float(value)
-
-
-def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
-    """Per origin, the traffic window (first client request's start to the last one's end), as worker_stats."""
-    return rows_where(requests, ~pl.col("internal"), ("origin", "life_start_us", "life_end_us")).group_by("origin").agg(
-        w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
 
 
 def corrected_slices(slices: pl.DataFrame) -> pl.DataFrame:

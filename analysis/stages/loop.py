@@ -577,6 +577,14 @@ def worker_threads(events: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame
     return pl.concat([started, served]).unique()
 
 
+def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
+    """Per origin, the traffic window: the first client request's start (``w0``) to the last one's end (``w1``).
+    A worker's utilisation (``worker_stats``) and the sidecar's cost (``cost.owned_slices``) count only the slices
+    inside it."""
+    client = rows_where(requests, ~pl.col("internal"), ("origin", "life_start_us", "life_end_us"))
+    return grouped_by_varying(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+
+
 def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per worker: busy time inside the traffic window, its share of that window, requests and connections,
     and the harm queueing did there: ``waited`` complete requests that waited at least ``WAITED_US`` for the
@@ -594,18 +602,17 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     loop = spans.collect()
     schema = WORKER_SCHEMA
     client = rows_where(requests, ~pl.col("internal"), (
-        "origin", "thread", "complete", "downstream_conn_id", "life_start_us", "life_end_us", "queue_before_read_us",
-        "loop_queue_us"))
+        "origin", "thread", "complete", "downstream_conn_id", "queue_before_read_us", "loop_queue_us"))
     if loop.height == 0 or client.height == 0:
         return pl.DataFrame(schema=schema)
     threads = loop.select_seq("origin", "thread").unique()
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
     work = grouped_by_varying(client, ("origin", "thread"), requests=pl.len(),
-                    connections=pl.col("downstream_conn_id").n_unique())
+                              connections=pl.col("downstream_conn_id").n_unique())
     harm = grouped_by_varying(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
-                    wait_p50_us=percentile_expr(wait, 0.5))
-    window = grouped_by_varying(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
+                              wait_p50_us=percentile_expr(wait, 0.5))
+    window = traffic_windows(requests)
     busy_in = loop.lazy().join(window.lazy(), on="origin").select_seq(
         "origin", "thread", s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum()
