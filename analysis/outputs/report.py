@@ -16,7 +16,7 @@ from envoy_dissector.analysis.gap_counts import COLD
 from envoy_dissector.analysis.outputs.terminal import MAX_WIDTH
 from envoy_dissector.analysis.quality import quality_lines
 from envoy_dissector.analysis.schema import PHASE_COLUMNS
-from envoy_dissector.analysis.stages.requests import request_uid
+from envoy_dissector.analysis.stages.requests import UID_COLUMNS, request_uid
 from envoy_dissector.analysis.stages.stitch import render_stitching
 from envoy_dissector.analysis.stats import counted, dominant_phase, percentiles
 from envoy_dissector.analysis.units import in_unit, table_unit
@@ -163,13 +163,22 @@ def _slowest(capture: Capture, top: int, width: int) -> list[str]:
 
     "largest" names queueing for the worker when it is most of the request's time in the proxy (it is a share
     inside the phases, so the largest phase alone would hide it)."""
-    # (the uids of the counted requests only, when the capture's are not made yet: a flood of cut requests has none)
-    slow = counted(capture.rows_without_uid())
-    if "request_uid" not in slow.columns:
-        slow = slow.with_columns_seq(request_uid())
-    slow = slow.sort(["total_us", "request_uid"], descending=[True, False]).head(top)
-    if slow.height == 0 or top <= 0:
+    if top <= 0:
         return []
+    # The order is found on the two columns it reads (with the uids of the counted requests only, when the
+    # capture's are not made yet: a flood of cut requests has none); only the slowest rows are read whole (a sort of
+    # the wide frame copied all of it: +280 MiB on a 5 GB capture).
+    rows = capture.rows_without_uid().with_row_index("row__")
+    made = "request_uid" in rows.columns
+    keys = counted(rows, ("row__", "total_us", *(("request_uid",) if made else UID_COLUMNS)))
+    if not made:
+        keys = keys.select_seq("row__", "total_us", request_uid())
+    order = keys.sort(["total_us", "request_uid"], descending=[True, False]).head(top)
+    if order.height == 0:
+        return []
+    slow = rows.drop("row__")[order["row__"]]
+    if not made:
+        slow = slow.with_columns_seq(order["request_uid"])
     slow = slow.with_columns_seq(dominant=dominant_phase(slow))
     unit, decimals = table_unit([v for c in SLOW_COLUMNS for v in slow[c].to_list()],
                                 capture.quality().timestamp_tick_us)  # one unit for the whole table

@@ -594,18 +594,18 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     ``busy_us`` counts only the slices' parts inside it (the slice that runs on to shutdown, start-up work
     and idle threads' housekeeping stay out), so ``utilisation = busy_us / window_us`` exactly.
     """
-    # (the four columns read, joined lazily: a semi join or a join of the eager frame copies every column of
-    # millions of slices; on the 5 GB corpus this step's peak was +440 MiB)
+    # (the four columns read, in lazy passes a morsel at a time: a semi join or a join of the eager frame copies
+    # every column of millions of slices, and even the four columns of the 5 GB corpus' 1.4 M slices held once were
+    # +200 MiB at its report)
     spans = loop.lazy().select_seq("origin", "thread", "start_us", "end_us")
     if workers is not None:
         spans = spans.join(workers.lazy().select_seq("origin", "thread"), on=["origin", "thread"], how="semi")
-    loop = spans.collect()
     schema = WORKER_SCHEMA
     client = rows_where(requests, ~pl.col("internal"), (
         "origin", "thread", "complete", "downstream_conn_id", "queue_before_read_us", "loop_queue_us"))
-    if loop.height == 0 or client.height == 0:
+    threads = spans.select_seq("origin", "thread").unique().collect(engine="streaming")
+    if threads.height == 0 or client.height == 0:
         return pl.DataFrame(schema=schema)
-    threads = loop.select_seq("origin", "thread").unique()
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
     work = grouped_by_varying(client, ("origin", "thread"), requests=pl.len(),
@@ -613,10 +613,10 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     harm = grouped_by_varying(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
                               wait_p50_us=percentile_expr(wait, 0.5))
     window = traffic_windows(requests)
-    busy_in = loop.lazy().join(window.lazy(), on="origin").select_seq(
+    busy_in = spans.join(window.lazy(), on="origin").select_seq(
         "origin", "thread", s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum()
-                                                                       ).collect()
+                                                                       ).collect(engine="streaming")
     out = (threads.join(window, on="origin", how="left").join(busy_in, on=["origin", "thread"], how="left")
            .join(work, on=["origin", "thread"], how="left").join(harm, on=["origin", "thread"], how="left"))
     out = out.with_columns_seq(window_us=(pl.col("w1") - pl.col("w0")).cast(pl.Int64),
