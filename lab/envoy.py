@@ -372,6 +372,9 @@ def _zipkin_cluster(config: EnvoyConfig) -> dict[str, YamlValue]:
 
 
 #: The authorization server's cluster (the ext_authz filter's ``http_service``).
+#: How often Envoy writes its log files out (``--file-flush-interval-msec``): a line is on disk this long after it
+#: was logged at most.
+FILE_FLUSH_MS: Final = 100
 AUTHZ_CLUSTER: Final = "ext_authz"
 #: The path Envoy's active health checker asks the upstream for.
 HEALTH_CHECK_PATH: Final = "/healthz"
@@ -491,7 +494,7 @@ class EnvoyProcess:
                 "-l", cfg.settings.log_level,
                 "--log-format", cfg.log_format,
                 "--log-path", str(cfg.log_path),
-                "--file-flush-interval-msec", "100",
+                "--file-flush-interval-msec", str(FILE_FLUSH_MS),
                 "--concurrency", str(cfg.settings.concurrency),
                 "--disable-hot-restart",
                 "--base-id", str(_unique_base_id()),

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 from envoy_dissector.analysis import dissect
-from envoy_dissector.lab.envoy import EnvoyConfig, EnvoyProcess, EnvoySettings, free_port
+from envoy_dissector.lab.envoy import FILE_FLUSH_MS, EnvoyConfig, EnvoyProcess, EnvoySettings, free_port
 from envoy_dissector.lab.formats import LOG_FORMATS
 from envoy_dissector.lab.load import LoadSettings, run_load
 from envoy_dissector.lab.upstream import UpstreamServer, UpstreamSettings
@@ -65,6 +65,12 @@ def windows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pa
         sent = [r.x_request_id for r in result.records]
         assert result.errors == 0 and len(sent) == 5
         _wait_for(lambda: all(x in log.read_text(errors="replace") for x in sent), "the requests never logged")
+        # (a request's id is in its first lines; its response's end is logged when its stream ends, which the access
+        # log records after it: once that is on disk, a flush or two more puts the trace log's lines there too)
+        access = config.access_log_path
+        _wait_for(lambda: access.exists() and all(x in access.read_text(errors="replace") for x in sent),
+                  "the requests never ended")
+        time.sleep(3 * FILE_FLUSH_MS / 1000)
         watch = tmp / "watch.log"
         watch.write_bytes(log.read_bytes()[start:])
         assert _post_logging(envoy.admin_port, "level=warning") == 200
