@@ -98,7 +98,7 @@ class GapCounts:
             frame = gaps.struct.unnest().select_seq("idle", "gap")
         else:
             frame = gaps.cast(pl.Int64).rename("gap").to_frame().select_seq(pl.lit(None, dtype=pl.Int8).alias("idle"),
-                                                                           "gap")
+                                                                       "gap")
         counted = frame.group_by("idle", "gap").agg(count=pl.len())
         return cls(_folded([counted.cast(GAP_COUNTS_SCHEMA)]))  # type: ignore[arg-type]
 

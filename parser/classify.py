@@ -576,7 +576,7 @@ def classify_distinct(records: pl.DataFrame, classifier: Classifier | None = Non
             own = new.filter(clash).select_seq("logger", "rest__", own__=pl.lit(True)).unique(subset=["logger",
                                                                                                       "rest__"])
             flag = rows.select_seq("logger", "rest__").join(own, on=["logger", "rest__"], how="left",
-                                                        maintain_order="left", nulls_equal=True)["own__"]
+                                                            maintain_order="left", nulls_equal=True)["own__"]
             rows = rows.with_columns_seq(canon__=pl.when(flag.is_not_null()).then(pl.col("pfx__"))
                                          .otherwise(pl.col("canon__")))
             # their new keys may be cached already (an earlier chunk had the same line): look up again

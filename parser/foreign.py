@@ -136,7 +136,7 @@ def set_aside(lines: pl.DataFrame, is_start: pl.Expr) -> tuple[pl.DataFrame, pl.
     before = pl.col("depth__").shift(1, fill_value=0).over("origin", "segment__")
     inside = (pl.col("open__") | (before > 0)) & ~pl.col("start__")
     marked = marked.with_columns_seq(json__=inside, access__=pl.col("access__").any().over("origin", "segment__",
-                                                                                             "object__"))
+                                                                                         "object__"))
     json_kind = pl.when(pl.col("json__")).then(
         pl.when(pl.col("access__")).then(pl.lit("access-log")).otherwise(pl.lit("json-object")))
     marked = marked.with_columns_seq(kind__=pl.coalesce(pl.col("kind__"), json_kind))

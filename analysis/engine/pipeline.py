@@ -178,7 +178,7 @@ def tls_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFram
         return (requests.with_columns_seq(pl.lit(None, dtype=pl.Int64).alias("downstream_tls_handshake_us")),
                 pl.DataFrame(schema=PHASES_SCHEMA))
     narrow, rows = downstream_waits(requests.select_seq("origin", "conn_id", "life_start_us",
-                                                            request_uid=request_uid()), shakes)
+                                                        request_uid=request_uid()), shakes)
     return requests.with_columns_seq(narrow.get_column("downstream_tls_handshake_us")), rows
 
 

@@ -527,7 +527,7 @@ class StreamingAnalysis:
             first = conn0.sort("ts_us", maintain_order=True).head(1)
             state.conn0_first = first.with_columns_seq(
                 stream_id=pl.lit(None, dtype=pl.UInt64),
-                kind=pl.lit(EventKind.UNKNOWN.value).cast(first.schema["kind"]))
+                                                       kind=pl.lit(EventKind.UNKNOWN.value).cast(first.schema["kind"]))
         if state.socket_line is None and holds.socket:
             state.socket_line = events.filter(_SOCKET).head(1)
 
@@ -802,7 +802,7 @@ class StreamingAnalysis:
             past = past & (pl.col("internal") | (last + self.grace_us < pl.col("conn_newest__")))
         ended = (pl.col("response_end_ts").is_not_null() | internal_end) & past & pl.all_horizontal(settled)
         flagged = requests.with_columns_seq(done__=(ended | (last + self.idle_us < newest)).fill_null(False),
-                                                last__=last)
+                                            last__=last)
         open_internal = flagged.filter(pl.col("internal") & ~pl.col("done__"))
         if open_internal.height:
             hold = int(open_internal["first_ts"].min())  # type: ignore[arg-type]

@@ -73,7 +73,7 @@ class LiveWindow:
         """A batch of finished requests and their phase rows (``StreamingAnalysis.on_finished``)."""
         kept = requests.select_seq(pl.col(c) if c in requests.columns else pl.lit(None,
                                                                                   REQUEST_FRAME_SCHEMA[c]).alias(c)
-                               for c in WINDOW_COLUMNS)
+                                   for c in WINDOW_COLUMNS)
         spans = phases.filter(~pl.col("part_of_total"))  # filter spans, for the slow-filter findings
         with self._lock:
             self.requests_total += int(kept.select_seq((~pl.col("internal")).sum()).item())

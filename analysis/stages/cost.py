@@ -227,7 +227,7 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     slices = corrected_slices(loop.lazy().join(traffic_windows(requests).lazy(), on="origin").with_columns_seq(
         s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
         pl.col("e") > pl.col("s")).select_seq("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
-                                          busy_us=pl.col("e") - pl.col("s")).collect())
+                                              busy_us=pl.col("e") - pl.col("s")).collect())
     # A request begins with the slice holding its first read (its `socket event` line comes a little before).
     down = asof(client.select_seq("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
                 slices, left_on="life", right_on="start_us", by=["origin", "conn_id"], strategy="backward",
@@ -304,7 +304,7 @@ def request_cpu(requests: pl.DataFrame, loop: pl.DataFrame, record_costs: Record
     cooling, cold = (pl.col("idle") == COOLING).sum(), (pl.col("idle") == COLD).sum()
     # (the columns read, selected before the filter: it copies every column it keeps, of millions of slices)
     own = slices.select_seq("request_uid", *figures, "lines", "idle").filter(pl.col("request_uid").is_not_null()
-                                                                              ).group_by("request_uid").agg(
+                                                                          ).group_by("request_uid").agg(
         *(pl.col(f).sum().alias(f"own_{f}") for f in figures), own_lines=pl.col("lines").sum(),
         own_cooling=cooling, own_cold=cold)
     per_worker = client.group_by("origin", "thread").agg(n=pl.len())
@@ -354,8 +354,8 @@ def woken_requests(slices: pl.DataFrame) -> pl.DataFrame:
     begun = (slices.select_seq("origin", "thread", "start_us", "request_uid", period=period)
              .filter(pl.col("request_uid").is_not_null())
              .group_by("request_uid").agg(pl.col("origin").first(), pl.col("thread").first(),
-                                              period=pl.col("period").sort_by("start_us").first(),
-                                              began=pl.col("start_us").min()))
+                                          period=pl.col("period").sort_by("start_us").first(),
+                                          began=pl.col("start_us").min()))
     first = pl.col("began") == pl.col("began").min().over("origin", "thread", "period")
     return begun.select_seq("request_uid", woke_worker=first)
 

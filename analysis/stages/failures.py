@@ -87,7 +87,7 @@ def failed_connects(streams: pl.DataFrame, events: pl.DataFrame, setup: pl.DataF
         failed_cx_end_ts=pl.when(pl.col("failed_conn_id").is_not_null()).then(
             pl.min_horizontal(pl.coalesce("up_connected_ts", failed_at), failed_at)),
         failed_hs_end_ts=pl.when(pl.col("failed_conn_id").is_not_null() & pl.col("up_connected_ts").is_not_null()
-                                     & tls).then(pl.max_horizontal(failed_at, "up_connected_ts")),
+                                 & tls).then(pl.max_horizontal(failed_at, "up_connected_ts")),
         reset_ts="reset_ts")
     found = last.select_seq("origin", "conn_id", "stream_id", "failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts",
                             "failed_hs_end_ts", "failed_reason", "failed_error", "reset_ts")
@@ -99,7 +99,7 @@ def failed_connects(streams: pl.DataFrame, events: pl.DataFrame, setup: pl.DataF
     return out.with_columns_seq(
         pl.when(failed_last).then(pl.col(c)).alias(c)
         for c in ("failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts", "failed_hs_end_ts", "failed_reason",
-                      "failed_error")
+                  "failed_error")
     ).drop("reset_ts")
 
 

@@ -100,7 +100,7 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         & pl.col("stream_id").is_not_null()
     ).group_by(stream).agg(
         upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == EventKind.UPSTREAM_TIMEOUT).min(),
-                                            pl.col("ts_us").max()))
+                                        pl.col("ts_us").max()))
     return r.join(timeouts, on=stream, how="left", maintain_order="left")
 
 

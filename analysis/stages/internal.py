@@ -123,7 +123,8 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     owned = found.filter(pl.col("owner_uid").is_not_null())
     if owned.height == 0:
         return found.select_seq("kind", "owner_uid", work_uid="request_uid", call_start_us=pl.lit(None, pl.Int64),
-                            call_end_us=pl.lit(None, pl.Int64)).select_seq(list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
+                                call_end_us=pl.lit(None, pl.Int64)
+                                ).select_seq(list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
     owner_lines = lines.join(clients.join(owned.select_seq("owner_uid").unique(), on="owner_uid"), on=_STREAM)
     calling = owner_lines.filter(pl.col("kind") == EventKind.EXT_AUTHZ_CALLING).select_seq(
         "owner_uid", calling_us="ts_us").sort("calling_us")
@@ -227,7 +228,8 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
                    & (pl.col("kind") == WorkKind.TRACING_FLUSH.value))
     start = pl.when(serialising).then(pl.coalesce("prev_ts", "head_ts")).otherwise(pl.col("head_ts"))
     return runs.select_seq("work_uid", "kind", label=work_label(), owner_uid="owner_uid", origin="origin",
-                       thread="thread", start_us=start, end_us="end_us").cast(BURSTS_SCHEMA)  # type: ignore[arg-type]
+                           thread="thread", start_us=start, end_us="end_us"
+                           ).cast(BURSTS_SCHEMA)  # type: ignore[arg-type]
 
 
 def work_label() -> pl.Expr:

@@ -325,7 +325,8 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
     # (the uid is not read here: its ~60 bytes a request are read from ``requests`` for the windows only; the
     # sort gathers columns of equal values once, spill.gathered: a one-line request's times are one timestamp)
     r = requests.select_seq(*([] if "origin" in fixed else [origin]),
-                        *(c for c in _LOOP_READS[2:] if c not in fixed), pos__=pl.int_range(pl.len(), dtype=pl.UInt32))
+                            *(c for c in _LOOP_READS[2:] if c not in fixed),
+                            pos__=pl.int_range(pl.len(), dtype=pl.UInt32))
     if order:
         sorting, columns = r.select_seq(pl.arg_sort_by(order)).to_series(), r.get_columns()
         del r
@@ -344,9 +345,9 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
         turnaround_us=over(_min_positive(pl.col("life_start_us") - pl.col("prev_end_us")), "origin"),
         # too few samples tell nothing about the upstream's speed
         min_wait_us=over(pl.when(waits.filter(waits >= 0).count() >= MIN_SAMPLES).then(_min_positive(waits)),
-                             "origin", "cluster"),
+                         "origin", "cluster"),
         min_connect_us=over(pl.when(connects.filter(connects >= 0).count() >= MIN_SAMPLES)
-                                .then(_min_positive(connects)), "origin", "cluster"))
+                            .then(_min_positive(connects)), "origin", "cluster"))
     # (the requests stage knows each downstream connection's first line: a request cannot be read before it)
     r = r.with_columns_seq(
         ready_read_us=pl.max_horizontal(pl.col("prev_end_us") + pl.col("turnaround_us"), "conn_first_ts"),
@@ -381,7 +382,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
     # (the lookup columns are let go: the last block still shares their buffers)
     del block, looked
     r = r.select_seq("total_us", "pos__").with_columns_seq(queue.alias(f"queue_{where.replace(' ', '_')}_us")
-                           for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
+                       for queue, (where, *_rest) in zip(queues, WAIT_POINTS, strict=True))
     windows = pl.concat(waited)
     # Before the first read the request's life has not begun: that wait is outside total_us. The other wait
     # points lie between b0 and b9, so their sum is a share of the phases (clipped, in case windows overlap).
@@ -389,7 +390,7 @@ def loop_queue(requests: pl.DataFrame, loop: pl.DataFrame, placed: pl.Expr | Non
     added = r.select_seq(
         queue_before_read_us=pl.col(f"queue_{BEFORE_READ.replace(' ', '_')}_us").fill_null(0).cast(pl.Int64),
         loop_queue_us=pl.min_horizontal(pl.sum_horizontal(inside), pl.col("total_us").clip(lower_bound=0)
-                                            ).cast(pl.Int64))
+                                        ).cast(pl.Int64))
     # (the two columns are put back in the requests' own order: the wide frame is not copied)
     queued = requests.drop(added.columns, strict=False).hstack(
         added[r["pos__"].arg_sort()] if r.height == requests.height else _scattered(added, r["pos__"], requests.height))
@@ -609,9 +610,9 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
     work = grouped_by_varying(client, ("origin", "thread"), requests=pl.len(),
-                              connections=pl.col("downstream_conn_id").n_unique())
+                    connections=pl.col("downstream_conn_id").n_unique())
     harm = grouped_by_varying(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
-                              wait_p50_us=percentile_expr(wait, 0.5))
+                    wait_p50_us=percentile_expr(wait, 0.5))
     window = traffic_windows(requests)
     busy_in = spans.join(window.lazy(), on="origin").select_seq(
         "origin", "thread", s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(

@@ -190,7 +190,7 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
                                             strategy="backward", check_sortedness=False)
     return found.select_seq("request_uid", phase=pl.coalesce("phase", pl.lit(Phase.DOWNSTREAM_READ.value)),
                             detail="detail",
-                        start_us="start_us", end_us="end_us", dur_us="dur_us", part_of_total=pl.lit(False))
+                            start_us="start_us", end_us="end_us", dur_us="dur_us", part_of_total=pl.lit(False))
 
 
 def _filters_traced(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:

@@ -365,7 +365,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         up_connected_ts=_when(EventKind.CONNECTED),
         up_in_progress_ts=_when(EventKind.CONNECTION_IN_PROGRESS),
         up_connecting_ts=_when((EventKind.CONNECTING_TO, EventKind.CLIENT_CONNECTING,
-                                    EventKind.CONNECTION_IN_PROGRESS)),
+                                EventKind.CONNECTION_IN_PROGRESS)),
         # `raising connection event 2` (Connected) comes after the TLS handshake on a TLS connection.
         up_established_ts=pl.when((pl.col("kind") == EventKind.RAISING_CONNECTION_EVENT) & (pl.col("event") == 2))
         .then(pl.col("ts_us")),
@@ -429,7 +429,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.with_columns_seq(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
         pl.min_horizontal("us_encoded_ts", pl.coalesce("us_written_ts", "us_encoded_ts")), "us_tx_start_ts"))
         .otherwise(pl.coalesce(pl.min_horizontal("us_queued_ts", pl.coalesce("us_written_ts", "us_queued_ts")),
-                                   "us_tx_start_ts")))
+                               "us_tx_start_ts")))
     # The router sees the response headers (`upstream response headers`, else `upstream headers complete`).
     streams = streams.with_columns_seq(us_resp_router_ts=pl.coalesce("us_resp_ts", "us_hdr_complete_ts"))
     up_reads = reads.select_seq("origin", "ts_us", upstream_conn_id="conn_id")
@@ -519,10 +519,10 @@ def _finish(s: pl.DataFrame) -> pl.DataFrame:
         # Whole life inside the capture: from `new stream` to the response's end, and where the capture has
         # socket lines, from the read that delivered the request to the write that sent the response.
         complete=(pl.col("new_stream_ts").is_not_null() & response_end.is_not_null()
-                      & (~pl.col("origin_socket_lines")
-                         | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
+                  & (~pl.col("origin_socket_lines")
+                     | pl.col("life_end_ts").is_not_null() & pl.col("read_start_ts").is_not_null())),
         failure_reason=failure_reason(_reply_details(), pl.col("status"), pl.col("retries").fill_null(0) > 0,
-                                          pl.col("failed_reason")) if replied else connect_failure_reason(
+                                      pl.col("failed_reason")) if replied else connect_failure_reason(
             pl.col("failed_reason")),
     ).with_columns_seq(outcome=_outcome())
 

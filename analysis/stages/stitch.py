@@ -115,7 +115,8 @@ def stitch(requests: pl.DataFrame) -> tuple[pl.DataFrame, Stitching]:
     a_side = linked.select_seq(request_uid="a_uid", peer_origin="b_origin", peer_request_uid="b_uid",
                                network_out_us="network_out_us", network_back_us="network_back_us")
     b_side = linked.select_seq(request_uid="b_uid", peer_origin="a_origin", peer_request_uid="a_uid",
-                           network_out_us=pl.lit(None, dtype=pl.Int64), network_back_us=pl.lit(None, dtype=pl.Int64))
+                               network_out_us=pl.lit(None, dtype=pl.Int64),
+                               network_back_us=pl.lit(None, dtype=pl.Int64))
     peers = pl.concat([a_side, b_side]).cast({"request_uid": pl.String(), **PEER_SCHEMA})  # type: ignore[arg-type,dict-item]
     out = out.join(peers, on="request_uid", how="left")
     return out, Stitching(pairs=linked.height, unmatched=_unmatched(r, shared), clock_offsets=tuple(offsets))
