@@ -32,7 +32,7 @@ import polars as pl
 from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.gap_counts import COLD, COOLING, WARM, GapCounts, idle_class
 from envoy_dissector.analysis.schema import COSTED_REQUEST_SCHEMA, conform
-from envoy_dissector.analysis.stages.loop import traffic_windows
+from envoy_dissector.analysis.stages.loop import in_window, traffic_windows
 from envoy_dissector.analysis.stats import QUANTILES, percentile_expr, rows_where
 
 #: The queueing window (``QUEUEING_SCHEMA.where``) inside the upstream wait: proxy time, not upstream time.
@@ -224,10 +224,8 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
     client = rows_where(requests, ~pl.col("internal") & pl.col("life_start_us").is_not_null(), (
         "origin", "request_uid", "downstream_conn_id", "upstream_conn_id", "life_start_us"))
     # (one lazy pass: the eager join, columns and filter each copied the millions of slices)
-    slices = corrected_slices(loop.lazy().join(traffic_windows(requests).lazy(), on="origin").with_columns_seq(
-        s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
-        pl.col("e") > pl.col("s")).select_seq("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines",
-                                              busy_us=pl.col("e") - pl.col("s")).collect())
+    slices = corrected_slices(in_window(loop.lazy(), traffic_windows(requests)).select_seq(
+        *_SLICE_READS, busy_us=pl.col("e") - pl.col("s")).collect())
     # A request begins with the slice holding its first read (its `socket event` line comes a little before).
     down = asof(client.select_seq("origin", "request_uid", conn_id="downstream_conn_id", life="life_start_us"),
                 slices, left_on="life", right_on="start_us", by=["origin", "conn_id"], strategy="backward",
@@ -247,7 +245,8 @@ def owned_slices(requests: pl.DataFrame, loop: pl.DataFrame) -> pl.DataFrame:
 #: 5 GB corpus' 1.4 M slices (44 origins) at once were +410 MiB at the report, the run's peak; 500 k at a time,
 #: +160 MiB.
 COST_BATCH_SLICES: Final = 500_000
-#: The columns of the requests :func:`request_cpu` reads.
+#: The columns of the loop's slices and of the requests :func:`request_cpu` reads.
+_SLICE_READS = ("origin", "thread", "conn_id", "start_us", "end_us", "kind", "lines")
 _REQUEST_CPU_READS = ("origin", "request_uid", "internal", "complete", "thread", "downstream_conn_id",
                       "upstream_conn_id", "life_start_us", "life_end_us", "queue_before_read_us", "loop_queue_us",
                       "sidecar_added_us")
@@ -282,8 +281,7 @@ def request_cpu_in_batches(requests: pl.DataFrame, loop: pl.DataFrame, record_co
     for names in batches:
         mine = pl.col("origin").is_in(pl.Series(names, dtype=pl.String).implode())
         parts.append(request_cpu(rows_where(requests, mine, read),
-                                 rows_where(loop, mine, ("origin", "thread", "conn_id", "start_us", "end_us", "kind",
-                                                         "lines")), record_costs))
+                                 rows_where(loop, mine, _SLICE_READS), record_costs))
     return pl.concat(parts)
 
 

@@ -586,6 +586,13 @@ def traffic_windows(requests: pl.DataFrame) -> pl.DataFrame:
     return grouped_by_varying(client, ("origin",), w0=pl.col("life_start_us").min(), w1=pl.col("life_end_us").max())
 
 
+def in_window(slices: pl.LazyFrame, windows: pl.DataFrame) -> pl.LazyFrame:
+    """The slices with some part inside their origin's traffic window (``windows``: :func:`traffic_windows`), that
+    part from ``s`` to ``e``: the busy time ``worker_stats`` and the cost (``cost.owned_slices``) both count."""
+    return slices.join(windows.lazy(), on="origin").with_columns_seq(
+        s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(pl.col("e") > pl.col("s"))
+
+
 def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per worker: busy time inside the traffic window, its share of that window, requests and connections,
     and the harm queueing did there: ``waited`` complete requests that waited at least ``WAITED_US`` for the
@@ -610,14 +617,12 @@ def worker_stats(loop: pl.DataFrame, requests: pl.DataFrame, workers: pl.DataFra
     wait = pl.col("queue_before_read_us").fill_null(0) + pl.col("loop_queue_us").fill_null(0)
     counted = client.filter(pl.col("complete"))
     work = grouped_by_varying(client, ("origin", "thread"), requests=pl.len(),
-                    connections=pl.col("downstream_conn_id").n_unique())
+                              connections=pl.col("downstream_conn_id").n_unique())
     harm = grouped_by_varying(counted, ("origin", "thread"), waited=(wait >= WAITED_US).sum().cast(pl.UInt32),
-                    wait_p50_us=percentile_expr(wait, 0.5))
+                              wait_p50_us=percentile_expr(wait, 0.5))
     window = traffic_windows(requests)
-    busy_in = spans.join(window.lazy(), on="origin").select_seq(
-        "origin", "thread", s=pl.max_horizontal("start_us", "w0"), e=pl.min_horizontal("end_us", "w1")).filter(
-        pl.col("e") > pl.col("s")).group_by("origin", "thread").agg(busy_us=(pl.col("e") - pl.col("s")).sum()
-                                                                       ).collect(engine="streaming")
+    busy_in = in_window(spans, window).group_by("origin", "thread").agg(
+        busy_us=(pl.col("e") - pl.col("s")).sum()).collect(engine="streaming")
     out = (threads.join(window, on="origin", how="left").join(busy_in, on=["origin", "thread"], how="left")
            .join(work, on=["origin", "thread"], how="left").join(harm, on=["origin", "thread"], how="left"))
     out = out.with_columns_seq(window_us=(pl.col("w1") - pl.col("w0")).cast(pl.Int64),
