@@ -411,8 +411,9 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
             shapes: ShapeStore | None = None, stop_reading: Callable[[int, int], bool] | None = None,
             keep_events: bool = False, on_finished: Emit | None = None, grace_us: int = GRACE_US,
             idle_us: int = IDLE_US, window_events: int = WINDOW_EVENTS, max_open: int = MAX_OPEN_REQUESTS,
-            block_bytes: int | None = None, prefetch: int = PREFETCH, spill_budget: int = MEMORY_BUDGET,
-            parse_workers: int = PARSE_WORKERS, background_steps: bool = True) -> Capture:
+            first_window_events: int | None = None, block_bytes: int | None = None, prefetch: int = PREFETCH,
+            spill_budget: int = MEMORY_BUDGET, parse_workers: int = PARSE_WORKERS,
+            background_steps: bool = True) -> Capture:
     """Parse and analyse a capture, worker by worker as it is read (``analysis/engine/streaming.py``): memory
     stays bounded whatever the input's size.
 
@@ -428,10 +429,11 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
             input again when they are asked for; the only way to have them for stdin or a pipe.
 
     The engine's own settings: ``on_finished(requests, phases)`` sees each batch of finished requests as it is
-    emitted; ``grace_us``, ``idle_us``, ``window_events``, ``max_open`` (``streaming.py``); ``block_bytes``,
-    ``parse_workers`` and ``prefetch`` (chunks parsed ahead) for the parser; finished output beyond
-    ``spill_budget`` bytes waits in parquet parts (``spill.py``); ``background_steps``: window steps on threads
-    of their own while the next chunks are read (the same result as in line). Sources are analysed one after
+    emitted; ``grace_us``, ``idle_us``, ``window_events``, ``max_open``, ``first_window_events``
+    (``streaming.py``); ``block_bytes``, ``parse_workers`` and ``prefetch`` (chunks parsed ahead) for the
+    parser; finished output beyond ``spill_budget`` bytes waits in parquet parts (``spill.py``);
+    ``background_steps``: window steps on threads of their own while the next chunks are read (the same result
+    as in line). Sources are analysed one after
     another: a file's workers are finished when the next file begins.
 
     >>> cap = dissect("fixtures/istio-thread/keepalive/envoy.log.gz")
@@ -441,7 +443,8 @@ def dissect(source: Any, *, format: str = "auto", log_format: str | None = None,
     src = _as_source(source)
     done = stream(src, format=format, log_format=log_format, redact=redact, progress=progress, shapes=shapes,
                   stop_reading=stop_reading, on_finished=on_finished, grace_us=grace_us, idle_us=idle_us,
-                  window_events=window_events, max_open=max_open, block_bytes=block_bytes, prefetch=prefetch,
+                  window_events=window_events, max_open=max_open, first_window_events=first_window_events,
+                  block_bytes=block_bytes, prefetch=prefetch,
                   spill_budget=spill_budget, parse_workers=parse_workers, background_steps=background_steps,
                   keep_events=keep_events, read_ahead=regular_files(source), uids_on_access=True)
     result = done.analysis

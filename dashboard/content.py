@@ -71,6 +71,12 @@ class ContentMeter:
         self._line_run = 0
         self._inflater: zlib._Decompress | None = None
 
+    @property
+    def judged(self) -> bool:
+        """Whether enough has been seen to accept the content so far (its kind known, the text's head not
+        binary); later bytes can still refuse it (size, a long line, a broken gzip stream)."""
+        return self._sniffed
+
     # -- feeding ----------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         """Take the next raw bytes; raise :class:`ContentRefused` as soon as the upload is refused."""

@@ -43,6 +43,7 @@ from envoy_dissector.analysis.schema import REQUEST_FRAME_SCHEMA
 from envoy_dissector.dashboard.held import Detail, Held, hold
 from envoy_dissector.parser import shape_cache
 from envoy_dissector.parser.errors import DissectorError
+from envoy_dissector.parser.growing import GrowingFile
 from envoy_dissector.parser.sources import Source
 
 JobState = Literal["queued", "running", "done", "error"]
@@ -52,6 +53,9 @@ DEMO_FILES: tuple[tuple[str, str], ...] = (
 )
 TOKEN_BYTES = 18
 JOB_TTL_S = 600
+#: rows after which an upload's workers take their first window step (``StreamingAnalysis.first_window_events``):
+#: its first requests reach the provisional overview after ~10 MB of a trace log rather than ~60
+FIRST_WINDOW_EVENTS = 50_000
 #: Columns of the finished requests a running analysis keeps for its provisional overview.
 PARTIAL_COLUMNS = tuple(c for c in REQUEST_FRAME_SCHEMA if c.endswith("_us") or c in (
     "request_uid", "origin", "thread", "status", "complete", "internal", "first_ts", "last_ts", "authority",
@@ -155,6 +159,10 @@ class Job:
     delete: bool = True
     #: the Envoy ``--log-format`` the file was written with (custom formats only)
     log_format: str | None = None
+    #: the file is still being written (an upload analysed as it arrives: ``parser/growing.py``)
+    growing: GrowingFile | None = field(default=None, repr=False)
+    #: the upload was refused or cut off after the job was submitted: it is dropped, never made a dataset
+    withdrawn: bool = False
     state: JobState = "queued"
     submitted: float = field(default_factory=time.time)
     done_bytes: int = 0
@@ -208,6 +216,9 @@ class Job:
         mb = (self.total_bytes or 0) / 1e6
         if self.state == "queued":
             return f"{self.name}: waiting for a free analysis slot"
+        if self.state == "running" and self.stage == "parsing" and not self.total_bytes:  # (a gzip upload arriving)
+            return (f"{self.name}: analysing ({self.done_bytes / 1e6:.0f} MB so far, "
+                    f"{self.partial_rows:,} requests so far)")
         if self.state == "running" and self.stage == "parsing":
             return (f"{self.name}: analysing {self.fraction / 0.9:.0%} "
                     f"({self.done_bytes / 1e6:.0f} of ~{mb:.0f} MB, {self.partial_rows:,} requests so far)")
@@ -249,10 +260,13 @@ class Registry:
         workers: analyses run at once; more uploads wait in the queue.
         analyse: the function building a ``Capture`` (``dissect``: bounded memory, and the finished
             requests reach the job as they come, for the provisional overview; tests may pass a slower one).
+        first_window_events: rows after which an analysis' workers take their first window step, when
+            ``analyse`` takes it (``FIRST_WINDOW_EVENTS``).
     """
 
     def __init__(self, *, max_datasets: int = 4, max_sessions: int = 16, max_pending: int = 4,
-                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect) -> None:
+                 session_idle_s: float = 3600.0, workers: int = 2, analyse: Analyse = dissect,
+                 first_window_events: int = FIRST_WINDOW_EVENTS) -> None:
         self.max_datasets = max(1, max_datasets)
         self.max_sessions = max(1, max_sessions)
         self.max_pending = max(1, max_pending)
@@ -265,6 +279,8 @@ class Registry:
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="dissect-job")
         self._analyse = analyse
         self._streams = "on_finished" in inspect.signature(analyse).parameters
+        self._first_window = "first_window_events" in inspect.signature(analyse).parameters
+        self.first_window_events = first_window_events
 
     # -- datasets ---------------------------------------------------------------------------------
     def on_evict(self, listener: Callable[[str], None]) -> None:
@@ -387,13 +403,16 @@ class Registry:
 
     # -- jobs ---------------------------------------------------------------------------------------
     def submit(self, path: Path, *, name: str, owner: str | None, delete: bool = True,
-               log_format: str | None = None, total_bytes: int | None = None) -> Job:
+               log_format: str | None = None, total_bytes: int | None = None,
+               growing: GrowingFile | None = None) -> Job:
         """Analyse ``path`` in the background; the file is deleted afterwards when ``delete``.
-        ``total_bytes``: its decompressed size when known (else read from the gzip trailer). Raises
+        ``total_bytes``: its decompressed size when known (else read from the gzip trailer of a complete
+        file). ``growing``: the file is still being written, and is read as it grows. Raises
         :class:`RegistryFull` (see :meth:`admit`) for an owned upload that may not start now."""
-        job = Job(id=new_id(), owner=owner, name=name, path=path,
-                  total_bytes=total_bytes if total_bytes is not None else decompressed_size(path),
-                  delete=delete, log_format=log_format or None)
+        if total_bytes is None and growing is None:
+            total_bytes = decompressed_size(path)
+        job = Job(id=new_id(), owner=owner, name=name, path=path, total_bytes=total_bytes, delete=delete,
+                  log_format=log_format or None, growing=growing)
         with self._lock:
             if owner is not None:
                 self.admit(owner)
@@ -402,7 +421,18 @@ class Registry:
         self._pool.submit(self._run, job)
         return job
 
+    def withdraw(self, job: Job) -> None:
+        """Drop a submitted job whose upload was refused or cut off: no session sees it again, and its analysis
+        (which fails on the unfinished file, or has not begun) adds no dataset."""
+        job.withdrawn = True
+        with self._lock:
+            self._jobs.pop(job.id, None)
+
     def _run(self, job: Job) -> None:
+        if job.withdrawn:
+            if job.delete:
+                job.path.unlink(missing_ok=True)
+            return
         job.state, job.stage, job.started = "running", "parsing", time.time()
 
         def advance(n: int) -> None:
@@ -413,8 +443,12 @@ class Registry:
             kw: dict[str, Any] = {"format": "custom", "log_format": job.log_format} if job.log_format else {}
             if self._streams:
                 kw["on_finished"] = job.add_finished
-            capture = self._analyse(Source(job.name, path=job.path), progress=advance, name=job.name, redact=True,
-                                    **kw)
+            if self._first_window:  # (the provisional overview's first requests sooner)
+                kw["first_window_events"] = self.first_window_events
+            capture = self._analyse(Source(job.name, path=job.path, growing=job.growing), progress=advance,
+                                    name=job.name, redact=True, **kw)
+            if job.withdrawn:
+                raise DissectorError("withdrawn")
             job.stage = "analysing"
             # a streamed capture reads a request's lines again from the upload: the file now belongs to it
             keep = capture.line_index is not None and capture.line_index.path == job.path

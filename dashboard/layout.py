@@ -125,7 +125,7 @@ def build_layout(upload_url: str, max_bytes: int) -> Any:
     return html.Div([
         dcc.Store(id="session", storage_type="session", data={"token": new_id()}),
         dcc.Store(id="overview-rows"),         # requests shown by the provisional overview of a running analysis
-        dcc.Store(id="upload-job"),            # set by assets/upload.js when an upload has been accepted
+        dcc.Store(id="upload-job"),            # set by assets/upload.js while an upload runs and when it is accepted
         dcc.Store(id="selected-request"),      # {"dataset": id, "uid": request_uid}
         dcc.Store(id="loop-state"),            # {"dataset", "start", "end", "highlight"}
         dcc.Store(id="grid-refresh"),

@@ -1,6 +1,6 @@
 """Streaming upload route: the browser POSTs the raw file as the request body (no base64, no form
 encoding); the server writes its log text, redacted line by line, to a private temporary file in chunks
-and starts its analysis.
+and analyses it as it arrives.
 
 ``dcc.Upload`` would read the whole file into the browser as a base64 data URL and push it through
 a callback: fine for kilobytes, wrong for the hundreds of megabytes trace logs reach. Here the body
@@ -11,6 +11,12 @@ fine): :class:`~envoy_dissector.dashboard.content.ContentMeter` checks the bytes
 decompressing gzip as a stream with the cap counting the **decompressed** bytes, so a gzip bomb is
 refused after one chunk of work.
 
+The analysis does not wait for the whole file: once the first chunk has shown the content is a text log (or
+gzip of one), the job is submitted and reads the file as it grows (``parser/growing.py``), a block once the
+block is written; the browser polls the session's jobs while it uploads, so the first requests are on screen
+before the last bytes are sent. An upload refused or cut off later withdraws its job (never shown as a
+dataset) and removes the file.
+
 Protocol (``assets/upload.js`` speaks it)::
 
     POST <prefix>_dissector/upload?name=<file name>[&log_format=<Envoy --log-format, custom formats only>]
@@ -18,7 +24,7 @@ Protocol (``assets/upload.js`` speaks it)::
     Content-Type: application/octet-stream
     <file bytes>
 
-    200 {"job": ID, "bytes": N}            analysis started; poll the registry for its progress
+    200 {"job": ID, "bytes": N}            the whole file arrived (its analysis began with its first chunk)
     400 {"error": TEXT}                    no session, empty body, corrupt or truncated gzip
     413 {"error": TEXT}                    more log text (decompressed) than the configured cap
     415 {"error": TEXT}                    not a text log (binary, an archive, another compression)
@@ -31,6 +37,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -40,10 +47,14 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from envoy_dissector.dashboard.content import ContentMeter, ContentRefused, too_large_message
 from envoy_dissector.dashboard.datasets import Registry, RegistryFull, valid_token
-from envoy_dissector.parser.redact_lines import RedactingWriter
+from envoy_dissector.parser.growing import GrowingFile
+from envoy_dissector.parser.redact_lines import BATCH_BYTES, RedactingWriter
 
 ROUTE = "/_dissector/upload"
 CHUNK_BYTES = 1024 * 1024
+#: log text redacted at once before it is written (``RedactingWriter``): the analysis reads the file as it grows
+#: by so much at a time at least
+REDACT_BATCH_BYTES = BATCH_BYTES
 SESSION_HEADER = "X-Dissector-Session"
 MAX_LOG_FORMAT = 2000
 #: raw body allowed beyond the cap on log text (gzip framing of an incompressible file)
@@ -57,29 +68,73 @@ def safe_name(name: str | None) -> str:
     return base[-120:]
 
 
-def save_stream(stream: IO[bytes], directory: Path, max_bytes: int,
-                chunk_bytes: int = CHUNK_BYTES) -> tuple[Path, ContentMeter]:
-    """Copy the log text of ``stream`` (decompressed, when gzip), redacted line by line, into a new private
-    file in ``directory`` while a :class:`ContentMeter` checks it; the upload as sent is never written. On
-    :class:`ContentRefused` (or any error) the partial file is removed. Returns the path (``.log``) and the
-    meter (kind, raw and text byte counts)."""
-    fd, name = tempfile.mkstemp(prefix="upload-", suffix=".part", dir=directory)
-    path = Path(name)
+def new_upload_file(directory: Path) -> Path:
+    """A new private (0600) file in ``directory`` for an upload's log text."""
+    fd, name = tempfile.mkstemp(prefix="upload-", suffix=".log", dir=directory)
+    os.close(fd)
+    return Path(name)
+
+
+class _Announced:
+    """The upload file as the redacting writer writes it: each batch is flushed, then counted on ``growing``, so
+    the analysis reading the file as it grows only reads what is there."""
+
+    def __init__(self, out: IO[bytes], growing: GrowingFile | None) -> None:
+        self.out, self.growing = out, growing
+
+    def write(self, data: bytes) -> int:
+        written = self.out.write(data)
+        if self.growing is not None:
+            self.out.flush()
+            self.growing.wrote(len(data))
+        return written
+
+
+def write_upload(stream: IO[bytes], path: Path, max_bytes: int, chunk_bytes: int = CHUNK_BYTES, *,
+                 growing: GrowingFile | None = None,
+                 judged: Callable[[ContentMeter], None] | None = None) -> ContentMeter:
+    """Copy the log text of ``stream`` (decompressed, when gzip), redacted line by line, into ``path`` while a
+    :class:`ContentMeter` checks it; the upload as sent is never written. ``growing`` is told of every batch
+    written and of the end (a reader may be analysing the file as it grows); ``judged(meter)`` is called once,
+    as soon as the meter has seen enough to accept the content (text or gzip, not binary), or at the end. On
+    :class:`ContentRefused` (or any error) ``growing`` fails and the raise goes on; the caller removes the file."""
+    told = False
     try:
-        with os.fdopen(fd, "wb") as out, RedactingWriter(out) as redacted:
+        with path.open("wb") as out, \
+                RedactingWriter(_Announced(out, growing), batch_bytes=REDACT_BATCH_BYTES) as redacted:  # type: ignore[arg-type]
             meter = ContentMeter(max_bytes, sink=redacted.write)
             while True:
                 data = stream.read(chunk_bytes)
                 if not data:
                     break
                 meter.feed(data)
+                if not told and meter.judged:
+                    told = True
+                    if judged is not None:
+                        judged(meter)
             meter.finish()
-        final = path.with_suffix(".log")
-        path.rename(final)
+        if not told and judged is not None:
+            judged(meter)
+    except BaseException as exc:
+        if growing is not None:
+            growing.fail(f"the upload was refused or cut off ({exc or type(exc).__name__})")
+        raise
+    if growing is not None:
+        growing.end()
+    return meter
+
+
+def save_stream(stream: IO[bytes], directory: Path, max_bytes: int,
+                chunk_bytes: int = CHUNK_BYTES) -> tuple[Path, ContentMeter]:
+    """``write_upload`` into a new private file in ``directory``, removed on :class:`ContentRefused` (or any
+    error). Returns the path (``.log``) and the meter (kind, raw and text byte counts)."""
+    path = new_upload_file(directory)
+    try:
+        meter = write_upload(stream, path, max_bytes, chunk_bytes)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
-    return final, meter
+    return path, meter
 
 
 def make_upload_dir() -> Path:
@@ -109,19 +164,29 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
             return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
         # Flask's MAX_CONTENT_LENGTH is sized for callbacks; here the meter caps the log text
         request.max_content_length = max_bytes + BODY_SLACK_BYTES
-        try:
-            path, meter = save_stream(request.stream, directory, max_bytes)
-        except ContentRefused as exc:
-            return jsonify(error=f"{name}: {exc}"), exc.status
-        except RequestEntityTooLarge:
-            return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
         log_format = (request.args.get("log_format") or "").strip()[:MAX_LOG_FORMAT] or None
+        path, growing, started = new_upload_file(directory), GrowingFile(), []
+
+        def start(meter: ContentMeter) -> None:
+            # the content is accepted so far: its analysis begins now and reads the file as the rest arrives
+            started.append(registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
+                                           total_bytes=length if meter.kind == "text" else None, growing=growing))
+
         try:
-            job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
-                                  total_bytes=meter.text_bytes)
-        except RegistryFull as exc:
+            meter = write_upload(request.stream, path, max_bytes, CHUNK_BYTES, growing=growing, judged=start)
+        except BaseException as exc:
+            for job in started:
+                registry.withdraw(job)
             path.unlink(missing_ok=True)
-            return jsonify(error=f"{name}: {exc}"), exc.status
+            if isinstance(exc, ContentRefused):
+                return jsonify(error=f"{name}: {exc}"), exc.status
+            if isinstance(exc, RequestEntityTooLarge):
+                return jsonify(error=f"{name}: {too_large_message(max_bytes)}"), 413
+            if isinstance(exc, RegistryFull):
+                return jsonify(error=f"{name}: {exc}"), exc.status
+            raise
+        job = started[0]
+        job.total_bytes = meter.text_bytes
         return jsonify(job=job.id, bytes=meter.raw_bytes)
 
     server.add_url_rule(route, endpoint="dissector_upload", view_func=upload, methods=["POST"])

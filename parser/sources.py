@@ -14,12 +14,13 @@ import stat
 import sys
 import zlib
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
 from envoy_dissector.parser import limits
 from envoy_dissector.parser.errors import InputError
+from envoy_dissector.parser.growing import GrowingFile, GrowingReader
 from envoy_dissector.parser.limits import CountingReader
 from envoy_dissector.parser.streams import StreamReader, is_stream
 
@@ -42,11 +43,13 @@ class Block:
 
 @dataclass(frozen=True)
 class Source:
-    """One input: a path, ``-`` for stdin, or literal text."""
+    """One input: a path, ``-`` for stdin, or literal text. ``growing``: the path is a file still being written
+    (an upload), read as it grows (``growing.py``)."""
 
     name: str
     path: Path | None = None
     text: str | None = None
+    growing: GrowingFile | None = field(default=None, compare=False, repr=False)
 
     @property
     def argument(self) -> str:
@@ -164,12 +167,13 @@ def read_blocks(source: Source, block_bytes: int = BLOCK_BYTES) -> Iterator[Bloc
     try:
         consumed = 0
         if counter is None and source.path is not None and _is_regular(fh):
-            resume = yield from _file_blocks(fh.fileno(), source.name, block_bytes)
+            resume = yield from _file_blocks(fh.fileno(), source.name, block_bytes, source.growing)
             if resume is None:
                 return
             fh.seek(resume)
             consumed = resume
-        yield from _stream_blocks(fh, counter, source.name, block_bytes, consumed, pipe=_is_pipe(source))
+        stream = fh if source.growing is None else cast(BinaryIO, GrowingReader(fh, source.growing, source.name))
+        yield from _stream_blocks(stream, counter, source.name, block_bytes, consumed, pipe=_is_pipe(source))
     finally:
         if source.path is not None or counter is not None:
             fh.close()  # a gzip reader does not close the file under it, nor stdin
@@ -204,7 +208,8 @@ def _is_regular(fh: BinaryIO) -> bool:
 TAIL_BYTES = 1 << 16
 
 
-def _file_blocks(fd: int, name: str, block_bytes: int) -> Generator[Block, None, int | None]:
+def _file_blocks(fd: int, name: str, block_bytes: int,
+                 growing: GrowingFile | None = None) -> Generator[Block, None, int | None]:
     """Blocks of a regular file, each read straight into the bytes handed on.
 
     The block's last newline is found in its tail first (a small read), then exactly the whole lines are read
@@ -212,10 +217,13 @@ def _file_blocks(fd: int, name: str, block_bytes: int) -> Generator[Block, None,
     line to the next block and slices off the new partial line, two copies of every block while holding the GIL
     (the parser's other threads wait for it). Returns the offset to go on from with ``_stream_blocks`` when a
     line crosses a block's end with no newline in the tail, or the file changes under the reader; None at its end.
+    A ``growing`` file is read a block once that block is written (or the writer has ended).
     """
     offset = 0
     tail_bytes = min(TAIL_BYTES, block_bytes)
     while True:
+        if growing is not None:
+            growing.wait_for(offset + block_bytes, name)
         tail = _pread(fd, name, tail_bytes, offset + block_bytes - tail_bytes)
         if len(tail) < tail_bytes:  # the file ends within this block
             data = _pread(fd, name, block_bytes, offset)

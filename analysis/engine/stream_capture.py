@@ -103,7 +103,8 @@ def stream(src: Any, *, format: str = "auto", log_format: str | None = None, red
            progress: Callable[[int], None] | None = None, shapes: ShapeStore | None = None,
            stop_reading: Callable[[int, int], bool] | None = None, on_finished: Emit | None = None,
            grace_us: int = GRACE_US, idle_us: int = IDLE_US, window_events: int = WINDOW_EVENTS,
-           max_open: int = MAX_OPEN_REQUESTS, block_bytes: int | None = None, prefetch: int = PREFETCH,
+           max_open: int = MAX_OPEN_REQUESTS, first_window_events: int | None = None,
+           block_bytes: int | None = None, prefetch: int = PREFETCH,
            spill_budget: int = MEMORY_BUDGET, parse_workers: int = PARSE_WORKERS, background_steps: bool = True,
            keep_events: bool = False, read_ahead: bool = True, uids_on_access: bool = False) -> Streamed:
     """Parse ``src`` (as ``capture._as_source`` gives it) and analyse it worker by worker
@@ -114,7 +115,8 @@ def stream(src: Any, *, format: str = "auto", log_format: str | None = None, red
                      progress=progress, stop_reading=stop_reading, block_bytes=block_bytes, workers=parse_workers,
                      columns=None if keep_events else ANALYSED_COLUMNS)
     streaming = StreamingAnalysis(grace_us=grace_us, idle_us=idle_us, window_events=window_events, max_open=max_open,
-                                  on_finished=on_finished, spill_budget=spill_budget, background=background_steps,
+                                  first_window_events=first_window_events, on_finished=on_finished,
+                                  spill_budget=spill_budget, background=background_steps,
                                   uids_on_access=uids_on_access)
     kept: list[pl.DataFrame] = []
     source_name: str | None = None

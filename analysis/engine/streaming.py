@@ -263,6 +263,11 @@ class StreamingAnalysis:
     grace_us: int = GRACE_US
     idle_us: int = IDLE_US
     window_events: int = WINDOW_EVENTS
+    #: the first window of a worker that begins before any request has finished, in rows, when smaller than its
+    #: staggered share; until a request has finished, each next window is twice the last: the first requests are
+    #: out sooner (the dashboard's provisional overview), at the cost of a few small steps (None: the staggered
+    #: share alone)
+    first_window_events: int | None = None
     #: open requests a worker holds at most (``MAX_OPEN_REQUESTS``)
     max_open: int = MAX_OPEN_REQUESTS
     #: connections whose past a worker's carry keeps at most (``carry.MAX_CARRIED_CONNECTIONS``)
@@ -288,6 +293,8 @@ class StreamingAnalysis:
     #: workers of ended runs (Envoy restarted) waiting to be finished together
     _ended: list[_Given] = field(default_factory=list)
     _ended_rows: int = 0
+    #: a request has been finished (``first_window_events`` applies until then)
+    _finished_any: bool = False
     timeless: int = 0
     #: parquet parts the finished output was spilled to (0: it stayed in memory)
     spilled_parts: int = 0
@@ -560,6 +567,8 @@ class StreamingAnalysis:
         if worker is None:
             worker = self._workers[(origin, thread)] = _Worker(origin, thread)
             worker.window_due = self.window_events - int(self.window_events * _stagger(len(self._workers) - 1))
+            if self.first_window_events is not None and not self._finished_any:
+                worker.window_due = min(worker.window_due, self.first_window_events)
         worker.pending.append(lines)
         worker.pending_rows += lines.height
         # (a window of one-line requests holds a request per row: stepping every max_open new streams keeps a
@@ -570,7 +579,11 @@ class StreamingAnalysis:
 
     def _take(self, worker: _Worker) -> list[pl.DataFrame]:
         """The worker's new lines, handed to its next step."""
-        parts, worker.pending, worker.pending_rows, worker.window_due = worker.pending, [], 0, self.window_events
+        parts, worker.pending, worker.pending_rows = worker.pending, [], 0
+        # (until a request has finished, a small first window grows twice over per step: a capture that starts
+        # with a long run of start-up lines costs a few small steps, not one per first_window_events rows)
+        early = self.first_window_events is not None and not self._finished_any
+        worker.window_due = min(self.window_events, 2 * worker.window_due) if early else self.window_events
         worker.pending_streams = 0
         return parts
 
@@ -716,6 +729,7 @@ class StreamingAnalysis:
         (to the spill and ``on_finished``), each worker's loop slices, gaps and health-check bursts, then the
         internal requests' bursts."""
         for requests, phases in out.finished:
+            self._finished_any = self._finished_any or requests.height > 0
             self._done.add("requests", requests)
             self._done.add("phases", phases)
             unthreaded = [o for o in requests["origin"].unique() if not self._origins[o].threaded]

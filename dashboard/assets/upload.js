@@ -2,15 +2,18 @@
  *
  * No base64 and no form encoding (dcc.Upload would hold the whole file in the browser as a data URL):
  * XMLHttpRequest sends the File object itself, the browser streams it from disk, and upload progress
- * events drive a progress bar. When the server has accepted the file it answers {"job": ID}; we tell
- * Dash through dash_clientside.set_props on the 'upload-job' store, and a server callback polls the
- * analysis job from there. The session token (from the 'session' sessionStorage store) ties the
- * upload to this browser tab only. Any file name is fine: the server judges the content (text or gzip).
+ * events drive a progress bar. The server starts analysing the file while it saves it, so until it answers
+ * the 'upload-job' store is set every POLL_MS, which polls the session's jobs: the analysis' first requests
+ * show before the whole file is saved. When the server has the whole file it answers {"job": ID}, set on
+ * 'upload-job' through dash_clientside.set_props once more. The session token (from the 'session'
+ * sessionStorage store) ties the upload to this browser tab only. Any file name is fine: the server judges the
+ * content (text or gzip).
  */
 (function () {
   'use strict';
   var ZONE = 'upload-drop';
   var INPUT = 'upload-file';
+  var POLL_MS = 500;
 
   function setProps(id, props) {
     if (window.dash_clientside && window.dash_clientside.set_props) {
@@ -52,6 +55,11 @@
     xhr.open('POST', url + '?name=' + encodeURIComponent(file.name) + fmt);
     xhr.setRequestHeader('Content-Type', 'application/octet-stream');
     xhr.setRequestHeader('X-Dissector-Session', sessionToken());
+    // the server starts the analysis while it saves the file: until it answers, the session's jobs are polled
+    // through the 'upload-job' store (re-enabling 'job-poll' would restart its timer each time, before it fires)
+    var polling = setInterval(function () {
+      setProps('upload-job', {data: {uploading: file.name, at: Date.now()}});
+    }, POLL_MS);
     xhr.upload.onprogress = function (e) {
       if (!e.lengthComputable) { return; }
       var now = Date.now();
@@ -61,6 +69,7 @@
       message('Uploading ' + file.name + ': ' + Math.floor(100 * e.loaded / e.total) + '% of ' + mb(e.total));
     };
     xhr.onload = function () {
+      clearInterval(polling);
       var body = {};
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = {}; }
       progress(100, true);
@@ -73,6 +82,7 @@
       }
     };
     xhr.onerror = function () {
+      clearInterval(polling);
       progress(0, true);
       message(file.name + ': upload failed (connection lost or refused by the server)', 'error');
     };
