@@ -11,11 +11,11 @@ fine): :class:`~envoy_dissector.dashboard.content.ContentMeter` checks the bytes
 decompressing gzip as a stream with the cap counting the **decompressed** bytes, so a gzip bomb is
 refused after one chunk of work.
 
-The analysis does not wait for the whole file: once the first chunk has shown the content is a text log (or
-gzip of one), the job is submitted and reads the file as it grows (``parser/growing.py``), a block once the
-block is written; the browser polls the session's jobs while it uploads, so the first requests are on screen
-before the last bytes are sent. An upload refused or cut off later withdraws its job (never shown as a
-dataset) and removes the file.
+The analysis of plain text (of a declared length, within the cap) does not wait for the whole file: once the
+first chunk has shown the content is a text log, the job is submitted and reads the file as it grows
+(``parser/growing.py``), a block once the block is written; the browser polls the session's jobs while it
+uploads, so the first requests are on screen before the last bytes are saved. An upload cut off later withdraws
+its job (never shown, never a dataset) and removes the file. A gzip body is analysed once saved.
 
 Protocol (``assets/upload.js`` speaks it)::
 
@@ -168,9 +168,12 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
         path, growing, started = new_upload_file(directory), GrowingFile(), []
 
         def start(meter: ContentMeter) -> None:
-            # the content is accepted so far: its analysis begins now and reads the file as the rest arrives
-            started.append(registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
-                                           total_bytes=length if meter.kind == "text" else None, growing=growing))
+            # plain text of a declared length within the cap: its analysis begins now and reads the file as the
+            # rest arrives (a gzip body's text may still pass the cap: it is analysed once saved, as the cap
+            # would otherwise let a bomb's 2 GiB be analysed while they are refused)
+            if meter.kind == "text" and length is not None:
+                started.append(registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
+                                               total_bytes=length, growing=growing))
 
         try:
             meter = write_upload(request.stream, path, max_bytes, CHUNK_BYTES, growing=growing, judged=start)
@@ -185,8 +188,16 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
             if isinstance(exc, RegistryFull):
                 return jsonify(error=f"{name}: {exc}"), exc.status
             raise
-        job = started[0]
-        job.total_bytes = meter.text_bytes
+        if started:
+            job = started[0]
+            job.total_bytes = meter.text_bytes
+        else:
+            try:
+                job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
+                                      total_bytes=meter.text_bytes)
+            except RegistryFull as exc:
+                path.unlink(missing_ok=True)
+                return jsonify(error=f"{name}: {exc}"), exc.status
         return jsonify(job=job.id, bytes=meter.raw_bytes)
 
     server.add_url_rule(route, endpoint="dissector_upload", view_func=upload, methods=["POST"])
