@@ -92,11 +92,12 @@ class _Announced:
 
 def write_upload(stream: IO[bytes], path: Path, max_bytes: int, chunk_bytes: int = CHUNK_BYTES, *,
                  growing: GrowingFile | None = None,
-                 judged: Callable[[ContentMeter], None] | None = None) -> ContentMeter:
+                 judged: Callable[[ContentMeter], bool] | None = None) -> ContentMeter:
     """Copy the log text of ``stream`` (decompressed, when gzip), redacted line by line, into ``path`` while a
     :class:`ContentMeter` checks it; the upload as sent is never written. ``growing`` is told of every batch
     written and of the end (a reader may be analysing the file as it grows); ``judged(meter)`` is called once,
-    as soon as the meter has seen enough to accept the content (text or gzip, not binary), or at the end. On
+    as soon as the meter has seen enough to accept the content (text or gzip, not binary), or at the end, and
+    says whether an analysis now reads the file as it grows (the rest is then redacted on one thread). On
     :class:`ContentRefused` (or any error) ``growing`` fails and the raise goes on; the caller removes the file."""
     told = False
     try:
@@ -110,8 +111,8 @@ def write_upload(stream: IO[bytes], path: Path, max_bytes: int, chunk_bytes: int
                 meter.feed(data)
                 if not told and meter.judged:
                     told = True
-                    if judged is not None:
-                        judged(meter)
+                    if judged is not None and judged(meter):
+                        redacted.use_one_thread()
             meter.finish()
         if not told and judged is not None:
             judged(meter)
@@ -167,13 +168,14 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
         log_format = (request.args.get("log_format") or "").strip()[:MAX_LOG_FORMAT] or None
         path, growing, started = new_upload_file(directory), GrowingFile(), []
 
-        def start(meter: ContentMeter) -> None:
+        def start(meter: ContentMeter) -> bool:
             # plain text of a declared length within the cap: its analysis begins now and reads the file as the
             # rest arrives (a gzip body's text may still pass the cap: it is analysed once saved, as the cap
             # would otherwise let a bomb's 2 GiB be analysed while they are refused)
             if meter.kind == "text" and length is not None:
                 started.append(registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
                                                total_bytes=length, growing=growing))
+            return bool(started)
 
         try:
             meter = write_upload(request.stream, path, max_bytes, CHUNK_BYTES, growing=growing, judged=start)

@@ -253,6 +253,16 @@ class RedactingWriter:
         finally:
             self.discard()
 
+    def use_one_thread(self) -> None:
+        """Redact the next batches on the writing thread alone (an analysis reading the copy as it is written needs
+        the other core: on two cores its first results come ~1 s sooner for a 300 MB upload, the copy no later)."""
+        while self._pending:
+            self.out.write(self._pending.popleft().result())
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._threads = 1
+
     def discard(self) -> None:
         """Stop: batches not yet written are dropped and the threads end."""
         for pending in self._pending:

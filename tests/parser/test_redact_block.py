@@ -85,3 +85,15 @@ def test_a_writer_left_by_an_error_writes_nothing_more_and_ends_its_threads() ->
     # (what was written is the redaction of whole leading lines; the two batches in flight were dropped)
     half = redact_block_reference(data[: data.rfind(b"\n", 0, len(data) // 2) + 1])
     assert half.startswith(bytes(sink.written)) and len(sink.written) < len(half)
+
+
+def test_a_writer_turned_to_one_thread_midway_writes_the_same_bytes_in_order() -> None:
+    data = planted_text(FIXTURES).encode()
+    sink = _Sink()
+    with RedactingWriter(sink, batch_bytes=4096, threads=2) as writer:  # type: ignore[arg-type]
+        for at in range(0, len(data), 777):
+            writer.write(data[at:at + 777])
+            if at >= len(data) // 3 and writer._pool is not None:
+                writer.use_one_thread()
+                assert writer._pool is None and not writer._pending  # (what was in flight is written)
+    assert bytes(sink.written) == redact_block_reference(data)
