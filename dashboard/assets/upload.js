@@ -66,7 +66,9 @@
       if (now - last < 200 && e.loaded < e.total) { return; }
       last = now;
       progress(100 * e.loaded / e.total, false);
-      message('Uploading ' + file.name + ': ' + Math.floor(100 * e.loaded / e.total) + '% of ' + mb(e.total));
+      message(e.loaded < e.total
+        ? 'Uploading ' + file.name + ': ' + Math.floor(100 * e.loaded / e.total) + '% of ' + mb(e.total)
+        : file.name + ': sent (' + mb(e.total) + '); the server is checking and saving it');
     };
     xhr.onload = function () {
       clearInterval(polling);
