@@ -200,6 +200,14 @@ def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
     return re.fullmatch(rules.header_name, name.lower()) is not None
 
 
+def may_need_redaction(text: pl.Expr, rules: Redaction) -> pl.Expr:
+    """Whether a string may hold something a rule redacts: a sensitive word, a long token with a letter beyond hex,
+    or a non-ASCII character (``_candidates``' test). It holds for a string whenever it holds for any piece of it
+    (the words and the token's pattern have no anchors), so a line it rejects has no piece any rule changes."""
+    return (text.str.contains_any(rules.words, ascii_case_insensitive=True) | text.str.contains(_LONG_TOKEN_VALUE)
+            | text.str.contains(r"[^\x00-\x7f]"))
+
+
 def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | pl.Series | None
                 ) -> pl.Series:
     """Rows that may need redaction: dumps, codec header lines and URLs holding a sensitive word, a JWT,

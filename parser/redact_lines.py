@@ -34,6 +34,7 @@ from envoy_dissector.parser.redact import (
     Redaction,
     RedactOption,
     is_sensitive,
+    may_need_redaction,
     policy,
     redact_frame,
     redact_strings,
@@ -146,7 +147,10 @@ def redact_block(data: bytes, option: RedactOption = True) -> bytes:
         return data
     braced = pl.col("line").str.contains("{", literal=True)
     json_like = marked.filter(braced)
-    plain = marked.filter(~braced & pl.col("line").str.contains(_MAYBE.pattern))
+    # (a text line whose whole holds no sensitive word, long token or non-ASCII character has no field any rule
+    # changes: most codec header lines of a trace log, which the field by field pass would split for nothing)
+    plain = marked.filter(~braced & pl.col("line").str.contains(_MAYBE.pattern)
+                          & may_need_redaction(pl.col("line"), rules))
     changed: dict[int, str] = {}
     if plain.height:
         redone = plain.with_columns_seq(done=_redacted_text_lines(plain["line"], rules)).filter(
