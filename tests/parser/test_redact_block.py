@@ -97,3 +97,14 @@ def test_a_writer_turned_to_one_thread_midway_writes_the_same_bytes_in_order() -
                 writer.use_one_thread()
                 assert writer._pool is None and not writer._pending  # (what was in flight is written)
     assert bytes(sink.written) == redact_block_reference(data)
+
+
+def test_a_sensitive_name_written_with_a_unicode_look_alike_is_redacted_as_line_by_line() -> None:
+    # K (KELVIN SIGN) folds to k the Unicode way the rules fold case, not the ASCII way of the quick word test:
+    # the line holds no ASCII "x-api-key", yet its value is a secret
+    codec = ("2026-11-28T19:42:03.796019Z\ttrace\tenvoy http source/common/http/http1/codec_impl.cc:533\t"
+             '[Tags: "ConnectionId":"23"] completed header: key=x-api-\u212aey value=s3cr3tvalue\tthread=17450\n')
+    data = (codec + "'x-api-\u212aey', 's3cr3tvalue'\n" + "a plain line\n").encode()
+    done = redact_block(data)
+    assert done == redact_block_reference(data)
+    assert b"s3cr3tvalue" not in done and done.count(b"[redacted]") == 2
