@@ -203,8 +203,11 @@ def provisional_overview(job: Job) -> list[Any]:
                          "split come from a whole analysis (envoy-dissect analyze).", className="hint",
                          id="overview-provisional")]
     else:
-        read = f"{job.done_bytes / 1e6:,.0f} of ~{(job.total_bytes or 0) / 1e6:,.0f} MB read"
-        head = [html.H3(f"{job.name} (analysing, {job.fraction:.0%})", id="overview-title"),
+        read = (f"{job.done_bytes / 1e6:,.0f} of ~{job.total_bytes / 1e6:,.0f} MB read" if job.total_bytes
+                else f"{job.done_bytes / 1e6:,.0f} MB read")
+        # (no percentage in the title: it is redrawn every few polls, and the job's line beside the progress bar,
+        # redrawn at every poll, gives it)
+        head = [html.H3(f"{job.name} (analysing…)", id="overview-title"),
                 html.Div([card("requests so far", f"{client.height:,}", "overview-requests"),
                           card("complete", f"{complete:,}", "overview-complete"),
                           card("progress", read)], className="facts"),

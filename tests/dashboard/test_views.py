@@ -15,7 +15,7 @@ from envoy_dissector.analysis.findings import Finding, imbalance
 from envoy_dissector.analysis.schema import Phase
 from envoy_dissector.dashboard import views
 from envoy_dissector.dashboard.callbacks import session_view, slowest_request
-from envoy_dissector.dashboard.datasets import Registry
+from envoy_dissector.dashboard.datasets import Job, Registry
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +175,14 @@ def test_overview_says_what_a_debug_capture_allows():
     assert "debug level" in text and "ms timestamps" in text and "downstream_read" in text
     few = reg.add(dissect("fixtures/istio-thread/retries-503/envoy.log.gz"), name="few", owner=None)
     assert "< 20 requests" in text_of(views.facts(few))  # no rate for a handful of requests
+
+
+@pytest.mark.parametrize("total, read", [(300_000_000, "120 of ~300 MB read"), (None, "120 MB read")])
+def test_a_running_analysis_head_says_what_was_read_without_a_stale_percentage(total, read):
+    # (an upload analysed as it arrives may not know its size: a gzip body, or a body without a length)
+
+    job = Job(id="j", owner=None, name="big.log", path=Path("big.log"), total_bytes=total, state="running",
+              stage="parsing", done_bytes=120_000_000)
+    text = text_of(views.provisional_overview(job)[0]) + text_of(views.provisional_overview(job)[1])
+    assert "big.log (analysing…)" in text and "%" not in text
+    assert read in text and "~0 MB" not in text
