@@ -216,7 +216,7 @@ class Job:
         mb = (self.total_bytes or 0) / 1e6
         if self.state == "queued":
             return f"{self.name}: waiting for a free analysis slot"
-        if self.state == "running" and self.stage == "parsing" and not self.total_bytes:  # (a gzip upload arriving)
+        if self.state == "running" and self.stage == "parsing" and not self.total_bytes:  # (its size unknown)
             return (f"{self.name}: analysing ({self.done_bytes / 1e6:.0f} MB so far, "
                     f"{self.partial_rows:,} requests so far)")
         if self.state == "running" and self.stage == "parsing":

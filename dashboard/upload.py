@@ -179,6 +179,8 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
 
         try:
             meter = write_upload(request.stream, path, max_bytes, CHUNK_BYTES, growing=growing, judged=start)
+            job = started[0] if started else registry.submit(path, name=name, owner=token, delete=True,
+                                                              log_format=log_format, total_bytes=meter.text_bytes)
         except BaseException as exc:
             for job in started:
                 registry.withdraw(job)
@@ -190,16 +192,7 @@ def register_upload_route(server: Flask, registry: Registry, *, max_bytes: int, 
             if isinstance(exc, RegistryFull):
                 return jsonify(error=f"{name}: {exc}"), exc.status
             raise
-        if started:
-            job = started[0]
-            job.total_bytes = meter.text_bytes
-        else:
-            try:
-                job = registry.submit(path, name=name, owner=token, delete=True, log_format=log_format,
-                                      total_bytes=meter.text_bytes)
-            except RegistryFull as exc:
-                path.unlink(missing_ok=True)
-                return jsonify(error=f"{name}: {exc}"), exc.status
+        job.total_bytes = meter.text_bytes
         return jsonify(job=job.id, bytes=meter.raw_bytes)
 
     server.add_url_rule(route, endpoint="dissector_upload", view_func=upload, methods=["POST"])

@@ -31,10 +31,6 @@ class GrowingFile:
     def written(self) -> int:
         return self._written
 
-    @property
-    def ended(self) -> bool:
-        return self._ended
-
     def wrote(self, count: int) -> None:
         """``count`` more bytes are in the file (flushed: a reader opening it sees them)."""
         with self._changed:
@@ -81,6 +77,3 @@ class GrowingReader:
         else:
             self.growing.wait_for(self.raw.tell() + size, self.name)
         return self.raw.read(size)
-
-    def close(self) -> None:
-        self.raw.close()

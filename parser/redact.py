@@ -65,6 +65,8 @@ _BEYOND_HEX = "[g-zG-Z]"
 _LONG_TOKEN_VALUE = "['=](?:" + "|".join(
     [f"{_TOKEN_CHAR}{{{i}}}{_BEYOND_HEX}{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1 - i}}}" for i in range(_SHORTEST_TOKEN - 1)]
     + [f"{_TOKEN_CHAR}{{{_SHORTEST_TOKEN - 1},}}{_BEYOND_HEX}"]) + ")"
+#: A character beyond ASCII (the rules fold case the Unicode way: such a string is always looked at).
+_NON_ASCII = r"[^\x00-\x7f]"
 
 
 def _glob(name: str) -> str:
@@ -200,12 +202,16 @@ def is_sensitive(name: str, rules: Redaction = DEFAULT) -> bool:
     return re.fullmatch(rules.header_name, name.lower()) is not None
 
 
+def _holds_word_or_token(text: pl.Expr, rules: Redaction) -> pl.Expr:
+    """A sensitive word (ASCII case folded) or a long token with a letter beyond hex."""
+    return text.str.contains_any(rules.words, ascii_case_insensitive=True) | text.str.contains(_LONG_TOKEN_VALUE)
+
+
 def may_need_redaction(text: pl.Expr, rules: Redaction) -> pl.Expr:
     """Whether a string may hold something a rule redacts: a sensitive word, a long token with a letter beyond hex,
     or a non-ASCII character (``_candidates``' test). It holds for a string whenever it holds for any piece of it
     (the words and the token's pattern have no anchors), so a line it rejects has no piece any rule changes."""
-    return (text.str.contains_any(rules.words, ascii_case_insensitive=True) | text.str.contains(_LONG_TOKEN_VALUE)
-            | text.str.contains(r"[^\x00-\x7f]"))
+    return _holds_word_or_token(text, rules) | text.str.contains(_NON_ASCII)
 
 
 def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | pl.Series | None
@@ -221,10 +227,9 @@ def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.E
     if rows.len() == 0:
         return rows
     subset = df[column].gather(rows).to_frame()
-    keep = subset.select_seq(text.str.contains_any(rules.words, ascii_case_insensitive=True)
-                             | text.str.contains(_LONG_TOKEN_VALUE)).to_series()
+    keep = subset.select_seq(_holds_word_or_token(text, rules)).to_series()
     if subset.select_seq(text.str.len_bytes().sum() != text.str.len_chars().sum()).item():
-        keep = keep | subset.select_seq(text.str.contains(r"[^\x00-\x7f]")).to_series()
+        keep = keep | subset.select_seq(text.str.contains(_NON_ASCII)).to_series()
     return rows.filter(keep)
 
 

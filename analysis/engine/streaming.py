@@ -567,8 +567,8 @@ class StreamingAnalysis:
         if worker is None:
             worker = self._workers[(origin, thread)] = _Worker(origin, thread)
             worker.window_due = self.window_events - int(self.window_events * _stagger(len(self._workers) - 1))
-            if self.first_window_events is not None and not self._finished_any:
-                worker.window_due = min(worker.window_due, self.first_window_events)
+            if (first := self._first_window) is not None:
+                worker.window_due = min(worker.window_due, first)
         worker.pending.append(lines)
         worker.pending_rows += lines.height
         # (a window of one-line requests holds a request per row: stepping every max_open new streams keeps a
@@ -577,13 +577,18 @@ class StreamingAnalysis:
         if worker.pending_rows >= worker.window_due or worker.pending_streams >= self.max_open:
             self._advance(worker)
 
+    @property
+    def _first_window(self) -> int | None:
+        """``first_window_events`` while it applies (no request has finished yet), else None."""
+        return None if self._finished_any else self.first_window_events
+
     def _take(self, worker: _Worker) -> list[pl.DataFrame]:
         """The worker's new lines, handed to its next step."""
         parts, worker.pending, worker.pending_rows = worker.pending, [], 0
         # (until a request has finished, a small first window grows twice over per step: a capture that starts
         # with a long run of start-up lines costs a few small steps, not one per first_window_events rows)
-        early = self.first_window_events is not None and not self._finished_any
-        worker.window_due = min(self.window_events, 2 * worker.window_due) if early else self.window_events
+        worker.window_due = (min(self.window_events, 2 * worker.window_due) if self._first_window is not None
+                             else self.window_events)
         worker.pending_streams = 0
         return parts
 

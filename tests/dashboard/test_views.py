@@ -179,7 +179,7 @@ def test_overview_says_what_a_debug_capture_allows():
 
 @pytest.mark.parametrize("total, read", [(300_000_000, "120 of ~300 MB read"), (None, "120 MB read")])
 def test_a_running_analysis_head_says_what_was_read_without_a_stale_percentage(total, read):
-    # (an upload analysed as it arrives may not know its size: a gzip body, or a body without a length)
+    # (a job may not know its size: a gzip file too short for its trailer to say)
     job = Job(id="j", owner=None, name="big.log", path=Path("big.log"), total_bytes=total, state="running",
               stage="parsing", done_bytes=120_000_000)
     text = text_of(views.provisional_overview(job)[0]) + text_of(views.provisional_overview(job)[1])
