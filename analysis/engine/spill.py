@@ -48,6 +48,7 @@ class Spill:
         self._dir: Path | None = None
         self._held_bytes = 0
         self._cleanup: weakref.finalize | None = None
+        self._holding = False
 
     def add(self, kind: str, frame: pl.DataFrame) -> None:
         """Append ``frame`` (cast to the kind's schema) to ``kind``."""
@@ -58,8 +59,14 @@ class Spill:
         store.held.append(frame)
         store.rows += frame.height
         self._held_bytes += int(frame.estimated_size())
-        if self._held_bytes > self._budget:
+        if self._held_bytes > self._budget and not self._holding:
             self._write_held()
+
+    def hold(self) -> None:
+        """Keep every frame added from now on in memory, whatever the budget: for a reader that takes every kind
+        back soon after (``StreamingAnalysis.finish``), writing them out would cost the write and the read and
+        save no memory, since they come back whole."""
+        self._holding = True
 
     def rows(self, kind: str) -> int:
         return self._kinds[kind].rows

@@ -45,6 +45,26 @@ def test_over_budget_parts_come_back_in_order_and_are_removed(tmp_path: Path) ->
     assert not directory.exists()
 
 
+def test_frames_added_once_held_stay_in_memory_and_come_back_after_the_parts(tmp_path: Path) -> None:
+    """``hold`` (``StreamingAnalysis.finish``, which takes everything back at once): the parts already written stay
+    on disk, nothing more is written whatever the budget, and ``take`` gives parts then held frames, in order."""
+    spill = Spill({"a": SCHEMA, "b": SCHEMA}, budget=0, directory=tmp_path)
+    for start in range(0, 20, 10):
+        spill.add("a", _batch(start, 10))
+    assert spill.parts == 2
+    spill.hold()
+    for start in range(20, 50, 10):
+        spill.add("a", _batch(start, 10))
+        spill.add("b", _batch(1000 + start, 10))
+    assert spill.parts == 2 and spill.held_rows("a") == 30 and spill.held_rows("b") == 30
+    (directory,) = tmp_path.iterdir()
+    assert len(list(directory.glob("*.parquet"))) == 2
+    assert spill.take("a")["n"].to_list() == list(range(50))
+    assert spill.take("b")["n"].to_list() == list(range(1020, 1050))
+    spill.close()
+    assert not directory.exists()
+
+
 def test_parts_and_held_frames_come_back_one_chunk_per_column(tmp_path: Path) -> None:
     """A frame of many parts is copied whole by the first step that adds a column to it: parts come back as
     one chunk per column, held frames after them, in the order added."""
