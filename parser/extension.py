@@ -14,6 +14,7 @@ count is a count).
   not take exactly as the line splitter does (carriage returns, invalid UTF-8, lines over the length limit) gets
   None and goes the polars way; ``last_start`` and ``count_newlines`` cut blocks into whole records for it.
 * ``header_values`` reads the values of named headers out of header dumps (``headers.header_values``).
+* ``redaction_candidates`` finds the messages a redaction rule may change (``redact._candidates``).
 * ``record_classes`` groups records into ``classify``'s classes, and ``distinct`` numbers a column's distinct values,
   each in one pass over the columns' Arrow buffers.
 * ``loop_slices`` cuts one worker's lines into the event loop's slices (``analysis/stages/loop.py``), and
@@ -236,6 +237,28 @@ def header_values(messages: pl.Series, names: Sequence[str]) -> pl.DataFrame | N
         return None
     found = _module().header_values(messages.__arrow_c_stream__(), list(names))
     return _frame(found, names)
+
+
+# --- redaction ----------------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def _redaction_candidates(marks: str, words: tuple[str, ...], token: str) -> Any:
+    return _module().RedactionCandidates(marks, list(words), token)
+
+
+def redaction_candidates(messages: pl.Series, multiline: pl.Series | None, *, marks: str, words: Sequence[str],
+                         token: str) -> pl.Series | None:
+    """The rows (u32, in order) of ``messages`` a redaction rule may change, as ``redact._candidates_by_polars``
+    finds them, in one compiled pass: a message that may hold a dump (a newline, on a row ``multiline`` marks; None:
+    every row) or matches ``marks``, and holds one of ``words`` (ASCII case folded), matches ``token`` or holds a
+    character beyond ASCII. None: the polars path finds them (the reference)."""
+    import polars as pl
+
+    if not enabled() or messages.dtype != pl.String or (multiline is not None and multiline.dtype != pl.Boolean):
+        return None
+    found = _redaction_candidates(marks, tuple(words), token).rows(
+        messages.__arrow_c_stream__(), None if multiline is None else multiline.__arrow_c_stream__())
+    return pl.Series(_Column(found))
 
 
 # --- a worker's event-loop slices and record gaps ---------------------------------------------------------------------

@@ -31,6 +31,8 @@ from functools import cached_property
 
 import polars as pl
 
+from envoy_dissector.parser import extension
+
 SENSITIVE_HEADERS: tuple[str, ...] = (
     "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "x-auth-token",
     "x-amz-security-token", "x-csrf-token", "x-xsrf-token", "api-key", "apikey", "x-forwarded-client-cert",
@@ -214,14 +216,29 @@ def may_need_redaction(text: pl.Expr, rules: Redaction) -> pl.Expr:
     return _holds_word_or_token(text, rules) | text.str.contains(_NON_ASCII)
 
 
+#: What marks a message that may hold a header value or a URL outside a dump: a codec header line, a URL's ``?;#%``
+#: and a dump pair's quote and comma (one regex: a ``;`` among ``contains_any``'s literals makes it 3x slower)
+_MARKS = r"completed header: key=|[?;#%]|' ?,"
+
+
 def _candidates(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Expr | pl.Series | None
                 ) -> pl.Series:
     """Rows that may need redaction: dumps, codec header lines and URLs holding a sensitive word, a JWT,
-    an auth scheme or a long token with a letter beyond hex (cheap substring tests first)."""
+    an auth scheme or a long token with a letter beyond hex (cheap substring tests first); in one compiled pass
+    where the extension is on (``extension.redaction_candidates``), else by polars."""
+    within = multiline if multiline is None or isinstance(multiline, pl.Series) else df.select_seq(
+        multiline).to_series()
+    found = extension.redaction_candidates(df[column], within, marks=_MARKS, words=rules.words,
+                                           token=_LONG_TOKEN_VALUE)
+    return found if found is not None else _candidates_by_polars(df, column, rules, within)
+
+
+def _candidates_by_polars(df: pl.DataFrame, column: str, rules: Redaction, multiline: pl.Series | None
+                          ) -> pl.Series:
+    """``_candidates`` by polars' string methods (the reference the compiled pass is compared with)."""
     text = pl.col(column)
     dumps = rows_where(df, text.str.contains("\n", literal=True), within=multiline)
-    # (one regex: a `;` among contains_any's literals makes it 3x slower)
-    marked = df.select_seq(text.str.contains(r"completed header: key=|[?;#%]|' ?,")).to_series().arg_true()
+    marked = df.select_seq(text.str.contains(_MARKS)).to_series().arg_true()
     rows = pl.concat([dumps, marked]).unique().sort() if dumps.len() and marked.len() else (
         dumps if dumps.len() else marked)
     if rows.len() == 0:

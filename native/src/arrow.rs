@@ -250,6 +250,19 @@ pub fn nulls(arrays: &[ArrayRef]) -> Vec<bool> {
     out
 }
 
+/// Per row of a boolean column's arrays, in order: whether it is true (a null is not).
+pub fn trues(arrays: &[ArrayRef]) -> Result<Vec<bool>, String> {
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+    for array in arrays {
+        if array.data_type() != &DataType::Boolean {
+            return Err(format!("not a boolean column (Arrow type {})", array.data_type()));
+        }
+        let values = array.as_boolean();
+        out.extend((0..values.len()).map(|i| values.is_valid(i) && values.value(i)));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ mod alloc;
 mod arrow;
 mod classes;
 mod headers;
+mod redact;
 mod scan;
 mod slices;
 
@@ -29,7 +30,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
-use arrow::{column, export, import_stream, int64_parts, looked_up, nulls, value_error, values};
+use arrow::{column, export, import_stream, int64_parts, looked_up, nulls, trues, value_error, values};
 
 /// A dict of Arrow columns (`(schema, array)` capsule pairs, as `__arrow_c_array__` returns them) by name.
 fn columns<'py>(py: Python<'py>, named: Vec<(&str, ArrayRef)>) -> PyResult<Bound<'py, PyDict>> {
@@ -212,6 +213,40 @@ fn header_values<'py>(
     columns(py, names.iter().map(String::as_str).zip(found).collect())
 }
 
+/// `parser/redact.py`'s redaction candidates (`redact.rs`): built once per set of rules, asked per message column.
+#[pyclass(frozen)]
+struct RedactionCandidates(redact::Candidates);
+
+#[pymethods]
+impl RedactionCandidates {
+    #[new]
+    fn new(marks: &str, words: Vec<String>, token: &str) -> PyResult<Self> {
+        redact::Candidates::new(marks, &words, token).map(RedactionCandidates).map_err(value_error)
+    }
+
+    /// The candidate rows (an Arrow u32 column, `(schema, array)` capsules) of a message column's Arrow stream;
+    /// `multiline`: a boolean column's stream, per row whether its message can hold a dump (None: every row).
+    #[pyo3(signature = (stream, multiline=None))]
+    fn rows<'py>(
+        &self,
+        py: Python<'py>,
+        stream: &Bound<'py, PyCapsule>,
+        multiline: Option<&Bound<'py, PyCapsule>>,
+    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+        let arrays = import_stream(stream)?;
+        let multiline = multiline.map(import_stream).transpose()?;
+        let rows = py.allow_threads(|| {
+            let messages = values(&arrays).map_err(value_error)?;
+            let can_hold = multiline.as_deref().map(trues).transpose().map_err(value_error)?;
+            if can_hold.as_ref().is_some_and(|m| m.len() != messages.len()) {
+                return Err(pyo3::exceptions::PyValueError::new_err("the columns differ in length"));
+            }
+            Ok(self.0.rows(&messages, can_hold.as_deref()))
+        })?;
+        export(py, &column::<UInt32Type>(rows))
+    }
+}
+
 /// `analysis/stages/loop.py`'s `_thread_slices` of one worker's lines in time order (`slices.rs`), from the Arrow
 /// streams of their `ts_us` (i64), `kind` (an Enum's physical codes) and `conn_id` (only whether it is null):
 /// per slice `first_row`, `last_row` (u32), `opens` and `timer` (nullable booleans). `kind_bits` gives each kind
@@ -285,5 +320,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(last_start, m)?)?;
     m.add_function(wrap_pyfunction!(loop_slices, m)?)?;
     m.add_function(wrap_pyfunction!(record_gaps, m)?)?;
+    m.add_class::<RedactionCandidates>()?;
     Ok(())
 }
