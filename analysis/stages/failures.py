@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.parser.kinds import EventKind
 
 #: Reset reasons of a connection that never carried the request (Envoy's ``StreamResetReason`` strings).
@@ -52,7 +53,7 @@ def failed_connects(streams: pl.DataFrame, events: pl.DataFrame, setup: pl.DataF
     error line (``delayed connect error: Connection refused``, the TLS error). ``setup``: per (origin, conn_id)
     the requests stage's connection setup columns."""
     cols = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind", "reason")
-    resets = events.select_seq(*(c for c in cols if c in events.columns)).filter(
+    resets = pick(events.select_seq(*(c for c in cols if c in events.columns)),
         (pl.col("kind") == EventKind.UPSTREAM_RESET) & pl.col("stream_id").is_not_null()
         & pl.col("reason").fill_null("").str.contains(CONNECT_FAILURE))
     none = streams.with_columns_seq(*(pl.lit(None, dtype=pl.Int64).alias(c) for c in (
@@ -61,15 +62,15 @@ def failed_connects(streams: pl.DataFrame, events: pl.DataFrame, setup: pl.DataF
     if resets.height == 0:
         return none
     last = resets.sort("ts_us", "line_no").group_by("origin", "conn_id", "stream_id", maintain_order=True).last()
-    closed = events.select_seq("origin", "conn_id", "thread", "ts_us", "line_no", "kind").filter(
+    closed = pick(events.select_seq("origin", "conn_id", "thread", "ts_us", "line_no", "kind"),
         pl.col("kind").is_in([EventKind.POOL_CLIENT_DISCONNECTED, EventKind.POOL_CONNECT_TIMEOUT])
         & pl.col("conn_id").is_not_null()).rename({"conn_id": "failed_conn_id"})
     by = ["origin", "thread"] if real_threads else ["origin"]
     last = asof(last, closed, left_on="ts_us", right_on="ts_us", by=by, strategy="backward",
                 take={"failed_conn_id": "failed_conn_id"}, tolerance=5_000)
     # The TLS error or connect error on that connection: the failure's own time (the pool's line comes after).
-    errors = events.select_seq("origin", "conn_id", "ts_us", "line_no", "kind", "reason").sort("ts_us",
-                                                                                               "line_no").filter(
+    errors = pick(events.select_seq("origin", "conn_id", "ts_us", "line_no", "kind", "reason").sort("ts_us",
+                                                                                               "line_no"),
         pl.col("kind").is_in([EventKind.TLS_FAILURE, EventKind.CONNECT_ERROR, EventKind.POOL_CONNECT_TIMEOUT])
         & pl.col("conn_id").is_not_null()).group_by("origin", "conn_id", maintain_order=True).agg(
         failed_at_ts=pl.col("ts_us").min(),

@@ -18,6 +18,7 @@ from typing import Literal
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.parser.kinds import EventKind
 
 UPSTREAM_CONN = ["origin", "upstream_conn_id"]
@@ -53,10 +54,10 @@ UNMEASURED_WITHOUT = {"b0": "downstream_read", "b6": "response_parse", "b9": "do
 def _on_upstream(events: pl.DataFrame, kinds: list[EventKind], condition: pl.Expr | None = None) -> pl.DataFrame:
     """Lines of ``kinds`` (meeting ``condition``, tested on those lines only) as upstream-connection times."""
     needed = {"origin", "conn_id", "ts_us", "kind", *(condition.meta.root_names() if condition is not None else ())}
-    lines = events.select_seq(*(c for c in events.columns if c in needed)).filter(
+    lines = pick(events.select_seq(*(c for c in events.columns if c in needed)),
         pl.col("kind").is_in(kinds) & pl.col("conn_id").is_not_null())
     if condition is not None:
-        lines = lines.filter(condition)
+        lines = pick(lines, condition)
     return lines.select_seq("origin", "ts_us", upstream_conn_id="conn_id")
 
 
@@ -95,7 +96,7 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     if not _lacks(r, "us_resp_router_ts", "us_rx_beg_us"):
         return r.with_columns_seq(upstream_timeout_ts=pl.lit(None, dtype=pl.Int64))
     stream = ["origin", "conn_id", "stream_id"]
-    timeouts = events.select_seq(*stream, "ts_us", "kind").filter(
+    timeouts = pick(events.select_seq(*stream, "ts_us", "kind"),
         pl.col("kind").is_in([EventKind.UPSTREAM_TIMEOUT, EventKind.PER_TRY_TIMEOUT])
         & pl.col("stream_id").is_not_null()
     ).group_by(stream).agg(
@@ -118,12 +119,12 @@ def _fallback(r: pl.DataFrame, lacking: pl.Expr, lines: Callable[[], pl.DataFram
 
     Few requests lack a boundary's own line (cut ones, Envoy's own streams): the lookup takes only them and
     the lines of their connections, not every request and every line of the window."""
-    wanted = r.select_seq(*dict.fromkeys([*UPSTREAM_CONN, left_on, *lacking.meta.root_names()]),
-                          row__=pl.int_range(pl.len(), dtype=pl.UInt32)).filter(
+    wanted = pick(r.select_seq(*dict.fromkeys([*UPSTREAM_CONN, left_on, *lacking.meta.root_names()]),
+                          row__=pl.int_range(pl.len(), dtype=pl.UInt32)),
         lacking & pl.col(left_on).is_not_null() & pl.col("upstream_conn_id").is_not_null())
     column = pl.select(pl.repeat(None, r.height, dtype=pl.Int64).alias(name)).to_series()
     if wanted.height:
-        right = lines().filter(pl.col("upstream_conn_id").is_in(wanted["upstream_conn_id"].unique().implode()))
+        right = pick(lines(), pl.col("upstream_conn_id").is_in(wanted["upstream_conn_id"].unique().implode()))
         found = asof(wanted.select_seq(*UPSTREAM_CONN, left_on, "row__"), right, left_on=left_on, right_on="ts_us",
                      by=UPSTREAM_CONN, strategy=strategy, take={"ts_us": name}, tolerance=tolerance)
         column = column.scatter(found["row__"], found[name])

@@ -27,6 +27,7 @@ from enum import StrEnum
 import polars as pl
 
 from envoy_dissector.analysis.engine.order import in_order
+from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.analysis.stages.loop import IDLE_GAP_US
 from envoy_dissector.analysis.stages.tracing import is_flush
 from envoy_dissector.parser.kinds import EventKind
@@ -102,10 +103,10 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         "request_uid", "origin", "thread", "cluster", "flush", first_line="first_line_no", first_us="first_ts",
         last_us=pl.col("last_ts"))
     clients = requests.filter(~pl.col("internal")).select_seq(*_STREAM, owner_uid="request_uid")
-    lines = events.select_seq(*_STREAM, "thread", "line_no", "ts_us", "kind", "filter", "filter_status").filter(
+    lines = pick(events.select_seq(*_STREAM, "thread", "line_no", "ts_us", "kind", "filter", "filter_status"),
         pl.col("stream_id").is_not_null() & pl.col("thread").is_not_null())
     # The next decoder-filter return on the same thread, after the stream's first line, of a client stream.
-    decoded = lines.filter(pl.col("kind") == EventKind.DECODE_HEADERS_CALLED).join(clients, on=_STREAM).select_seq(
+    decoded = pick(lines, pl.col("kind") == EventKind.DECODE_HEADERS_CALLED).join(clients, on=_STREAM).select_seq(
         *_THREAD, "owner_uid", "filter", "filter_status", returned_line="line_no", returned_us="ts_us")
     found = streams.sort("first_line").join_asof(
         decoded.sort("returned_line"), left_on="first_line", right_on="returned_line", by=_THREAD,
@@ -120,15 +121,15 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
             .when(pl.col("owner_uid").is_not_null()).then(pl.lit(WorkKind.FILTER_CALL.value))
             .otherwise(pl.lit(WorkKind.INTERNAL_REQUEST.value)))
     found = found.with_columns_seq(kind=kind)
-    owned = found.filter(pl.col("owner_uid").is_not_null())
+    owned = pick(found, pl.col("owner_uid").is_not_null())
     if owned.height == 0:
         return found.select_seq("kind", "owner_uid", work_uid="request_uid", call_start_us=pl.lit(None, pl.Int64),
                                 call_end_us=pl.lit(None, pl.Int64)
                                 ).select_seq(list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
     owner_lines = lines.join(clients.join(owned.select_seq("owner_uid").unique(), on="owner_uid"), on=_STREAM)
-    calling = owner_lines.filter(pl.col("kind") == EventKind.EXT_AUTHZ_CALLING).select_seq(
+    calling = pick(owner_lines, pl.col("kind") == EventKind.EXT_AUTHZ_CALLING).select_seq(
         "owner_uid", calling_us="ts_us").sort("calling_us")
-    resumed = owner_lines.filter(pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN).select_seq(
+    resumed = pick(owner_lines, pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN).select_seq(
         "owner_uid", resumed_us="ts_us").sort("resumed_us")
     owned = owned.sort("first_us").join_asof(calling, left_on="first_us", right_on="calling_us", by="owner_uid",
                                              strategy="backward", tolerance=_CALL_START_US, check_sortedness=False)
@@ -143,7 +144,7 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
 
 def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
     """``origin, thread, conn_id`` of the health checker's connections (they log `hc response_code=…`)."""
-    return events.select_seq(*_THREAD, "conn_id", "kind").filter(
+    return pick(events.select_seq(*_THREAD, "conn_id", "kind"),
         pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS) & pl.col("conn_id").is_not_null()
         & pl.col("thread").is_not_null()).select_seq(*_THREAD, "conn_id").unique()
 
@@ -151,7 +152,7 @@ def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
 def _health_check_lines(lines: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     """``line_no, origin, work_uid`` of the checker connections' lines without a stream id."""
     uid = pl.concat_str(pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":hc"))
-    return lines.filter(pl.col("stream_id").is_null()).join(checks, on=[*_THREAD, "conn_id"]).select_seq(
+    return pick(lines, pl.col("stream_id").is_null()).join(checks, on=[*_THREAD, "conn_id"]).select_seq(
         pl.col("line_no").cast(pl.Int64), "origin", work_uid=uid)
 
 
@@ -181,7 +182,7 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     checks = _health_check_connections(events)
     if streams.height == 0 and checks.height == 0:
         return empty
-    lines = events.filter(pl.col("thread").is_not_null()).select_seq(
+    lines = pick(events, pl.col("thread").is_not_null()).select_seq(
         *_THREAD, "line_no", "ts_us", "conn_id", "stream_id", wakeup=pl.col("kind") == EventKind.SOCKET_EVENT)
     owners: list[pl.DataFrame] = [_health_check_lines(lines, checks)]
     if streams.height:
@@ -192,10 +193,10 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
             "line_no", "origin", "work_uid")
         bounds = own_stream.join(lines.select_seq("origin", "line_no", "ts_us"), on=["origin", "line_no"]).group_by(
             "work_uid").agg(first_ts=pl.col("ts_us").min(), last_ts=pl.col("ts_us").max())
-        upstream = own.filter(pl.col("upstream_conn_id").is_not_null()).join(bounds, on="work_uid").select_seq(
+        upstream = pick(own, pl.col("upstream_conn_id").is_not_null()).join(bounds, on="work_uid").select_seq(
             "work_uid", "origin", pl.col("upstream_conn_id").alias("conn_id"), "first_ts",
             last_ts=pl.max_horizontal("last_ts", "last_us"))
-        own_upstream = lines.join(upstream, on=["origin", "conn_id"], how="inner").filter(
+        own_upstream = pick(lines.join(upstream, on=["origin", "conn_id"], how="inner"),
             pl.col("ts_us").is_between("first_ts", "last_ts") & pl.col("stream_id").is_null()).select_seq(
             "line_no", "origin", "work_uid")
         owners += [own_stream, own_upstream]
@@ -207,10 +208,10 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     marked = lines.join(threads, on=_THREAD, how="semi").join(owner, on=["origin", "line_no"], how="left").sort(
         *_THREAD, "line_no").with_columns_seq(prev_ts=pl.col("ts_us").shift(1).over(_THREAD))
     # Lines without a connection id (deferred deletion, timers) neither belong to a burst nor break one.
-    with_ids = marked.filter(pl.col("conn_id").is_not_null() | pl.col("work_uid").is_not_null())
+    with_ids = pick(marked, pl.col("conn_id").is_not_null() | pl.col("work_uid").is_not_null())
     new_run = _burst_starts("work_uid", pl.col("work_uid").str.ends_with(":hc").fill_null(False), by=_THREAD)
     with_ids = with_ids.with_columns_seq(run=new_run.cast(pl.Int64).cum_sum().over(_THREAD))
-    runs = with_ids.filter(pl.col("work_uid").is_not_null()).group_by(*_THREAD, "run", "work_uid").agg(
+    runs = pick(with_ids, pl.col("work_uid").is_not_null()).group_by(*_THREAD, "run", "work_uid").agg(
         head_ts=pl.col("ts_us").first(), prev_ts=pl.col("prev_ts").first(), end_us=pl.col("ts_us").last())
     kinds = streams.select_seq("work_uid", "kind", "owner_uid")
     runs = runs.join(kinds, on="work_uid", how="left").with_columns_seq(
@@ -221,7 +222,7 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     # timer follows an idle worker: that gap is idle time, not work.
     clients = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null()).select_seq(
         *_THREAD, "life_start_us", "life_end_us")
-    inside = runs.filter("first").join(clients, on=_THREAD, how="inner").filter(
+    inside = pick(pick(runs, "first").join(clients, on=_THREAD, how="inner"),
         pl.col("head_ts").is_between("life_start_us", "life_end_us")).select_seq(*_THREAD, "run").unique()
     runs = runs.join(inside.with_columns_seq(in_request=pl.lit(True)), on=[*_THREAD, "run"], how="left")
     serialising = (pl.col("first") & pl.col("in_request").fill_null(False)
@@ -271,7 +272,7 @@ class HealthCheckBursts:
     def step(self, lines: pl.DataFrame, final: bool = False) -> pl.DataFrame:
         """The bursts (``BURSTS_SCHEMA``) closed by the thread's next ``lines`` (``EVENT_SCHEMA``, all with this
         thread id); at ``final`` (no line follows), every burst left."""
-        results = lines.select_seq("conn_id", "kind").filter(pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS)
+        results = pick(lines.select_seq("conn_id", "kind"), pl.col("kind").is_in(HEALTH_CHECK_RESULT_KINDS)
                                                              & pl.col("conn_id").is_not_null())["conn_id"]
         self.checkers.update(results.to_list())
         new = lines.select_seq(
@@ -280,7 +281,7 @@ class HealthCheckBursts:
         new = in_order(new, "line_no").drop("line_no")
         seq = pl.concat([self.carried, new]) if self.carried is not None else new
         seq = seq.with_row_index("row").with_columns_seq(prev_ts=pl.col("ts_us").shift(1))
-        ids = seq.filter("has_id").with_columns_seq(
+        ids = pick(seq, "has_id").with_columns_seq(
             run=_burst_starts("owner", pl.col("owner").is_not_null()).cast(pl.Int64).cum_sum())
         # The last run is open (the next lines may continue it) unless nothing follows.
         last = ids.tail(1)
@@ -289,21 +290,21 @@ class HealthCheckBursts:
         kept = pl.col("owner").is_not_null() & pl.col("run").ne_missing(open_run)
         ends = ids.select_seq("owner", "ts_us", kept=kept, head=pl.col("run").ne_missing(pl.col("run").shift(1)),
                               tail=pl.col("run").ne_missing(pl.col("run").shift(-1)))
-        runs = pl.concat([ends.filter(pl.col("kept") & pl.col("head")).select_seq(conn_id="owner", start_us="ts_us"),
-                          ends.filter(pl.col("kept") & pl.col("tail")).select_seq(end_us="ts_us")], how="horizontal")
+        runs = pl.concat([pick(ends, pl.col("kept") & pl.col("head")).select_seq(conn_id="owner", start_us="ts_us"),
+                          pick(ends, pl.col("kept") & pl.col("tail")).select_seq(end_us="ts_us")], how="horizontal")
         runs = pl.concat([self.waiting, runs.select_seq(list(_RUNS_SCHEMA))])
         if self.checkers:
             checking = pl.col("conn_id").is_in(pl.Series(list(self.checkers), dtype=pl.Int64).implode())
-            done, waiting = runs.filter(checking), runs.filter(~checking)
+            done, waiting = pick(runs, checking), pick(runs, ~checking)
         else:  # (a thread that logged no health-check result yet, as in most captures: every run waits)
             done, waiting = runs.clear(), runs
         if final:
             self.carried, self.waiting = None, waiting.head(0)
         elif seq.height:
-            head = int(ids.filter(pl.col("run") == open_run)["row"][0]) if open_run is not None else seq.height - 1
+            head = int(pick(ids, pl.col("run") == open_run)["row"][0]) if open_run is not None else seq.height - 1
             self.carried = seq.slice(head).select_seq(new.columns)
             newest = pl.lit(seq["ts_us"].max(), pl.Int64)
-            self.waiting = waiting.filter(pl.col("end_us") >= newest - HC_FIRST_RESULT_US)
+            self.waiting = pick(waiting, pl.col("end_us") >= newest - HC_FIRST_RESULT_US)
         if done.height == 0:
             return pl.DataFrame(schema=BURSTS_SCHEMA)
         bursts = done.sort("start_us").with_columns_seq(
@@ -324,7 +325,7 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
         "request_uid", *_THREAD, "b0", "b9")
     out = []
     if bursts.height:
-        hit = bursts.join(clients, on=_THREAD, how="inner").filter(
+        hit = pick(bursts.join(clients, on=_THREAD, how="inner"),
             (pl.col("start_us") < pl.col("b9")) & (pl.col("end_us") > pl.col("b0"))
             & pl.col("owner_uid").ne_missing(pl.col("request_uid")))
         start = pl.max_horizontal("start_us", "b0")
@@ -332,7 +333,7 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
         other = pl.when(pl.col("owner_uid").is_not_null()).then(pl.lit(" (another request's)")).otherwise(pl.lit(""))
         out.append(hit.select_seq("request_uid", detail=pl.col("label") + other, start_us=start, end_us=end,
                                   dur_us=end - start, tracing=pl.col("kind").is_in([k.value for k in TRACING_KINDS])))
-    calls = streams.filter(pl.col("owner_uid").is_not_null())
+    calls = pick(streams, pl.col("owner_uid").is_not_null())
     if calls.height:
         own = calls.join(clients.select_seq("request_uid"), left_on="owner_uid", right_on="request_uid").select_seq(
             request_uid="owner_uid", detail=work_label(), start_us="call_start_us", end_us="call_end_us",
@@ -341,7 +342,7 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
     if not out:
         return pl.DataFrame(schema=ROWS_SCHEMA)
     rows = pl.concat([o.cast(ROWS_SCHEMA) for o in out])  # type: ignore[arg-type]
-    return rows.filter(pl.col("dur_us") > 0)
+    return pick(rows, pl.col("dur_us") > 0)
 
 
 def covered_us(rows: pl.DataFrame) -> pl.DataFrame:
@@ -354,8 +355,8 @@ def covered_us(rows: pl.DataFrame) -> pl.DataFrame:
 
 def charged_shares(rows: pl.DataFrame) -> pl.DataFrame:
     """``request_uid, flush_us, internal_us``: the tracing rows' sum and the other rows' covered time."""
-    tracing = rows.filter("tracing").group_by("request_uid").agg(flush_us=pl.col("dur_us").sum())
-    other = covered_us(rows.filter(~pl.col("tracing"))).rename({"covered_us": "internal_us"})
+    tracing = pick(rows, "tracing").group_by("request_uid").agg(flush_us=pl.col("dur_us").sum())
+    other = covered_us(pick(rows, ~pl.col("tracing"))).rename({"covered_us": "internal_us"})
     return tracing.join(other, on="request_uid", how="full", coalesce=True)
 
 

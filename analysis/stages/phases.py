@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.analysis.schema import PHASE_SPANS, PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
 from envoy_dissector.analysis.stages.fallbacks import (
     BOUNDARY_SOURCES,
@@ -82,13 +83,13 @@ def phase_rows(r: pl.DataFrame) -> pl.DataFrame:
     for phase, a, b in PHASE_SPANS:
         if phase == Phase.ROUTER:
             parts.append(_rows(r, phase, "b3", "cx_beg_ts", None))
-            parts.append(_rows(r.filter("connected__"), Phase.UPSTREAM_CONNECT, "cx_beg_ts", "cx_end_ts", None))
-            parts.append(_rows(r.filter("shook__"), Phase.TLS_HANDSHAKE, "cx_end_ts", "hs_end_ts", "upstream"))
-            parts.append(_rows(r.filter("connected__"), Phase.ROUTER, "hs_end_ts", "b4", "after connect"))
+            parts.append(_rows(pick(r, "connected__"), Phase.UPSTREAM_CONNECT, "cx_beg_ts", "cx_end_ts", None))
+            parts.append(_rows(pick(r, "shook__"), Phase.TLS_HANDSHAKE, "cx_end_ts", "hs_end_ts", "upstream"))
+            parts.append(_rows(pick(r, "connected__"), Phase.ROUTER, "hs_end_ts", "b4", "after connect"))
             continue
         parts.append(_rows(r, phase, a, b, None))
     rows = pl.concat(parts)
-    return rows.filter(pl.col("dur_us") > 0).with_columns_seq(part_of_total=pl.lit(True))
+    return pick(rows, pl.col("dur_us") > 0).with_columns_seq(part_of_total=pl.lit(True))
 
 
 def _rows(r: pl.DataFrame, phase: Phase, a: str, b: str, detail: str | None) -> pl.DataFrame:
@@ -127,19 +128,19 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     router's route lookup.
     """
     keys = r.select_seq("request_uid", "origin", "conn_id", "stream_id", "b2", "b3", "b7", "ds_tx_beg_us")
-    called = events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter").filter(
+    called = pick(events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter"),
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null())
     called = _positional_names(called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"))
-    decode = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
-    encode = called.filter((pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
+    decode = pick(called, (pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
+    encode = pick(called, (pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
     # A decoder filter that stopped iteration (fault delay, ext_authz, Lua httpCall) holds the request until
     # `continuing filter chain`: that wait is the stopped filter's ("<filter> (paused)"), not route lookup.
-    resumed = events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind").filter(
+    resumed = pick(events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind"),
         (pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN) & pl.col("stream_id").is_not_null()).with_columns_seq(
         pl.lit(None, dtype=pl.String).alias("filter"))
-    resumed = resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner").filter(
+    resumed = pick(resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"),
         (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
     decode_marks = pl.concat([decode, resumed.select_seq(decode.columns)], how="vertical_relaxed")
     out = []
@@ -159,7 +160,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     lookup = decode_marks.group_by("request_uid").agg(last=pl.col("ts_us").max())
     # The router filter's own decodeHeaders: from the previous filter's line to the router's line
     # (the last decode line at or after the route match). It spans router, connect and send.
-    router_line = called.filter((pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b3"))
+    router_line = pick(called, (pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b3"))
                                 & ~pl.col("filter").fill_null("").str.contains("upstream_codec")
                                 ).group_by("request_uid").agg(end=pl.col("ts_us").max(),
                                                               name=pl.col("filter").sort_by("ts_us").last())
@@ -172,7 +173,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                                       detail=pl.coalesce("name", pl.lit("router")) + pl.lit(" (decodeHeaders)"),
                                       start_us="start", end_us="end", dur_us=pl.col("end") - pl.col("start")))
     rest = keys.join(lookup, on="request_uid", how="left").with_columns_seq(start=pl.coalesce("last", "b2"))
-    out.append(rest.filter(pl.col("b3") > pl.col("start")).select_seq(
+    out.append(pick(rest, pl.col("b3") > pl.col("start")).select_seq(
         "request_uid", phase=pl.lit(Phase.FILTER_CHAIN.value), detail=pl.lit("router (route lookup)"),
         start_us="start", end_us="b3", dur_us=pl.col("b3") - pl.col("start")))
     if not out:
@@ -195,7 +196,7 @@ def in_phase(rows: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 
 def _filters_traced(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """``request_uid, filters_traced``: the requests whose filter callbacks (``... headers called``) are logged."""
-    called = events.select_seq("origin", "conn_id", "stream_id", "kind").filter(
+    called = pick(events.select_seq("origin", "conn_id", "stream_id", "kind"),
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null()).select_seq("origin", "conn_id", "stream_id").unique()
     return r.select_seq("request_uid", "origin", "conn_id", "stream_id").join(

@@ -13,6 +13,7 @@ import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
 from envoy_dissector.analysis.engine.origins import group_per_origin
+from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
 from envoy_dissector.analysis.stages.failures import connect_failure_reason, failed_connects, failure_reason
 from envoy_dissector.parser.kinds import EventKind
@@ -189,8 +190,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
 
 def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) -> pl.DataFrame:
     """Rows matching ``condition`` with only ``columns`` (a filter copies every column it keeps)."""
-    needed = set(columns) | set(condition.meta.root_names())
-    return events.select_seq(*(c for c in events.columns if c in needed)).filter(condition).select_seq(columns)
+    return pick(events, condition, columns)
 
 
 def _events_of(events: pl.DataFrame, *kinds: EventKind) -> pl.DataFrame:
@@ -215,7 +215,7 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     startup = _pick(events, ("origin", "thread"), (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & real)
     admin = _pick(events, ("origin", "thread", "kind", "message"), real & _kind(
         EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND))
-    admin = admin.filter((pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
+    admin = pick(admin, (pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
                          | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select_seq("origin", "thread")
     # (start-up lines decide where a capture has them; the admin lines only where it has none)
     admin = admin.join(startup.select_seq("origin").unique(), on="origin", how="anti")
@@ -228,7 +228,8 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
 
 def _real_threads(streams: pl.DataFrame) -> bool:
     """Every stream has a thread id the log gave (inferred lanes are negative)."""
-    return streams.height > 0 and streams.filter(pl.col("thread").is_null() | (pl.col("thread") < 0)).height == 0
+    return streams.height > 0 and not streams.select_seq((pl.col("thread").is_null() | (pl.col("thread") < 0)).any()
+                                                         ).item()
 
 
 #: Lines ``failures.failed_connects`` reads: the router's reset, the pool's close, the connection's error.
@@ -308,7 +309,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     """The requests stage: one row per HTTP stream with its identity, milestones (``*_us``), attributes and the
     timestamps of the lines later stages cut at (``REQUEST_LINES_SCHEMA``; the rest is scratch)."""
     streams = stream_aggregates(events)
-    conn_lines = events.select_seq("origin", "conn_id", "ts_us").filter(pl.col("conn_id").is_not_null())
+    conn_lines = pick(events.select_seq("origin", "conn_id", "ts_us"), pl.col("conn_id").is_not_null())
     failure_lines = _failure_rows(events)
     main_threads = _main_threads(events)
     events = _lookup_rows(events)
@@ -325,13 +326,13 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         nexts = asof(untagged.with_columns_seq(lane), streams.select_seq(*CONN, "stream_id", "first_ts", lane),
                      left_on="ts_us", right_on="first_ts", by=[*CONN, "lane__"], strategy="forward",
                      take={"stream_id": "stream_id"}, tolerance=1_000_000)
-        opened = nexts.filter(pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
+        opened = pick(nexts, pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
             untagged_new_stream_ts=pl.col("ts_us").max())
         streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns_seq(
             new_stream_ts=pl.coalesce("new_stream_ts", "untagged_new_stream_ts")).drop("untagged_new_stream_ts")
         # A `new stream` no line of its stream follows (the excerpt ends there): a request of its own, cut,
         # whose stream id the log never shows.
-        lone = nexts.filter(pl.col("stream_id").is_null()).select_seq(
+        lone = pick(nexts, pl.col("stream_id").is_null()).select_seq(
             *CONN, "thread", new_stream_ts="ts_us", first_ts="ts_us", last_ts="ts_us", first_line_no="line_no",
             pool_ready_count=pl.lit(0), retries=pl.lit(0), upstream_resets=pl.lit(0), stream_reset=pl.lit(False),
             log_lines=pl.lit(1))
@@ -360,7 +361,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = link_upstream(streams, events)
     # (every line of a connection counts for its first line; its setup comes from the lookup rows)
     up_first = group_per_origin(conn_lines, ["conn_id"], dict(up_first_ts=pl.col("ts_us").min()))
-    setup = events.select_seq("origin", "conn_id", "ts_us", "kind", "event").filter(
+    setup = pick(events.select_seq("origin", "conn_id", "ts_us", "kind", "event"),
         _kind(*_SETUP_KINDS) & pl.col("conn_id").is_not_null()).with_columns_seq(
         up_connected_ts=_when(EventKind.CONNECTED),
         up_in_progress_ts=_when(EventKind.CONNECTION_IN_PROGRESS),
@@ -414,8 +415,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # ... and Envoy stamps US_TX_BEG when the codec's encodeHeaders returns: the stream's next filter-manager
     # line (`decode headers called: filter=...upstream_codec`, or `continuing filter chain` when the upstream
     # filter chain resumes on a new connection) bounds it from above; a stall inside the encode lands there too.
-    encoded = _pick(events, ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter"), _kind(
-        EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN)).filter(
+    encoded = pick(_pick(events, ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter"), _kind(
+        EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN)),
         _kind(EventKind.CONTINUING_FILTER_CHAIN) | pl.col("filter").fill_null("").str.contains("upstream_codec"))
     streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
                    strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
