@@ -15,7 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
-from envoy_dissector.analysis.engine.pick import pick
+from envoy_dissector.analysis.engine.frames import joined, pick
 from envoy_dissector.parser.kinds import EventKind
 
 #: Reset reasons of a connection that never carried the request (Envoy's ``StreamResetReason`` strings).
@@ -92,7 +92,7 @@ def failed_connects(streams: pl.DataFrame, events: pl.DataFrame, setup: pl.DataF
         reset_ts="reset_ts")
     found = last.select_seq("origin", "conn_id", "stream_id", "failed_conn_id", "failed_cx_beg_ts", "failed_cx_end_ts",
                             "failed_hs_end_ts", "failed_reason", "failed_error", "reset_ts")
-    out = streams.join(found, on=["origin", "conn_id", "stream_id"], how="left", maintain_order="left")
+    out = joined(streams, found, on=["origin", "conn_id", "stream_id"], how="left", maintain_order="left")
     # Only a last attempt that failed: a connection that carried the request after the failed one (a retry
     # that got `pool ready`) is the request's upstream connection, and its connect is measured as usual.
     failed_last = pl.col("reset_ts").is_not_null() & (pl.col("pool_ready_ts").is_null()

@@ -18,7 +18,7 @@ from typing import Literal
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
-from envoy_dissector.analysis.engine.pick import pick
+from envoy_dissector.analysis.engine.frames import joined, pick
 from envoy_dissector.parser.kinds import EventKind
 
 UPSTREAM_CONN = ["origin", "upstream_conn_id"]
@@ -102,7 +102,7 @@ def boundary_sources(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     ).group_by(stream).agg(
         upstream_timeout_ts=pl.coalesce(pl.col("ts_us").filter(pl.col("kind") == EventKind.UPSTREAM_TIMEOUT).min(),
                                         pl.col("ts_us").max()))
-    return r.join(timeouts, on=stream, how="left", maintain_order="left")
+    return joined(r, timeouts, on=stream, how="left", maintain_order="left")
 
 
 _FALLBACK_COLUMNS = ("us_writing_ts", "us_encode_complete_ts", "us_parsing_ts")

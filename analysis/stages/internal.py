@@ -26,8 +26,8 @@ from enum import StrEnum
 
 import polars as pl
 
+from envoy_dissector.analysis.engine.frames import joined, pick
 from envoy_dissector.analysis.engine.order import in_order
-from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.analysis.stages.loop import IDLE_GAP_US
 from envoy_dissector.analysis.stages.tracing import is_flush
 from envoy_dissector.parser.kinds import EventKind
@@ -106,7 +106,7 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
     lines = pick(events.select_seq(*_STREAM, "thread", "line_no", "ts_us", "kind", "filter", "filter_status"),
         pl.col("stream_id").is_not_null() & pl.col("thread").is_not_null())
     # The next decoder-filter return on the same thread, after the stream's first line, of a client stream.
-    decoded = pick(lines, pl.col("kind") == EventKind.DECODE_HEADERS_CALLED).join(clients, on=_STREAM).select_seq(
+    decoded = joined(pick(lines, pl.col("kind") == EventKind.DECODE_HEADERS_CALLED), clients, on=_STREAM).select_seq(
         *_THREAD, "owner_uid", "filter", "filter_status", returned_line="line_no", returned_us="ts_us")
     found = streams.sort("first_line").join_asof(
         decoded.sort("returned_line"), left_on="first_line", right_on="returned_line", by=_THREAD,
@@ -126,7 +126,7 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
         return found.select_seq("kind", "owner_uid", work_uid="request_uid", call_start_us=pl.lit(None, pl.Int64),
                                 call_end_us=pl.lit(None, pl.Int64)
                                 ).select_seq(list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
-    owner_lines = lines.join(clients.join(owned.select_seq("owner_uid").unique(), on="owner_uid"), on=_STREAM)
+    owner_lines = joined(lines, joined(clients, owned.select_seq("owner_uid").unique(), on="owner_uid"), on=_STREAM)
     calling = pick(owner_lines, pl.col("kind") == EventKind.EXT_AUTHZ_CALLING).select_seq(
         "owner_uid", calling_us="ts_us").sort("calling_us")
     resumed = pick(owner_lines, pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN).select_seq(
@@ -137,7 +137,7 @@ def internal_streams(requests: pl.DataFrame, events: pl.DataFrame) -> pl.DataFra
                                              strategy="forward", check_sortedness=False)
     owned = owned.select_seq("request_uid", call_start_us=pl.coalesce("calling_us", "first_us"),
                              call_end_us=pl.coalesce("resumed_us", "last_us"))
-    return found.join(owned, on="request_uid", how="left").select_seq(
+    return joined(found, owned, on="request_uid", how="left").select_seq(
         "kind", "owner_uid", "call_start_us", "call_end_us", work_uid="request_uid").select_seq(
         list(STREAMS_SCHEMA)).cast(STREAMS_SCHEMA)  # type: ignore[arg-type]
 
@@ -152,7 +152,7 @@ def _health_check_connections(events: pl.DataFrame) -> pl.DataFrame:
 def _health_check_lines(lines: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     """``line_no, origin, work_uid`` of the checker connections' lines without a stream id."""
     uid = pl.concat_str(pl.col("origin"), pl.lit(":C"), pl.col("conn_id").cast(pl.String), pl.lit(":hc"))
-    return pick(lines, pl.col("stream_id").is_null()).join(checks, on=[*_THREAD, "conn_id"]).select_seq(
+    return joined(pick(lines, pl.col("stream_id").is_null()), checks, on=[*_THREAD, "conn_id"]).select_seq(
         pl.col("line_no").cast(pl.Int64), "origin", work_uid=uid)
 
 
@@ -189,14 +189,14 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
         own = _async_streams(requests).select_seq(
             work_uid="request_uid", origin="origin", conn_id="conn_id", stream_id="stream_id",
             upstream_conn_id="upstream_conn_id", last_us="life_end_us")
-        own_stream = lines.join(own.select_seq("work_uid", *_STREAM), on=_STREAM, how="inner").select_seq(
+        own_stream = joined(lines, own.select_seq("work_uid", *_STREAM), on=_STREAM, how="inner").select_seq(
             "line_no", "origin", "work_uid")
-        bounds = own_stream.join(lines.select_seq("origin", "line_no", "ts_us"), on=["origin", "line_no"]).group_by(
+        bounds = joined(own_stream, lines.select_seq("origin", "line_no", "ts_us"), on=["origin", "line_no"]).group_by(
             "work_uid").agg(first_ts=pl.col("ts_us").min(), last_ts=pl.col("ts_us").max())
-        upstream = pick(own, pl.col("upstream_conn_id").is_not_null()).join(bounds, on="work_uid").select_seq(
+        upstream = joined(pick(own, pl.col("upstream_conn_id").is_not_null()), bounds, on="work_uid").select_seq(
             "work_uid", "origin", pl.col("upstream_conn_id").alias("conn_id"), "first_ts",
             last_ts=pl.max_horizontal("last_ts", "last_us"))
-        own_upstream = pick(lines.join(upstream, on=["origin", "conn_id"], how="inner"),
+        own_upstream = pick(joined(lines, upstream, on=["origin", "conn_id"], how="inner"),
             pl.col("ts_us").is_between("first_ts", "last_ts") & pl.col("stream_id").is_null()).select_seq(
             "line_no", "origin", "work_uid")
         owners += [own_stream, own_upstream]
@@ -204,8 +204,8 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     if owner.height == 0:
         return empty
     lines = lines.with_columns_seq(pl.col("line_no").cast(pl.Int64))
-    threads = lines.join(owner, on=["origin", "line_no"], how="semi").select_seq(*_THREAD).unique()
-    marked = lines.join(threads, on=_THREAD, how="semi").join(owner, on=["origin", "line_no"], how="left").sort(
+    threads = joined(lines, owner, on=["origin", "line_no"], how="semi").select_seq(*_THREAD).unique()
+    marked = joined(joined(lines, threads, on=_THREAD, how="semi"), owner, on=["origin", "line_no"], how="left").sort(
         *_THREAD, "line_no").with_columns_seq(prev_ts=pl.col("ts_us").shift(1).over(_THREAD))
     # Lines without a connection id (deferred deletion, timers) neither belong to a burst nor break one.
     with_ids = pick(marked, pl.col("conn_id").is_not_null() | pl.col("work_uid").is_not_null())
@@ -214,7 +214,7 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     runs = pick(with_ids, pl.col("work_uid").is_not_null()).group_by(*_THREAD, "run", "work_uid").agg(
         head_ts=pl.col("ts_us").first(), prev_ts=pl.col("prev_ts").first(), end_us=pl.col("ts_us").last())
     kinds = streams.select_seq("work_uid", "kind", "owner_uid")
-    runs = runs.join(kinds, on="work_uid", how="left").with_columns_seq(
+    runs = joined(runs, kinds, on="work_uid", how="left").with_columns_seq(
         kind=pl.col("kind").fill_null(WorkKind.HEALTH_CHECK.value))
     runs = runs.sort("head_ts").with_columns_seq(first=pl.col("head_ts").rank("ordinal").over("work_uid") == 1)
     # A flush triggered by a full batch runs inside the processing of the request whose span filled it: its first
@@ -222,9 +222,9 @@ def work_bursts(requests: pl.DataFrame, events: pl.DataFrame, streams: pl.DataFr
     # timer follows an idle worker: that gap is idle time, not work.
     clients = requests.filter(~pl.col("internal") & pl.col("life_start_us").is_not_null()).select_seq(
         *_THREAD, "life_start_us", "life_end_us")
-    inside = pick(pick(runs, "first").join(clients, on=_THREAD, how="inner"),
+    inside = pick(joined(pick(runs, "first"), clients, on=_THREAD, how="inner"),
         pl.col("head_ts").is_between("life_start_us", "life_end_us")).select_seq(*_THREAD, "run").unique()
-    runs = runs.join(inside.with_columns_seq(in_request=pl.lit(True)), on=[*_THREAD, "run"], how="left")
+    runs = joined(runs, inside.with_columns_seq(in_request=pl.lit(True)), on=[*_THREAD, "run"], how="left")
     serialising = (pl.col("first") & pl.col("in_request").fill_null(False)
                    & (pl.col("kind") == WorkKind.TRACING_FLUSH.value))
     start = pl.when(serialising).then(pl.coalesce("prev_ts", "head_ts")).otherwise(pl.col("head_ts"))
@@ -325,7 +325,7 @@ def charged_rows(requests: pl.DataFrame, bursts: pl.DataFrame, streams: pl.DataF
         "request_uid", *_THREAD, "b0", "b9")
     out = []
     if bursts.height:
-        hit = pick(bursts.join(clients, on=_THREAD, how="inner"),
+        hit = pick(joined(bursts, clients, on=_THREAD, how="inner"),
             (pl.col("start_us") < pl.col("b9")) & (pl.col("end_us") > pl.col("b0"))
             & pl.col("owner_uid").ne_missing(pl.col("request_uid")))
         start = pl.max_horizontal("start_us", "b0")
@@ -364,7 +364,8 @@ def own_work(bursts: pl.DataFrame, streams: pl.DataFrame) -> pl.DataFrame:
     """Per internal request: ``internal_kind``, its own worker time ``internal_work_us`` (its bursts), and
     ``flush_work_us`` (the same, for tracing flushes only)."""
     work = bursts.group_by("work_uid").agg(internal_work_us=(pl.col("end_us") - pl.col("start_us")).sum())
-    out = streams.select_seq("work_uid", internal_kind="kind").join(work, on="work_uid", how="left").with_columns_seq(
+    kinds = streams.select_seq("work_uid", internal_kind="kind")
+    out = joined(kinds, work, on="work_uid", how="left").with_columns_seq(
         flush_work_us=pl.when(pl.col("internal_kind") == WorkKind.TRACING_FLUSH.value).then(
             pl.col("internal_work_us")))
     return out.rename({"work_uid": "request_uid"})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from envoy_dissector.analysis.engine.pick import pick
+from envoy_dissector.analysis.engine.frames import joined, pick
 from envoy_dissector.analysis.schema import PHASE_SPANS, PHASED_REQUEST_SCHEMA, PHASES_SCHEMA, Phase, conform
 from envoy_dissector.analysis.stages.fallbacks import (
     BOUNDARY_SOURCES,
@@ -131,7 +131,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     called = pick(events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind", "filter"),
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null())
-    called = _positional_names(called.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"))
+    called = _positional_names(joined(called, keys, on=["origin", "conn_id", "stream_id"], how="inner"))
     decode = pick(called, (pl.col("kind") == EventKind.DECODE_HEADERS_CALLED) & (pl.col("ts_us") <= pl.col("b3")))
     encode = pick(called, (pl.col("kind") == EventKind.ENCODE_HEADERS_CALLED) & (pl.col("ts_us") >= pl.col("b7"))
                            & (pl.col("ts_us") <= pl.col("ds_tx_beg_us").fill_null(pl.col("ts_us"))))
@@ -140,7 +140,7 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     resumed = pick(events.select_seq("origin", "conn_id", "stream_id", "ts_us", "line_no", "kind"),
         (pl.col("kind") == EventKind.CONTINUING_FILTER_CHAIN) & pl.col("stream_id").is_not_null()).with_columns_seq(
         pl.lit(None, dtype=pl.String).alias("filter"))
-    resumed = pick(resumed.join(keys, on=["origin", "conn_id", "stream_id"], how="inner"),
+    resumed = pick(joined(resumed, keys, on=["origin", "conn_id", "stream_id"], how="inner"),
         (pl.col("ts_us") >= pl.col("b2")) & (pl.col("ts_us") <= pl.col("b3")))
     decode_marks = pl.concat([decode, resumed.select_seq(decode.columns)], how="vertical_relaxed")
     out = []
@@ -167,12 +167,12 @@ def filter_rows(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     # Envoy <= 1.22 names filters by address: the line closing the router span is the router's.
     router_line = router_line.with_columns_seq(
         name=pl.when(pl.col("name").str.contains(_POSITIONAL)).then(pl.lit("router")).otherwise(pl.col("name")))
-    router_span = router_line.join(keys.select_seq("request_uid", "b2"), on="request_uid").join(
+    router_span = joined(joined(router_line, keys.select_seq("request_uid", "b2"), on="request_uid"),
         lookup, on="request_uid", how="left").with_columns_seq(start=pl.coalesce("last", "b2"))
     out.append(router_span.select_seq("request_uid", phase=pl.lit(Phase.ROUTER.value),
                                       detail=pl.coalesce("name", pl.lit("router")) + pl.lit(" (decodeHeaders)"),
                                       start_us="start", end_us="end", dur_us=pl.col("end") - pl.col("start")))
-    rest = keys.join(lookup, on="request_uid", how="left").with_columns_seq(start=pl.coalesce("last", "b2"))
+    rest = joined(keys, lookup, on="request_uid", how="left").with_columns_seq(start=pl.coalesce("last", "b2"))
     out.append(pick(rest, pl.col("b3") > pl.col("start")).select_seq(
         "request_uid", phase=pl.lit(Phase.FILTER_CHAIN.value), detail=pl.lit("router (route lookup)"),
         start_us="start", end_us="b3", dur_us=pl.col("b3") - pl.col("start")))
@@ -199,7 +199,7 @@ def _filters_traced(r: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     called = pick(events.select_seq("origin", "conn_id", "stream_id", "kind"),
         pl.col("kind").is_in([EventKind.DECODE_HEADERS_CALLED, EventKind.ENCODE_HEADERS_CALLED])
         & pl.col("stream_id").is_not_null()).select_seq("origin", "conn_id", "stream_id").unique()
-    return r.select_seq("request_uid", "origin", "conn_id", "stream_id").join(
+    return joined(r.select_seq("request_uid", "origin", "conn_id", "stream_id"),
         called, on=["origin", "conn_id", "stream_id"], how="semi").select_seq("request_uid",
                                                                               filters_traced=pl.lit(True))
 
@@ -213,7 +213,7 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     # Few distinct filter names: match the patterns once per name, not once per row.
     kinds = details.select_seq("detail").unique().with_columns_seq(
         is_wasm=pl.col("detail").str.contains(WASM_FILTER), is_tracing=pl.col("detail").str.contains(TRACING_FILTER))
-    share = details.join(kinds, on="detail", how="left", nulls_equal=True).group_by("request_uid").agg(
+    share = joined(details, kinds, on="detail", how="left", nulls_equal=True).group_by("request_uid").agg(
         wasm_us=pl.col("dur_us").filter(pl.col("is_wasm")).sum(),
         tracing_us=pl.col("dur_us").filter(pl.col("is_tracing")).sum(),
     )
@@ -226,11 +226,11 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     bursts = work_bursts(r, events, streams)
     charged = charged_rows(r, bursts, streams)
     internal = in_phase(charged.drop("tracing"), spans)
-    r = r.join(own_work(bursts, streams), on="request_uid", how="left")
+    r = joined(r, own_work(bursts, streams), on="request_uid", how="left")
     # Wasm and tracing shares are measured where the request's filter callbacks are logged (trace level), or its
     # VM calls / a charged flush are; else (debug level) they are unmeasured: null, not 0.
     traced = _filters_traced(r, events)
-    r = (r.join(share, on="request_uid", how="left").join(vm_share, on="request_uid", how="left")
+    r = (joined(joined(r, share, on="request_uid", how="left"), vm_share, on="request_uid", how="left")
          .join(charged_shares(charged), on="request_uid", how="left").join(traced, on="request_uid", how="left")
          .with_columns_seq(pl.col("filters_traced").fill_null(False))
          .with_columns_seq(

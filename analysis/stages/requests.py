@@ -12,8 +12,8 @@ import functools
 import polars as pl
 
 from envoy_dissector.analysis.engine.asof import asof
+from envoy_dissector.analysis.engine.frames import joined, pick
 from envoy_dissector.analysis.engine.origins import group_per_origin
-from envoy_dissector.analysis.engine.pick import pick
 from envoy_dissector.analysis.schema import LINK_SCHEMA, REQUEST_LINES_SCHEMA, conform
 from envoy_dissector.analysis.stages.failures import connect_failure_reason, failed_connects, failure_reason
 from envoy_dissector.parser.kinds import EventKind
@@ -184,7 +184,7 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
                     on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null()
                     ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first(),
                                                                   reply_details=pl.col("details").first())
-    return (out.join(values, on=_STREAM, how="left", maintain_order="left")
+    return (joined(out, values, on=_STREAM, how="left", maintain_order="left")
             .join(replies, on=_STREAM, how="left", maintain_order="left").select_seq(_STREAM_COLUMNS))
 
 
@@ -218,7 +218,7 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     admin = pick(admin, (pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
                          | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select_seq("origin", "thread")
     # (start-up lines decide where a capture has them; the admin lines only where it has none)
-    admin = admin.join(startup.select_seq("origin").unique(), on="origin", how="anti")
+    admin = joined(admin, startup.select_seq("origin").unique(), on="origin", how="anti")
     lines = pl.concat([startup, admin])
     if lines.height == 0:
         return pl.DataFrame(schema={"origin": pl.String, "main_thread": pl.Int64})
@@ -264,8 +264,8 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
                        & pl.col("conn_id").is_not_null())
     # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
     upstream_conns = pool_lines.select_seq("origin", "conn_id").unique()
-    writes = _pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
-                   & pl.col("conn_id").is_not_null()).join(upstream_conns, on=["origin", "conn_id"], how="semi")
+    writes = joined(_pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
+                   & pl.col("conn_id").is_not_null()), upstream_conns, on=["origin", "conn_id"], how="semi")
     real_threads = _real_threads(streams)
     by = ["origin", "thread"] if real_threads else ["origin"]
     # (one lookup for both reaches: the nearest pool line is the same, only whether it is near enough differs)
@@ -328,7 +328,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                      take={"stream_id": "stream_id"}, tolerance=1_000_000)
         opened = pick(nexts, pl.col("stream_id").is_not_null()).group_by(*CONN, "stream_id").agg(
             untagged_new_stream_ts=pl.col("ts_us").max())
-        streams = streams.join(opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns_seq(
+        streams = joined(streams, opened, on=[*CONN, "stream_id"], how="left", maintain_order="left").with_columns_seq(
             new_stream_ts=pl.coalesce("new_stream_ts", "untagged_new_stream_ts")).drop("untagged_new_stream_ts")
         # A `new stream` no line of its stream follows (the excerpt ends there): a request of its own, cut,
         # whose stream id the log never shows.
@@ -347,7 +347,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
                    take={"ts_us": "parse_start_ts"}, tolerance=1_000_000)
     h2 = _pick(events, ("origin", "conn_id"), (pl.col("logger") == "http2") & pl.col("conn_id").is_not_null()
                ).unique().with_columns_seq(is_h2=pl.lit(True))
-    streams = streams.join(h2, on=CONN, how="left").with_columns_seq(pl.col("is_h2").fill_null(False))
+    streams = joined(streams, h2, on=CONN, how="left").with_columns_seq(pl.col("is_h2").fill_null(False))
 
     streams = streams.with_columns_seq(
         ds_tx_end_us=pl.coalesce("codec_done_ts", "enc_end_ts"),
@@ -379,9 +379,9 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         up_established_ts=pl.col("up_established_ts").min(),
         up_tls=pl.col("up_tls").any(),
     ))
-    up_first = up_first.join(setup, on=CONN, how="left", maintain_order="left")
+    up_first = joined(up_first, setup, on=CONN, how="left", maintain_order="left")
     # The downstream connection's first line (loop model: a request cannot be read before it) ...
-    streams = streams.join(up_first.select_seq(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
+    streams = joined(streams, up_first.select_seq(*CONN, conn_first_ts="up_first_ts"), on=CONN, how="left",
                            maintain_order="left")
     # A last attempt that failed to connect: linked to the connection that failed (analysis/stages/failures.py). It is
     # not ``upstream_conn_id``, which is Envoy's %UPSTREAM_CONNECTION_ID% (none: no connection was established).
@@ -391,7 +391,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
         link=pl.when(pl.col("failed_conn_id").is_not_null() & pl.col("link").is_null()).then(
             pl.lit("failed-connect")).otherwise(pl.col("link")))
     # ... and the upstream connection's setup.
-    streams = streams.join(up_first.rename({"conn_id": "upstream_conn_id"}), on=UPSTREAM_CONN, how="left",
+    streams = joined(streams, up_first.rename({"conn_id": "upstream_conn_id"}), on=UPSTREAM_CONN, how="left",
                            maintain_order="left")
     router_start = pl.coalesce("route_ts", "router_any_ts")
     # A new connection of this request: set up (connect lines) between the request's start and its pool ready —
@@ -449,8 +449,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     streams = streams.with_columns_seq(us_rx_beg_us=pl.coalesce(
         pl.when(pl.col("us_parsed_ts") >= pl.col("us_tx_start_ts")).then(pl.col("us_parsed_ts")),
         "us_resp_router_ts"))
-    streams = streams.join(main_threads, on="origin", how="left")
-    return conform(_finish(streams.join(_socket_origins(events), on="origin", how="left").with_columns_seq(
+    streams = joined(streams, main_threads, on="origin", how="left")
+    return conform(_finish(joined(streams, _socket_origins(events), on="origin", how="left").with_columns_seq(
         pl.col("origin_socket_lines").fill_null(False))), REQUEST_LINES_SCHEMA)
 
 

@@ -1,0 +1,51 @@
+"""Frame operations a window step makes dozens of times on a few thousand rows, without a query where the answer
+needs none. Each eager ``filter`` or ``join`` plans a query and hands it to polars' thread pool: a fixed
+~150-300 µs whatever the rows (bench/README.md, 2026-11-29, twenty-second session).
+
+``pick`` evaluates a filter's condition where the caller runs (``select_seq``) and filters each kept column by it
+(``Series.filter``; a null is false, as in a frame's filter): ~30 µs. It reads the frame's columns as Series: on a
+frame holding a constant column (``spill.with_constants``) that would keep a full copy of it, so callers pass
+frames whose columns are their own (a window's events are, ``streaming._materialized``).
+
+``joined`` answers a join with an empty side without a query (a dozen of a window's 26 joins have one).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import polars as pl
+
+
+def pick(frame: pl.DataFrame, condition: pl.Expr | str, columns: Iterable[str] | None = None) -> pl.DataFrame:
+    """The rows of ``frame`` where ``condition`` (an expression, or a boolean column's name) is true, with
+    ``columns`` (all without), in their order."""
+    names = frame.columns if columns is None else list(columns)
+    mask = frame.select_seq(pl.col(condition) if isinstance(condition, str) else condition).to_series()
+    if mask.len() != frame.height:  # (a condition of one value: the frame's own filter spreads it over the rows)
+        return frame.select_seq(names).filter(mask.item())
+    return pl.DataFrame([frame.get_column(name).filter(mask) for name in names])
+
+
+JoinHow = Literal["left", "inner", "semi", "anti"]
+
+
+def joined(left: pl.DataFrame, right: pl.DataFrame, on: str | Sequence[str], how: JoinHow = "inner",
+           **options: object) -> pl.DataFrame:
+    """``left.join(right, on=on, how=how, **options)``; where a side is empty the answer is made without a query:
+    a left join adds the right side's other columns as nulls, an inner or semi join keeps no row, an anti join every
+    row (or none of an empty left). The columns, their order and types are the join's; rows keep the left's order, as
+    the join's ``maintain_order="left"`` does (the order a left join's result has in polars' eager engine)."""
+    keys = [on] if isinstance(on, str) else list(on)
+    added = [c for c in right.columns if c not in keys]
+    plain = set(options) <= {"maintain_order", "nulls_equal"} and not set(added) & set(left.columns)
+    if plain and (right.height == 0 or left.height == 0):
+        if how == "left":
+            return left.with_columns_seq(pl.lit(None, dtype=right.schema[c]).alias(c) for c in added)
+        if how == "inner":
+            return pl.DataFrame(schema={**left.schema, **{c: right.schema[c] for c in added}})
+        if how == "semi":
+            return left.head(0)
+        if how == "anti" and right.height == 0:
+            return left
+    return left.join(right, on=on, how=how, **options)  # type: ignore[arg-type]
