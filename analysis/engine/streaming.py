@@ -56,6 +56,7 @@ import polars as pl
 
 from envoy_dissector.analysis.engine.carry import MAX_CARRIED_CONNECTIONS, carried
 from envoy_dissector.analysis.engine.facts import STARTED_SCHEMA, CaptureFacts
+from envoy_dissector.analysis.engine.frames import pick
 from envoy_dissector.analysis.engine.lanes import LANE_SCHEMA, lane_lines, requests_on_lanes, with_lanes
 from envoy_dissector.analysis.engine.loop_stream import WorkerSlices
 from envoy_dissector.analysis.engine.order import in_order
@@ -216,14 +217,15 @@ def _materialized(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _per_thread(lines: pl.DataFrame) -> dict[tuple[Any, ...], pl.DataFrame]:
     """``partition_by("thread")`` of lines that all have a thread: a chunk of one worker as it is, of two (the
-    usual sidecar) by a filter each, which costs 30 % less than the partition (7 against 10 ms a 16 MiB chunk)."""
+    usual sidecar) by a filter each (``frames.pick``: 4.3-4.8 CPU-ms a 16 MiB chunk, against 5-7 for two
+    ``DataFrame.filter`` and 10 for the partition)."""
     threads = lines["thread"].unique(maintain_order=True)
     if threads.len() == 1:
         return {(threads[0],): lines}
     if threads.len() > 2:
         return lines.partition_by("thread", as_dict=True, maintain_order=True)
-    thread = lines["thread"]
-    return {(t,): lines.filter(thread == t) for t in threads}
+    first = lines["thread"] == threads[0]  # (no null: the other rows are the other thread's)
+    return {(threads[0],): pick(lines, first), (threads[1],): pick(lines, ~first)}
 
 
 @dataclass
