@@ -6,6 +6,7 @@ requests. Counts accumulate chunk by chunk in ``Sanity`` and become warnings at 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -36,26 +37,12 @@ class Sanity:
         if events.height == 0:
             return
         self.records += events.height
-        suspects = events.filter(pl.col("conn_id").is_null() & pl.col("message").str.starts_with("["))
-        if suspects.height:
-            self.huge_ids += int(suspects.select_seq(pl.col("message").str.contains(_HUGE_ID).sum()).item())
+        suspect = pl.col("conn_id").is_null() & pl.col("message").str.starts_with("[")
+        if events.select_seq(suspect.any()).item():
+            self.huge_ids += int(events.select_seq((suspect & pl.col("message").str.contains(_HUGE_ID)).sum()).item())
         untimed = int(events["ts_us"].null_count())
         self.no_time += untimed
-        # per worker thread: lines of different workers interleave with small steps back (~1 ms)
-        step = pl.col("ts_us").diff()
-        timed = events.select_seq("origin", "thread", "ts_us")
-        if untimed:  # (most chunks: every line timed, and no filter is needed)
-            timed = timed.filter(pl.col("ts_us").is_not_null())
-        # (most chunks hold one origin: grouping on the thread alone is half the work of hashing the origin too)
-        sole = sole_string(timed["origin"])
-        keys = ["thread"] if sole is not None else ["origin", "thread"]
-        per_thread = timed.group_by(*keys, maintain_order=True).agg(
-            first=pl.col("ts_us").first(), last=pl.col("ts_us").last(), back=(step < 0).sum(),
-            big_threaded=(step < -BACKWARD_STEP_US).sum(), big_unthreaded=(step < -UNTHREADED_STEP_US).sum(),
-            least=step.min())
-        if sole is not None:
-            per_thread = per_thread.select_seq(pl.lit(sole, dtype=pl.String).alias("origin"), pl.all())
-        for origin, thread, first, last, back, big_threaded, big_unthreaded, least in per_thread.iter_rows():
+        for origin, thread, first, last, back, big_threaded, big_unthreaded, least in _per_thread(events, untimed):
             key = f"{origin}\0{thread}"
             limit = BACKWARD_STEP_US if thread is not None else UNTHREADED_STEP_US
             big = big_threaded if thread is not None else big_unthreaded
@@ -85,3 +72,45 @@ class Sanity:
             out.append(f"{self.no_time} record(s) have no usable time (an impossible date such as February 30, "
                        "or none in the format): they are kept but cannot be placed on the timeline")
         return out
+
+
+#: (origin, thread, first time, last time, steps back, steps back beyond ``BACKWARD_STEP_US``, beyond
+#: ``UNTHREADED_STEP_US``, the lowest step) of a worker's timed lines in a chunk
+ThreadSteps = tuple[Any, Any, int, int, int, int, int, int | None]
+
+
+def _per_thread(events: pl.DataFrame, untimed: int) -> list[ThreadSteps]:
+    """Each worker thread's (or, without thread ids, the origin's) steps in time within a chunk: lines of different
+    workers interleave with small steps back (~1 ms).
+
+    A chunk of one origin (most) is cut by thread in numpy on this thread: a ``group_by`` hands the work to polars'
+    pool and waits for it behind the window steps' queries (0.6 s of the intake's wall on 1 GB for 0.08 CPU-s of
+    work, bench/README.md 2026-11-29, twenty-second session).
+    """
+    timed = events.select_seq("origin", "thread", "ts_us")
+    if untimed:  # (most chunks: every line timed, and no filter is needed)
+        timed = timed.filter(pl.col("ts_us").is_not_null())
+    sole = sole_string(timed["origin"])
+    if sole is None:
+        step = pl.col("ts_us").diff()
+        return list(timed.group_by("origin", "thread", maintain_order=True).agg(
+            first=pl.col("ts_us").first(), last=pl.col("ts_us").last(), back=(step < 0).sum(),
+            big_threaded=(step < -BACKWARD_STEP_US).sum(), big_unthreaded=(step < -UNTHREADED_STEP_US).sum(),
+            least=step.min()).iter_rows())
+    import numpy as np
+
+    ts = timed["ts_us"].to_numpy()
+    thread = timed["thread"]
+    nulls = thread.null_count()
+    # (a null thread is a worker of its own, numbered below every real id)
+    none_code = int(thread.min()) - 1 if 0 < nulls < thread.len() else 0  # type: ignore[arg-type]
+    codes = (thread.fill_null(none_code) if nulls else thread).to_numpy()
+    found, first_at = np.unique(codes, return_index=True)
+    out: list[ThreadSteps] = []
+    for code in found[np.argsort(first_at)]:  # (in order of first appearance, as the group_by keeps them)
+        lines = ts[codes == code]
+        steps = np.diff(lines)
+        out.append((sole, None if nulls and code == none_code else int(code), int(lines[0]), int(lines[-1]),
+                    int((steps < 0).sum()), int((steps < -BACKWARD_STEP_US).sum()),
+                    int((steps < -UNTHREADED_STEP_US).sum()), int(steps.min()) if steps.size else None))
+    return out

@@ -34,3 +34,17 @@ def test_an_origins_counts_are_in_one_order_whether_a_malformed_line_or_a_record
     _count_malformed(malformed, record_first)
     assert list(malformed_first.by_origin["pod-a"]) != list(record_first.by_origin["pod-a"])
     assert json.dumps(malformed_first.as_dict()["by_origin"]) == json.dumps(record_first.as_dict()["by_origin"])
+
+
+def test_a_chunk_of_one_origin_is_counted_as_the_group_by_counts_it() -> None:
+    """``_kind_counts`` counts a chunk of one origin by its kinds' codes (numpy), others by a ``group_by``."""
+    from envoy_dissector.parser.pipeline import _kind_counts
+    from envoy_dissector.parser.schema import EVENT_SCHEMA
+
+    kinds = ["unknown", "new_stream", "unknown", "socket_event", "new_stream", "unknown"]
+    for origins in (["pod-a"] * 6, ["pod-a", "pod-b"] * 3):
+        chunk = pl.DataFrame({"origin": origins, "kind": kinds, "n_lines": [1, 3, 1, 1, 2, 7]}).cast(
+            {"kind": EVENT_SCHEMA["kind"]})
+        expected = chunk.group_by("origin", "kind").agg(n=pl.len(), lines=pl.col("n_lines").sum())
+        assert sorted(_kind_counts(chunk)) == sorted(
+            (origin, str(kind), n, lines) for origin, kind, n, lines in expected.iter_rows())
