@@ -17,8 +17,9 @@ count is a count).
 * ``redaction_candidates`` finds the messages a redaction rule may change (``redact._candidates``).
 * ``record_classes`` groups records into ``classify``'s classes, and ``distinct`` numbers a column's distinct values,
   each in one pass over the columns' Arrow buffers.
-* ``loop_slices`` cuts one worker's lines into the event loop's slices (``analysis/stages/loop.py``), and
-  ``record_gaps`` pairs its socket events with the ready lines after them (``analysis/gap_counts.py``).
+* ``loop_slices`` cuts one worker's lines into the event loop's slices (``analysis/stages/loop.py``),
+  ``record_gaps`` pairs its socket events with the ready lines after them (``analysis/gap_counts.py``), and
+  ``served_connections`` lists the connections a worker served during each queueing window (``loop._served_during``).
 
 This module imports only the parser's leaf modules, so that any stage may ask it.
 """
@@ -299,6 +300,21 @@ def loop_slices(ts_us: pl.Series, kinds: pl.Series, conn_ids: pl.Series, kind_bi
                                   conn_ids.__arrow_c_stream__(), _bits_per_code(kinds, kind_bits), idle_gap_us,
                                   unattributed_idle_us)
     return _frame(found, ("first_row", "last_row", "opens", "timer"))
+
+
+def served_connections(first: pl.Series, last: pl.Series, downstream: pl.Series, upstream: pl.Series,
+                       conns: pl.Series) -> pl.Series | None:
+    """Per queueing window, the other connections its worker served in its range of slices ``first``..``last`` (rows
+    of ``conns``, the worker's slices' connections in time order), each once in the order served (``List(Int64)``),
+    as ``loop._served_by_polars`` lists them, in one compiled pass; None: the polars path lists them (the
+    reference): off, or a column is not Int64."""
+    import polars as pl
+
+    if not enabled() or any(c.dtype != pl.Int64 for c in (first, last, downstream, upstream, conns)):
+        return None
+    found = _module().served_connections(*(c.__arrow_c_stream__() for c in (first, last, downstream, upstream,
+                                                                            conns)))
+    return pl.Series(_Column(found))
 
 
 def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Mapping[str, int], carried: int,

@@ -486,8 +486,8 @@ EXPLODE_ROWS = 1_000_000
 
 
 def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
-    """Per queueing window (rows of ``windows``), the connections its worker served during it (``conn_ids``)."""
-    none = pl.lit([], dtype=pl.List(pl.Int64))
+    """Per queueing window (rows of ``windows``), the connections its worker served during it (``conn_ids``): in one
+    compiled pass over the windows' slice ranges where the extension is on (``extension.served_connections``)."""
     if windows.height == 0:
         return pl.Series("conn_ids", [], dtype=pl.List(pl.Int64))
     if loop.select_seq(pl.col("conn_id").is_not_null().any()).item() is not True:  # no slice served a connection
@@ -508,9 +508,17 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
              take={"lo": "first_idx"})
     w = asof(w, starts, left_on="last_s", right_on="s", by=["origin", "thread"], strategy="backward",
              take={"hi": "last_idx"})
+    found = extension.served_connections(w["first_idx"], w["last_idx"], w["downstream_conn_id"],
+                                         w["upstream_conn_id"], numbered["c"])
+    return found.alias("conn_ids") if found is not None else _served_by_polars(w, numbered["c"])
+
+
+def _served_by_polars(w: pl.DataFrame, conns: pl.Series) -> pl.Series:
+    """``_served_during``'s lists from the windows' slice ranges (``first_idx``..``last_idx``, rows of ``conns``) by
+    polars (the reference ``extension.served_connections`` is compared with)."""
+    none = pl.lit([], dtype=pl.List(pl.Int64))
     # (a range of slices none of which names a connection serves none: it is not expanded slice by slice)
-    named_before = pl.concat([pl.Series([0], dtype=pl.Int64),
-                              numbered["c"].is_not_null().cast(pl.Int64).cum_sum()])
+    named_before = pl.concat([pl.Series([0], dtype=pl.Int64), conns.is_not_null().cast(pl.Int64).cum_sum()])
     # (select before filtering: a filter copies every column it keeps)
     ranges = w.select_seq("win", "downstream_conn_id", "upstream_conn_id", "first_idx", "last_idx").filter(
         pl.col("first_idx") <= pl.col("last_idx"))
@@ -519,7 +527,7 @@ def _served_during(windows: pl.DataFrame, loop: pl.DataFrame) -> pl.Series:
     # (one row per slice served inside a window adds up to millions: they are made a batch of windows at a time)
     if ranges.height == 0:
         return pl.select(conn_ids=pl.repeat([], w.height, dtype=pl.List(pl.Int64))).to_series()
-    names = pl.concat([_served(part, numbered["c"]) for part in ranges.partition_by("batch", maintain_order=True)])
+    names = pl.concat([_served(part, conns) for part in ranges.partition_by("batch", maintain_order=True)])
     return w.select_seq("win").join(names, on="win", how="left", maintain_order="left").select_seq(
         conn_ids=pl.col("conns").fill_null(none)).to_series()
 

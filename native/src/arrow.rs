@@ -10,7 +10,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::types::{Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::builder::make_view;
-use arrow_array::{Array, ArrayRef, LargeStringArray, PrimitiveArray, StringViewArray};
+use arrow_array::{Array, ArrayRef, LargeListArray, LargeStringArray, PrimitiveArray, StringViewArray};
 use arrow_data::MAX_INLINE_VIEW_LEN;
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_data::ffi::FFI_ArrowArray;
@@ -248,6 +248,24 @@ pub fn nulls(arrays: &[ArrayRef]) -> Vec<bool> {
         }
     }
     out
+}
+
+/// Per row of a 64-bit integer column's arrays, in order: its value (None: null).
+pub fn optional_int64(arrays: &[ArrayRef]) -> Result<Vec<Option<i64>>, String> {
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+    for array in arrays {
+        if array.data_type() != &DataType::Int64 {
+            return Err(format!("not a 64-bit integer column (Arrow type {})", array.data_type()));
+        }
+        out.extend(array.as_primitive::<Int64Type>().iter());
+    }
+    Ok(out)
+}
+
+/// A list column of 64-bit integers (polars' `List(Int64)`) from its offsets and values.
+pub fn int64_lists(offsets: Vec<i64>, values: Vec<i64>) -> ArrayRef {
+    let field = Arc::new(Field::new_list_field(DataType::Int64, true));
+    Arc::new(LargeListArray::new(field, OffsetBuffer::new(ScalarBuffer::from(offsets)), column::<Int64Type>(values), None))
 }
 
 /// Per row of a boolean column's arrays, in order: whether it is true (a null is not).

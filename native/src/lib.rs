@@ -30,7 +30,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
-use arrow::{column, export, import_stream, int64_parts, looked_up, nulls, trues, value_error, values};
+use arrow::{
+    column, export, import_stream, int64_lists, int64_parts, looked_up, nulls, optional_int64, trues, value_error, values,
+};
 
 /// A dict of Arrow columns (`(schema, array)` capsule pairs, as `__arrow_c_array__` returns them) by name.
 fn columns<'py>(py: Python<'py>, named: Vec<(&str, ArrayRef)>) -> PyResult<Bound<'py, PyDict>> {
@@ -310,6 +312,33 @@ fn record_gaps<'py>(
     columns(py, vec![("gap", column::<Int64Type>(gaps)), ("idle", column::<Int8Type>(idle))])
 }
 
+/// `analysis/stages/loop.py`'s `_served_during` (`slices::served`): per queueing window, from the Arrow streams of
+/// its slice range (`first`, `last`), its downstream and upstream connection and the worker's slices' connection
+/// (`conns`; all i64, nullable), the other connections served in the range: an Arrow `List(Int64)` column.
+#[pyfunction]
+fn served_connections<'py>(
+    py: Python<'py>,
+    first: &Bound<'py, PyCapsule>,
+    last: &Bound<'py, PyCapsule>,
+    down: &Bound<'py, PyCapsule>,
+    up: &Bound<'py, PyCapsule>,
+    conns: &Bound<'py, PyCapsule>,
+) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+    let streams = [first, last, down, up, conns].map(import_stream);
+    let [first, last, down, up, conns] = streams;
+    let (first, last, down, up, conns) = (first?, last?, down?, up?, conns?);
+    let lists = py.allow_threads(|| {
+        let column = |arrays: &[ArrayRef]| optional_int64(arrays).map_err(value_error);
+        let (first, last, down, up) = (column(&first)?, column(&last)?, column(&down)?, column(&up)?);
+        if [&last, &down, &up].iter().any(|c| c.len() != first.len()) {
+            return Err(pyo3::exceptions::PyValueError::new_err("the columns differ in length"));
+        }
+        let (offsets, values) = slices::served(&first, &last, &down, &up, &column(&conns)?).map_err(value_error)?;
+        Ok(int64_lists(offsets, values))
+    })?;
+    export(py, &lists)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(header_values, m)?)?;
@@ -321,5 +350,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(loop_slices, m)?)?;
     m.add_function(wrap_pyfunction!(record_gaps, m)?)?;
     m.add_class::<RedactionCandidates>()?;
+    m.add_function(wrap_pyfunction!(served_connections, m)?)?;
     Ok(())
 }

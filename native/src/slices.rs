@@ -131,9 +131,73 @@ pub fn record_gaps(lines: impl Iterator<Item = (i64, u8)>, carried: usize, idle:
     (gaps, classes)
 }
 
+/// Connections a window's list is scanned for before a set takes over (`served`).
+const LINEAR_LIST: usize = 32;
+
+/// Per queueing window (`analysis/stages/loop.py`'s `_served_during`), the other connections its worker served in
+/// its range of slices `first..=last` (rows of `conns`, the worker's slices in time order), each once, in the order
+/// first served: `(offsets, values)` of a list column. A window without a range (null or empty) or without a
+/// downstream connection serves none (the polars path compares with a null there: unknown, not kept); a slice of
+/// the window's own downstream or upstream connection (null: none) is not another's, nor one of no connection.
+pub fn served(
+    first: &[Option<i64>],
+    last: &[Option<i64>],
+    down: &[Option<i64>],
+    up: &[Option<i64>],
+    conns: &[Option<i64>],
+) -> Result<(Vec<i64>, Vec<i64>), String> {
+    let mut offsets = Vec::with_capacity(first.len() + 1);
+    offsets.push(0);
+    let mut values: Vec<i64> = Vec::new();
+    // (a window's list is short, a few connections: a scan of it is cheaper than hashing; a long one gets a set)
+    let mut seen = std::collections::HashSet::new();
+    for (((lo, hi), d), u) in first.iter().zip(last).zip(down).zip(up) {
+        if let (Some(lo), Some(hi), Some(d)) = (*lo, *hi, *d) {
+            if lo < 0 || (hi >= lo && hi as usize >= conns.len()) {
+                return Err(format!("a slice range {lo}..={hi} past the {} slices", conns.len()));
+            }
+            let (u, start) = (u.unwrap_or(-1), values.len());
+            if !seen.is_empty() {
+                seen.clear();
+            }
+            for c in (lo..=hi).filter_map(|k| conns[k as usize]) {
+                if c == d || c == u {
+                    continue;
+                }
+                let listed = &values[start..];
+                let new = if listed.len() < LINEAR_LIST {
+                    !listed.contains(&c)
+                } else {
+                    if seen.is_empty() {
+                        seen.extend(listed.iter().copied());
+                    }
+                    seen.insert(c)
+                };
+                if new {
+                    values.push(c);
+                }
+            }
+        }
+        offsets.push(values.len() as i64);
+    }
+    Ok((offsets, values))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_lists_other_connections_once_in_order() {
+        let conns = [Some(1), Some(2), None, Some(3), Some(2), Some(4), Some(5)];
+        let (first, last) = ([Some(0), Some(3), None, Some(4), Some(2), Some(0)], [Some(6), Some(5), Some(6), Some(3), Some(2), Some(6)]);
+        let down = [Some(1), Some(9), Some(1), Some(1), Some(1), None];
+        let up = [Some(4), None, None, None, None, None];
+        let (offsets, values) = served(&first, &last, &down, &up, &conns).unwrap();
+        assert_eq!(offsets, vec![0, 3, 6, 6, 6, 6, 6]);
+        assert_eq!(values, vec![2, 3, 5, 3, 2, 4]);
+        assert!(served(&[Some(0)], &[Some(7)], &[Some(1)], &[None], &conns).is_err());
+    }
 
     /// kinds: 0 other, 1 socket event, 2 timer resume, 3 wake
     fn cut(ts: &[i64], kinds: &[usize], no_conn: &[bool]) -> Slices {
