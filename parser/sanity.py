@@ -105,10 +105,12 @@ def _per_thread(events: pl.DataFrame, untimed: int) -> list[ThreadSteps]:
     # (a null thread is a worker of its own, numbered below every real id)
     none_code = int(thread.min()) - 1 if 0 < nulls < thread.len() else 0  # type: ignore[arg-type]
     codes = (thread.fill_null(none_code) if nulls else thread).to_numpy()
-    found, first_at = np.unique(codes, return_index=True)
     out: list[ThreadSteps] = []
-    for code in found[np.argsort(first_at)]:  # (in order of first appearance, as the group_by keeps them)
-        lines = ts[codes == code]
+    rest = np.arange(codes.size)
+    while rest.size:  # (a thread at a time, in order of first appearance as the group_by keeps them: a chunk has few)
+        code = codes[rest[0]]
+        mine = codes[rest] == code
+        lines, rest = ts[rest[mine]], rest[~mine]
         steps = np.diff(lines)
         out.append((sole, None if nulls and code == none_code else int(code), int(lines[0]), int(lines[-1]),
                     int((steps < 0).sum()), int((steps < -BACKWARD_STEP_US).sum()),
