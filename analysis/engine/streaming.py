@@ -217,7 +217,7 @@ def _materialized(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _per_thread(lines: pl.DataFrame) -> dict[tuple[Any, ...], pl.DataFrame]:
     """``partition_by("thread")`` of lines that all have a thread: a chunk of one worker as it is, of two (the
-    usual sidecar) by a filter each (``frames.pick``: 4.3-4.8 CPU-ms a 16 MiB chunk, against 5-7 for two
+    usual sidecar) by a filter each (``frames.pick``: 4.3-5.4 CPU-ms a 16 MiB chunk, against 5-7 for two
     ``DataFrame.filter`` and 10 for the partition)."""
     threads = lines["thread"].unique(maintain_order=True)
     if threads.len() == 1:
