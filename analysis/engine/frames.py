@@ -24,7 +24,15 @@ def pick(frame: pl.DataFrame, condition: pl.Expr | str, columns: Iterable[str] |
     mask = frame.select_seq(pl.col(condition) if isinstance(condition, str) else condition).to_series()
     if mask.len() != frame.height:  # (a condition of one value: the frame's own filter spreads it over the rows)
         return frame.select_seq(names).filter(mask.item())
-    return pl.DataFrame([frame.get_column(name).filter(mask) for name in names])
+    return pl.DataFrame([_one_chunk(frame.get_column(name).filter(mask)) for name in names])
+
+
+def _one_chunk(column: pl.Series) -> pl.Series:
+    """A filtered column of several chunks (a window's parts) made one: ``Series.filter`` keeps a chunk per chunk,
+    empty ones too, and polars 1.37's ``pl.format`` over such a frame, sorted, panicked (``i < self.len()``,
+    tests/analysis/test_streaming.py's health-check bursts fed in parts). What is kept is a few rows: the copy is
+    cheap."""
+    return column.rechunk() if column.n_chunks() > 1 else column
 
 
 JoinHow = Literal["left", "inner", "semi", "anti"]

@@ -20,6 +20,13 @@ def test_pick_is_the_frames_own_filter(condition: pl.Expr | str) -> None:
     assert_frame_equal(pick(FRAME.head(0), condition), FRAME.head(0).filter(condition))
 
 
+def test_pick_of_a_frame_in_parts_gives_one_chunk_a_column() -> None:
+    parts = pl.concat([FRAME, FRAME, FRAME], rechunk=False)
+    picked = pick(parts, pl.col("k") == 4)
+    assert_frame_equal(picked, parts.filter(pl.col("k") == 4))
+    assert [picked[c].n_chunks() for c in picked.columns] == [1, 1, 1]
+
+
 @pytest.mark.parametrize("how", ["left", "inner", "semi", "anti"])
 @pytest.mark.parametrize("sides", ["both", "right empty", "left empty", "both empty"])
 def test_joined_is_the_join(how: str, sides: str) -> None:
