@@ -37,9 +37,10 @@ class Sanity:
         if events.height == 0:
             return
         self.records += events.height
-        suspect = pl.col("conn_id").is_null() & pl.col("message").str.starts_with("[")
-        if events.select_seq(suspect.any()).item():
-            self.huge_ids += int(events.select_seq((suspect & pl.col("message").str.contains(_HUGE_ID)).sum()).item())
+        suspect = events.select_seq(pl.col("conn_id").is_null() & pl.col("message").str.starts_with("[")).to_series()
+        if suspect.any():  # (the id regex on those messages only)
+            suspects = events["message"].filter(suspect).to_frame()
+            self.huge_ids += int(suspects.select_seq(pl.col("message").str.contains(_HUGE_ID).sum()).item())
         untimed = int(events["ts_us"].null_count())
         self.no_time += untimed
         for origin, thread, first, last, back, big_threaded, big_unthreaded, least in _per_thread(events, untimed):
