@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,35 @@ def _prompt_waits() -> None:
 
 
 _prompt_waits()
+
+# dash[testing] numbers its servers' ports from 58050 in every process. Two xdist workers each started a server on
+# 58050: the second's failed ("Address already in use") while its runner, finding the first's answering, went on,
+# and its browser drove the other test's app until that one stopped. Each worker takes a range of its own.
+PORTS_PER_WORKER = 200
+
+
+def _first_free_port(start: int, offset: int) -> int:
+    """The first port free on 127.0.0.1 from ``start + offset`` on, round this worker's range."""
+    for step in range(PORTS_PER_WORKER):
+        port = start + (offset + step) % PORTS_PER_WORKER
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port for a dash test server in {start}-{start + PORTS_PER_WORKER - 1}")
+
+
+@pytest.fixture(autouse=True)
+def _dash_port_of_this_worker():
+    """The next dash test server's port: the first one free in this xdist worker's own range."""
+    from dash.testing.application_runners import BaseDashRunner
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = 58050 + PORTS_PER_WORKER * (int(worker) if worker.isdigit() else 0)
+    BaseDashRunner._next_port = _first_free_port(start, (BaseDashRunner._next_port - start) % PORTS_PER_WORKER)
+    yield
 
 
 def pytest_setup_options():  # dash[testing] hook: options for every webdriver it starts
