@@ -317,6 +317,38 @@ def served_connections(first: pl.Series, last: pl.Series, downstream: pl.Series,
     return pl.Series(_Column(found))
 
 
+# --- as-of lookups ---------------------------------------------------------------------------------------------------
+
+#: Integer types whose values an ``i64`` holds in order (a time compared by the lookup)
+_ORDERED_INTEGERS = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32")
+#: The most keys the compiled lookup matches on (``asof::MAX_KEYS``)
+ASOF_MAX_KEYS = 4
+
+
+def asof_positions(left_time: pl.Series, left_keys: Sequence[pl.Series], right_time: pl.Series,
+                   right_keys: Sequence[pl.Series], *, forward: bool, tolerance: int | None) -> pl.Series | None:
+    """Per left row, the position of its as-of match among the lookup's rows (``right_*``: none null, its times in
+    order, rows of one time in the lookup's order): the last of the same keys at or before the time, or (``forward``)
+    the first at or after it, within ``tolerance``; null where there is none or the row's time or a key is null.
+    One compiled pass (``UInt32``); None: ``asof._asof_by_polars`` looks them up (the reference): off, or a time is
+    not an integer type an ``i64`` holds in order, a key is not an integer or text type or differs in type
+    between the sides, or the tolerance is negative."""
+    import polars as pl
+
+    if not enabled() or (tolerance is not None and tolerance < 0):
+        return None
+    if left_time.dtype != right_time.dtype or str(left_time.dtype) not in _ORDERED_INTEGERS:
+        return None
+    if len(left_keys) != len(right_keys) or len(left_keys) > ASOF_MAX_KEYS or any(
+            mine.dtype != theirs.dtype or not (mine.dtype.is_integer() or mine.dtype == pl.String)
+            for mine, theirs in zip(left_keys, right_keys)):
+        return None
+    found = _module().asof_positions(left_time.__arrow_c_stream__(), [k.__arrow_c_stream__() for k in left_keys],
+                                     right_time.__arrow_c_stream__(), [k.__arrow_c_stream__() for k in right_keys],
+                                     forward, tolerance)
+    return pl.Series(_Column(found))
+
+
 def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Mapping[str, int], carried: int,
                 idle_class_us: tuple[int, int], classes: tuple[int, int, int]) -> pl.DataFrame | None:
     """Per ``socket event`` of one worker's lines (in time order; from row ``carried`` on) that a ready line

@@ -1,8 +1,11 @@
 """As-of lookups between frames: "the nearest event of this kind before/after this time on this key".
 
 Most calls look up a few dozen to a few thousand rows, where each frame-level polars operation costs a fixed
-~50 µs whatever its size: the lookup builds its two inputs from columns (no select), and filters, sorts and
-puts rows back only when a cheap check (null counts, ``Series.is_sorted``) says it has to.
+~50 µs whatever its size: the lookup builds its input from columns (no select), and filters and sorts it only
+when a cheap check (null counts, ``Series.is_sorted``) says it has to. The compiled pass
+(``extension.asof_positions``) gives each row the position of its match, and one select gathers the columns
+taken; polars' ``join_asof`` (``_asof_by_polars``, the reference) looks them up where the pass is off or the
+columns' types are not its own.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from envoy_dissector.analysis.engine.origins import sole_origin
+from envoy_dissector.parser import extension
 
 
 def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str, by: list[str],
@@ -21,13 +25,32 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
 
     Rows whose ``left_on`` is null, or with no match, get nulls. Row order of ``left`` is kept.
     """
-    if "origin" in by and len(by) > 1 and left.height and right.height:
-        # one origin on both sides (most windows): the other keys alone match the same rows, more cheaply
-        mine, theirs = sole_origin(left), sole_origin(right)
-        if mine is not None and mine == theirs:
-            by = [b for b in by if b != "origin"]
+    lookup, on = _lookup(right, left_on, right_on, by, take)
+    positions = extension.asof_positions(left.get_column(left_on), [left.get_column(b) for b in by],
+                                         lookup.get_column(on), [lookup.get_column(b) for b in by],
+                                         forward=strategy == "forward", tolerance=tolerance)
+    if positions is not None:
+        columns = lookup.select_seq(pl.col(name).gather(positions) for name in take.values()).get_columns()
+    else:
+        if "origin" in by and len(by) > 1 and left.height and right.height:
+            # one origin on both sides (most windows): the other keys alone match the same rows, more cheaply
+            mine, theirs = sole_origin(left), sole_origin(right)
+            if mine is not None and mine == theirs:
+                by = [b for b in by if b != "origin"]
+        columns = _asof_by_polars(left, lookup, left_on=left_on, right_on=on, by=by, strategy=strategy, take=take,
+                                  tolerance=tolerance)
+    existing = [v for v in take.values() if v in left.columns]
+    if existing:
+        left = left.drop(existing)
+    return left.hstack(columns)
+
+
+def _asof_by_polars(left: pl.DataFrame, lookup: pl.DataFrame, *, left_on: str, right_on: str, by: list[str],
+                    strategy: Literal["backward", "forward"], take: dict[str, str],
+                    tolerance: int | None) -> list[pl.Series]:
+    """The ``take`` columns (their new names) per row of ``left`` found in ``lookup`` (``_lookup``'s) by polars'
+    ``join_asof``: the reference of the compiled lookup (``extension.asof_positions``)."""
     keyed, reordered = _keyed(left, left_on, by)
-    lookup, right_on = _lookup(right, left_on, right_on, by, take)
     found = keyed.join_asof(lookup, left_on=left_on, right_on=right_on, by=by, strategy=strategy,
                             tolerance=tolerance, check_sortedness=False)
     columns = [found.get_column(name) for name in take.values()]
@@ -38,10 +61,7 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
         # (one take of the taken columns by a Series of positions: cheaper than sorting the frame, and than a
         # gather per column, which goes through an expression and converts the numpy positions each time)
         columns = pl.DataFrame(columns)[pl.Series(back)].get_columns()
-    existing = [v for v in take.values() if v in left.columns]
-    if existing:
-        left = left.drop(existing)
-    return left.hstack(columns)
+    return columns
 
 
 def _keyed(left: pl.DataFrame, left_on: str, by: list[str]) -> tuple[pl.DataFrame, bool]:

@@ -262,6 +262,27 @@ pub fn optional_int64(arrays: &[ArrayRef]) -> Result<Vec<Option<i64>>, String> {
     Ok(out)
 }
 
+/// Per row of an integer column's arrays (any width, signed or not), in order: its value (None: null), an unsigned
+/// 64-bit one as the `i64` of the same bits (equal values stay equal; past `i64::MAX` the order does not hold).
+pub fn integers(arrays: &[ArrayRef]) -> Result<Vec<Option<i64>>, String> {
+    use arrow_array::types::{Int16Type, Int32Type, Int8Type, UInt16Type};
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum());
+    for array in arrays {
+        match array.data_type() {
+            DataType::Int64 => out.extend(array.as_primitive::<Int64Type>().iter()),
+            DataType::Int32 => out.extend(array.as_primitive::<Int32Type>().iter().map(|v| v.map(i64::from))),
+            DataType::Int16 => out.extend(array.as_primitive::<Int16Type>().iter().map(|v| v.map(i64::from))),
+            DataType::Int8 => out.extend(array.as_primitive::<Int8Type>().iter().map(|v| v.map(i64::from))),
+            DataType::UInt64 => out.extend(array.as_primitive::<UInt64Type>().iter().map(|v| v.map(|v| v as i64))),
+            DataType::UInt32 => out.extend(array.as_primitive::<UInt32Type>().iter().map(|v| v.map(i64::from))),
+            DataType::UInt16 => out.extend(array.as_primitive::<UInt16Type>().iter().map(|v| v.map(i64::from))),
+            DataType::UInt8 => out.extend(array.as_primitive::<UInt8Type>().iter().map(|v| v.map(i64::from))),
+            other => return Err(format!("not an integer column (Arrow type {other})")),
+        }
+    }
+    Ok(out)
+}
+
 /// A list column of 64-bit integers (polars' `List(Int64)`) from its offsets and values.
 pub fn int64_lists(offsets: Vec<i64>, values: Vec<i64>) -> ArrayRef {
     let field = Arc::new(Field::new_list_field(DataType::Int64, true));

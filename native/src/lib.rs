@@ -1,6 +1,6 @@
 //! envoy-dissector's compiled parts (`parser/extension.py` is their one Python side): the envelope scan of a text
 //! block (`scan.rs`), the record classes and distinct values of a column (`classes.rs`), header values out of
-//! header dumps (`headers.rs`), one worker's event-loop slices and record gaps (`slices.rs`), over Arrow columns shared with
+//! header dumps (`headers.rs`), as-of lookups (`asof.rs`), one worker's event-loop slices and record gaps (`slices.rs`), over Arrow columns shared with
 //! polars without a copy (`arrow.rs`). This file holds only the Python bindings.
 //!
 //! Every `unsafe` block says why it is sound in a `// SAFETY:` comment; clippy (in `.ci/check`) holds it to that.
@@ -8,6 +8,7 @@
 
 mod alloc;
 mod arrow;
+mod asof;
 mod classes;
 mod headers;
 mod redact;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::LargeStringBuilder;
 use arrow_array::types::{Int64Type, Int8Type, UInt32Type, UInt8Type};
-use arrow_array::{ArrayRef, BooleanArray};
+use arrow_array::{ArrayRef, BooleanArray, UInt32Array};
 use arrow_buffer::alloc::Allocation;
 use arrow_buffer::Buffer;
 use pyo3::prelude::*;
@@ -31,7 +32,7 @@ use pyo3::types::{PyBytes, PyCapsule, PyDict};
 use regex::Regex;
 
 use arrow::{
-    column, export, import_stream, int64_lists, int64_parts, looked_up, nulls, optional_int64, trues, value_error, values,
+    column, export, import_stream, int64_lists, integers, int64_parts, looked_up, nulls, optional_int64, trues, value_error, values,
 };
 
 /// A dict of Arrow columns (`(schema, array)` capsule pairs, as `__arrow_c_array__` returns them) by name.
@@ -339,9 +340,48 @@ fn served_connections<'py>(
     export(py, &lists)
 }
 
+/// `analysis/engine/asof.py`'s lookup (`asof::positions`): per left row, from the Arrow streams of its time and
+/// keys, the position of its match among the lookup's rows (their time, never decreasing, and keys; none null):
+/// an Arrow `UInt32` column, null where there is none. Times are integer columns of any width, keys integer or text
+/// columns (a key's two sides of one type: the caller's check).
+#[pyfunction]
+#[pyo3(signature = (left_time, left_keys, right_time, right_keys, forward, tolerance=None))]
+fn asof_positions<'py>(
+    py: Python<'py>,
+    left_time: &Bound<'py, PyCapsule>,
+    left_keys: Vec<Bound<'py, PyCapsule>>,
+    right_time: &Bound<'py, PyCapsule>,
+    right_keys: Vec<Bound<'py, PyCapsule>>,
+    forward: bool,
+    tolerance: Option<i64>,
+) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+    let (left_time, right_time) = (import_stream(left_time)?, import_stream(right_time)?);
+    let left_keys = left_keys.iter().map(import_stream).collect::<PyResult<Vec<_>>>()?;
+    let right_keys = right_keys.iter().map(import_stream).collect::<PyResult<Vec<_>>>()?;
+    let found = py.allow_threads(|| {
+        let whole = |arrays: &[ArrayRef]| -> Result<Vec<i64>, String> {
+            integers(arrays)?.into_iter().collect::<Option<Vec<i64>>>().ok_or_else(|| "a null in the lookup".to_string())
+        };
+        let (mut lefts, mut rights) = (Vec::with_capacity(left_keys.len()), Vec::with_capacity(right_keys.len()));
+        for (mine, theirs) in left_keys.iter().zip(&right_keys) {
+            let (mine, theirs) = match (values(mine), values(theirs)) {
+                (Ok(mine), Ok(theirs)) => asof::text_codes(&mine, &theirs),
+                _ => (integers(mine).map_err(value_error)?, integers(theirs).map_err(value_error)?),
+            };
+            lefts.push(mine);
+            rights.push(theirs);
+        }
+        let (left_keys, right_keys) = (lefts, rights);
+        let (left_time, right_time) = (integers(&left_time).map_err(value_error)?, whole(&right_time).map_err(value_error)?);
+        asof::positions(&left_time, &left_keys, &right_time, &right_keys, forward, tolerance).map_err(value_error)
+    })?;
+    export(py, &(Arc::new(UInt32Array::from(found)) as ArrayRef))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(header_values, m)?)?;
+    m.add_function(wrap_pyfunction!(asof_positions, m)?)?;
     m.add_function(wrap_pyfunction!(distinct, m)?)?;
     m.add_function(wrap_pyfunction!(record_classes, m)?)?;
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
