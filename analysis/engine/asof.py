@@ -4,8 +4,8 @@ Most calls look up a few dozen to a few thousand rows, where each frame-level po
 ~50 µs whatever its size: the lookup builds its input from columns (no select), and filters and sorts it only
 when a cheap check (null counts, ``Series.is_sorted``) says it has to. The compiled pass
 (``extension.asof_positions``) gives each row the position of its match, and one select gathers the columns
-taken; polars' ``join_asof`` (``_asof_by_polars``, the reference) looks them up where the pass is off or the
-columns' types are not its own.
+taken; polars' ``join_asof`` (``_asof_by_polars``, the reference) looks them up where the pass is off, the
+columns' types are not its own, or the lookup is larger than ``COMPILED_ROWS``.
 """
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ import polars as pl
 from envoy_dissector.analysis.engine.origins import sole_origin
 from envoy_dissector.parser import extension
 
+#: The most rows (both sides) the compiled pass looks up; polars' ``join_asof`` takes larger lookups. Below it the
+#: pass is 2-4x faster (polars' fixed cost); above ~40 k rows polars is, its searches running on every core where
+#: the pass binary-searches one row at a time out of time order (bench/README.md).
+COMPILED_ROWS = 20_000
+
 
 def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str, by: list[str],
          strategy: Literal["backward", "forward"], take: dict[str, str],
@@ -26,9 +31,9 @@ def asof(left: pl.DataFrame, right: pl.DataFrame, *, left_on: str, right_on: str
     Rows whose ``left_on`` is null, or with no match, get nulls. Row order of ``left`` is kept.
     """
     lookup, on = _lookup(right, left_on, right_on, by, take)
-    positions = extension.asof_positions(left.get_column(left_on), [left.get_column(b) for b in by],
-                                         lookup.get_column(on), [lookup.get_column(b) for b in by],
-                                         forward=strategy == "forward", tolerance=tolerance)
+    positions = None if left.height + lookup.height > COMPILED_ROWS else extension.asof_positions(
+        left.get_column(left_on), [left.get_column(b) for b in by], lookup.get_column(on),
+        [lookup.get_column(b) for b in by], forward=strategy == "forward", tolerance=tolerance)
     if positions is not None:
         columns = lookup.select_seq(pl.col(name).gather(positions) for name in take.values()).get_columns()
     else:
