@@ -339,14 +339,43 @@ def asof_positions(left_time: pl.Series, left_keys: Sequence[pl.Series], right_t
         return None
     if left_time.dtype != right_time.dtype or str(left_time.dtype) not in _ORDERED_INTEGERS:
         return None
-    if len(left_keys) != len(right_keys) or len(left_keys) > ASOF_MAX_KEYS or any(
-            mine.dtype != theirs.dtype or not (mine.dtype.is_integer() or mine.dtype == pl.String)
-            for mine, theirs in zip(left_keys, right_keys)):
+    if not _keys_paired(left_keys, right_keys):
         return None
     found = _module().asof_positions(left_time.__arrow_c_stream__(), [k.__arrow_c_stream__() for k in left_keys],
                                      right_time.__arrow_c_stream__(), [k.__arrow_c_stream__() for k in right_keys],
                                      forward, tolerance)
     return pl.Series(_Column(found))
+
+
+def _keys_paired(left_keys: Sequence[pl.Series], right_keys: Sequence[pl.Series]) -> bool:
+    """Whether the compiled lookups and joins take these keys: as many on both sides, at most ``ASOF_MAX_KEYS``,
+    each an integer or text column of one type on both sides."""
+    import polars as pl
+
+    return len(left_keys) == len(right_keys) <= ASOF_MAX_KEYS and all(
+        mine.dtype == theirs.dtype and (mine.dtype.is_integer() or mine.dtype == pl.String)
+        for mine, theirs in zip(left_keys, right_keys))
+
+
+#: The joins the compiled pass makes
+COMPILED_JOINS = ("inner", "left", "semi", "anti")
+
+
+def join_positions(left_keys: Sequence[pl.Series], right_keys: Sequence[pl.Series],
+                   how: str) -> tuple[pl.Series | None, pl.Series | None] | None:
+    """Two frames' rows joined on their keys, as ``join(..., maintain_order="left")`` pairs them (a null key matches
+    nothing): each output row's left row (None: every left row once, in order) and, for ``inner`` and ``left``,
+    its right row (null: none matched; None for ``semi`` and ``anti``). One compiled pass (``UInt32`` positions);
+    None: polars joins them (``frames.joined``, the reference): off, a join the pass does not make, no key, or keys
+    the pass does not take (``_keys_paired``)."""
+    import polars as pl
+
+    if not enabled() or how not in COMPILED_JOINS or not left_keys or not _keys_paired(left_keys, right_keys):
+        return None
+    found = _module().join_positions([k.__arrow_c_stream__() for k in left_keys],
+                                     [k.__arrow_c_stream__() for k in right_keys], how)
+    rows = {name: pl.Series(_Column(found[name])) for name in ("left", "right") if name in found}
+    return rows.get("left"), rows.get("right")
 
 
 def record_gaps(ts_us: pl.Series, kinds: pl.Series, kind_bits: Mapping[str, int], carried: int,

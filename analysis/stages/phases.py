@@ -230,8 +230,8 @@ def attribute_phases(requests: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.D
     # Wasm and tracing shares are measured where the request's filter callbacks are logged (trace level), or its
     # VM calls / a charged flush are; else (debug level) they are unmeasured: null, not 0.
     traced = _filters_traced(r, events)
-    r = (joined(joined(r, share, on="request_uid", how="left"), vm_share, on="request_uid", how="left")
-         .join(charged_shares(charged), on="request_uid", how="left").join(traced, on="request_uid", how="left")
+    r = joined(joined(r, share, on="request_uid", how="left"), vm_share, on="request_uid", how="left")
+    r = (joined(joined(r, charged_shares(charged), on="request_uid", how="left"), traced, on="request_uid", how="left")
          .with_columns_seq(pl.col("filters_traced").fill_null(False))
          .with_columns_seq(
              wasm_us=pl.when(pl.col("filters_traced") | pl.col("vm_us").is_not_null()).then(

@@ -184,8 +184,8 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
                     on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null()
                     ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first(),
                                                                   reply_details=pl.col("details").first())
-    return (joined(out, values, on=_STREAM, how="left", maintain_order="left")
-            .join(replies, on=_STREAM, how="left", maintain_order="left").select_seq(_STREAM_COLUMNS))
+    return joined(joined(out, values, on=_STREAM, how="left", maintain_order="left"), replies, on=_STREAM,
+                  how="left", maintain_order="left").select_seq(_STREAM_COLUMNS)
 
 
 def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) -> pl.DataFrame:

@@ -8,7 +8,9 @@
 //! whose time or a key is null matches nothing.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::BuildHasherDefault;
+
+use crate::keys::{packed, Fx, Key, MAX_KEYS};
 
 /// The lookup's rows of one key, in time order, and where its last search cut them.
 #[derive(Default)]
@@ -31,58 +33,11 @@ fn gallop(rows: &[u32], before: impl Fn(&u32) -> bool) -> usize {
     low + rows[low..step.min(rows.len() + 1) - 1].partition_point(before)
 }
 
-/// A row's keys (`packed`), hashed a word at a time.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Key([i64; MAX_KEYS]);
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        for word in self.0 {
-            state.write_u64(word as u64);
-        }
-    }
-}
-
-/// A multiply-rotate hash of 8-byte words (as rustc's `FxHasher`): a lookup's keys are connection ids and codes,
-/// not chosen by an adversary, and SipHash cost more than the rest of a call.
-#[derive(Default)]
-struct Fx(u64);
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for word in bytes.chunks(8) {
-            let mut buffer = [0u8; 8];
-            buffer[..word.len()].copy_from_slice(word);
-            self.write_u64(u64::from_le_bytes(buffer));
-        }
-    }
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// The most keys a lookup matches on (`positions` refuses more).
-pub const MAX_KEYS: usize = 4;
-
-/// A row's keys, packed (the unused places 0); None: one of them is null.
-type Packed = Option<[i64; MAX_KEYS]>;
-
-fn packed(keys: &[Vec<Option<i64>>], row: usize) -> Packed {
-    let mut out = [0; MAX_KEYS];
-    for (place, key) in out.iter_mut().zip(keys) {
-        *place = key[row]?;
-    }
-    Some(out)
-}
-
 /// Per row of the left side, the position of its match among the lookup's rows (None: no match).
 ///
 /// `left_time` and `left_keys[k]` are the left rows' time and keys (None: null); `right_time` and `right_keys[k]`
 /// the lookup's, none null, its times never decreasing. A key is compared for equality only, so any integer type
-/// can be carried in an `i64` (both sides of a key the same type), and text as codes (`text_codes`).
+/// can be carried in an `i64` (both sides of a key the same type), and text as codes (`keys::text_codes`).
 pub fn positions(
     left_time: &[Option<i64>],
     left_keys: &[Vec<Option<i64>>],
@@ -151,28 +106,6 @@ pub fn positions(
     Ok(found)
 }
 
-/// A text key's two sides as codes: one per distinct text over both (None: null), so that equal texts, and only
-/// they, have equal codes.
-pub fn text_codes<'a>(left: &[Option<&'a [u8]>], right: &[Option<&'a [u8]>]) -> (Vec<Option<i64>>, Vec<Option<i64>>) {
-    let mut codes: HashMap<&'a [u8], i64> = HashMap::new();
-    // (most frames hold one origin: a text equal to the one before takes its code without a hash)
-    let mut last: Option<(&'a [u8], i64)> = None;
-    let mut code_of = |text: &Option<&'a [u8]>| {
-        text.map(|t| match last {
-            Some((seen, code)) if seen == t => code,
-            _ => {
-                let next = codes.len() as i64;
-                let code = *codes.entry(t).or_insert(next);
-                last = Some((t, code));
-                code
-            }
-        })
-    };
-    let left = left.iter().map(&mut code_of).collect();
-    let right = right.iter().map(&mut code_of).collect();
-    (left, right)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,13 +128,6 @@ mod tests {
     fn without_keys_every_row_is_one_group() {
         let found = positions(&[Some(4), Some(0)], &[], &[1, 4, 4], &[], true, None).unwrap();
         assert_eq!(found, vec![Some(1), Some(0)]);
-    }
-
-    #[test]
-    fn equal_texts_and_only_they_share_a_code() {
-        let (left, right) = text_codes(&[Some(b"a"), None, Some(b"b")], &[Some(b"b"), Some(b"c"), Some(b"a")]);
-        assert_eq!(left, vec![Some(0), None, Some(1)]);
-        assert_eq!(right, vec![Some(1), Some(2), Some(0)]);
     }
 
     #[test]

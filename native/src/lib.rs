@@ -1,6 +1,7 @@
 //! envoy-dissector's compiled parts (`parser/extension.py` is their one Python side): the envelope scan of a text
 //! block (`scan.rs`), the record classes and distinct values of a column (`classes.rs`), header values out of
-//! header dumps (`headers.rs`), as-of lookups (`asof.rs`), one worker's event-loop slices and record gaps (`slices.rs`), over Arrow columns shared with
+//! header dumps (`headers.rs`), as-of lookups and joins of small frames (`asof.rs`, `join.rs`,
+//! `keys.rs`), one worker's event-loop slices and record gaps (`slices.rs`), over Arrow columns shared with
 //! polars without a copy (`arrow.rs`). This file holds only the Python bindings.
 //!
 //! Every `unsafe` block says why it is sound in a `// SAFETY:` comment; clippy (in `.ci/check`) holds it to that.
@@ -9,6 +10,8 @@
 mod alloc;
 mod arrow;
 mod asof;
+mod join;
+mod keys;
 mod classes;
 mod headers;
 mod redact;
@@ -340,6 +343,50 @@ fn served_connections<'py>(
     export(py, &lists)
 }
 
+/// Both sides' key columns (Arrow arrays per column, in pairs) as `keys::packed` reads them: integers as `i64`, text
+/// as codes shared by the two sides (`keys::text_codes`).
+#[allow(clippy::type_complexity)]
+fn key_pairs(left: &[Vec<ArrayRef>], right: &[Vec<ArrayRef>]) -> PyResult<(Vec<Vec<Option<i64>>>, Vec<Vec<Option<i64>>>)> {
+    let (mut lefts, mut rights) = (Vec::with_capacity(left.len()), Vec::with_capacity(right.len()));
+    for (mine, theirs) in left.iter().zip(right) {
+        let (mine, theirs) = match (values(mine), values(theirs)) {
+            (Ok(mine), Ok(theirs)) => keys::text_codes(&mine, &theirs),
+            _ => (integers(mine).map_err(value_error)?, integers(theirs).map_err(value_error)?),
+        };
+        lefts.push(mine);
+        rights.push(theirs);
+    }
+    Ok((lefts, rights))
+}
+
+/// `analysis/engine/frames.py`'s `joined` of small frames (`join::positions`): from the Arrow streams of both sides'
+/// key columns (integer or text, a key's two sides of one type: the caller's check) and the join (`inner`, `left`,
+/// `semi`, `anti`), a dict of `UInt32` columns: `left`, each output row's left row (absent: every left row once, in
+/// order), and for `inner` and `left` `right`, its right row (null: none).
+#[pyfunction]
+fn join_positions<'py>(
+    py: Python<'py>,
+    left_keys: Vec<Bound<'py, PyCapsule>>,
+    right_keys: Vec<Bound<'py, PyCapsule>>,
+    how: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let how = join::How::named(how).map_err(value_error)?;
+    let left_keys = left_keys.iter().map(import_stream).collect::<PyResult<Vec<_>>>()?;
+    let right_keys = right_keys.iter().map(import_stream).collect::<PyResult<Vec<_>>>()?;
+    let joined = py.allow_threads(|| {
+        let (left_keys, right_keys) = key_pairs(&left_keys, &right_keys)?;
+        join::positions(&left_keys, &right_keys, how).map_err(value_error)
+    })?;
+    let mut named = vec![];
+    if let Some(left) = joined.left {
+        named.push(("left", column::<UInt32Type>(left)));
+    }
+    if matches!(how, join::How::Inner | join::How::Left) {
+        named.push(("right", Arc::new(UInt32Array::from(joined.right)) as ArrayRef));
+    }
+    columns(py, named)
+}
+
 /// `analysis/engine/asof.py`'s lookup (`asof::positions`): per left row, from the Arrow streams of its time and
 /// keys, the position of its match among the lookup's rows (their time, never decreasing, and keys; none null):
 /// an Arrow `UInt32` column, null where there is none. Times are integer columns of any width, keys integer or text
@@ -362,16 +409,7 @@ fn asof_positions<'py>(
         let whole = |arrays: &[ArrayRef]| -> Result<Vec<i64>, String> {
             integers(arrays)?.into_iter().collect::<Option<Vec<i64>>>().ok_or_else(|| "a null in the lookup".to_string())
         };
-        let (mut lefts, mut rights) = (Vec::with_capacity(left_keys.len()), Vec::with_capacity(right_keys.len()));
-        for (mine, theirs) in left_keys.iter().zip(&right_keys) {
-            let (mine, theirs) = match (values(mine), values(theirs)) {
-                (Ok(mine), Ok(theirs)) => asof::text_codes(&mine, &theirs),
-                _ => (integers(mine).map_err(value_error)?, integers(theirs).map_err(value_error)?),
-            };
-            lefts.push(mine);
-            rights.push(theirs);
-        }
-        let (left_keys, right_keys) = (lefts, rights);
+        let (left_keys, right_keys) = key_pairs(&left_keys, &right_keys)?;
         let (left_time, right_time) = (integers(&left_time).map_err(value_error)?, whole(&right_time).map_err(value_error)?);
         asof::positions(&left_time, &left_keys, &right_time, &right_keys, forward, tolerance).map_err(value_error)
     })?;
@@ -382,6 +420,7 @@ fn asof_positions<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(header_values, m)?)?;
     m.add_function(wrap_pyfunction!(asof_positions, m)?)?;
+    m.add_function(wrap_pyfunction!(join_positions, m)?)?;
     m.add_function(wrap_pyfunction!(distinct, m)?)?;
     m.add_function(wrap_pyfunction!(record_classes, m)?)?;
     m.add_function(wrap_pyfunction!(count_newlines, m)?)?;
