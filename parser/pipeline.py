@@ -408,7 +408,10 @@ def _chunks(inputs: str | Path | Sequence[str | Path] | Source | Sequence[Source
         seen = _TimeSeen()
 
         def collect() -> Iterator[Chunk]:
-            while len(pending) > max(1, workers) or (stop_reading is not None and pending[0].done()):
+            # (the oldest block is handed on as soon as it is parsed, not only when the next one would be one too many
+            # in flight: the analysis starts on the first chunk while the reader is still submitting blocks; 200 MB
+            # 2.11-2.18 -> 1.94-1.96 s)
+            while len(pending) > max(1, workers) or (pending and pending[0].done()):
                 for chunk in _finish_chunk(pending.popleft().result(), diag, redact, pending_sources.popleft()):
                     seen.add(chunk.events)
                     yield chunk
