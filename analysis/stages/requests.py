@@ -70,8 +70,8 @@ _LOOKUP_COLUMNS = ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no
 
 def _lookup_rows(events: pl.DataFrame) -> pl.DataFrame:
     """The lines of ``_LOOKUP_KINDS`` and of the ``http2`` logger, with the columns the requests stage reads."""
-    return _pick(events, tuple(c for c in _LOOKUP_COLUMNS if c in events.columns),
-                 _kind(*_LOOKUP_KINDS) | (pl.col("logger") == "http2"))
+    return pick(events, _kind(*_LOOKUP_KINDS) | (pl.col("logger") == "http2"),
+                tuple(c for c in _LOOKUP_COLUMNS if c in events.columns))
 
 
 def _when(kinds: EventKind | tuple[EventKind, ...], value: str = "ts_us") -> pl.Expr:
@@ -110,8 +110,8 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     """
     on_stream = pl.col("stream_id").is_not_null() & pl.col("conn_id").is_not_null()
     keys = ["conn_id", "stream_id"]
-    times = _pick(events, ("origin", *keys, "thread", "ts_us", "line_no", "kind", "logger", "end_stream", "filter"),
-                  on_stream)
+    times = pick(events, on_stream,
+                 ("origin", *keys, "thread", "ts_us", "line_no", "kind", "logger", "end_stream", "filter"))
     # (a group's first thread: the plain first when every line has one, as in most captures)
     thread = pl.col("thread").first(ignore_nulls=bool(times["thread"].null_count()))
     out = group_per_origin(times, keys, dict(
@@ -142,9 +142,9 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
         log_lines=pl.len(),
     ))
     rhc, rdh = EventKind.REQUEST_HEADERS_COMPLETE, EventKind.ROUTER_DECODING_HEADERS
-    valued = _pick(events, ("origin", *keys, "ts_us", "kind", "end_stream", "cluster", "url", "x_request_id",
-                            "trace_id", "method", "authority", "path", "status", "message"),
-                   on_stream & _kind(*_VALUE_KINDS)).select_seq(
+    valued = pick(events, on_stream & _kind(*_VALUE_KINDS),
+                  ("origin", *keys, "ts_us", "kind", "end_stream", "cluster", "url", "x_request_id",
+                   "trace_id", "method", "authority", "path", "status", "message")).select_seq(
         "origin", *keys,
         hdr_ts=_when(rhc),
         hdr_end_stream=_when(rhc, "end_stream"),
@@ -180,21 +180,16 @@ def stream_aggregates(events: pl.DataFrame) -> pl.DataFrame:
     ))
     # Local-reply texts come from the few local_reply lines (the message column is not carried above); their
     # details are kept whole (the grammar's ``details``: a paste may have put spaces in them).
-    replies = _pick(events, (*_STREAM, "message", "details"),
-                    on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null()
-                    ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first(),
+    replies = pick(events, on_stream & _kind(EventKind.LOCAL_REPLY) & pl.col("message").is_not_null(),
+                   (*_STREAM, "message", "details")
+                   ).group_by(*_STREAM, maintain_order=True).agg(local_reply=pl.col("message").first(),
                                                                   reply_details=pl.col("details").first())
     return joined(joined(out, values, on=_STREAM, how="left", maintain_order="left"), replies, on=_STREAM,
                   how="left", maintain_order="left").select_seq(_STREAM_COLUMNS)
 
 
-def _pick(events: pl.DataFrame, columns: tuple[str, ...], condition: pl.Expr) -> pl.DataFrame:
-    """Rows matching ``condition`` with only ``columns`` (a filter copies every column it keeps)."""
-    return pick(events, condition, columns)
-
-
 def _events_of(events: pl.DataFrame, *kinds: EventKind) -> pl.DataFrame:
-    return _pick(events, ("origin", "conn_id", "ts_us"), _kind(*kinds) & pl.col("conn_id").is_not_null())
+    return pick(events, _kind(*kinds) & pl.col("conn_id").is_not_null(), ("origin", "conn_id", "ts_us"))
 
 
 #: The admin filter's line after each chunk of a response it served (``admin_filter.cc``, logger ``misc``).
@@ -212,9 +207,9 @@ def _main_threads(events: pl.DataFrame) -> pl.DataFrame:
     a shutdown line that fell inside a worker's slice, which must not turn that worker into "main".
     """
     real = pl.col("thread") >= 0
-    startup = _pick(events, ("origin", "thread"), (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & real)
-    admin = _pick(events, ("origin", "thread", "kind", "message"), real & _kind(
-        EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND))
+    startup = pick(events, (pl.col("kind") == EventKind.SERVER_LIFECYCLE_NOISE) & real, ("origin", "thread"))
+    admin = pick(events, real & _kind(EventKind.ADMIN_REQUEST_COMPLETE, EventKind.BACKGROUND),
+                 ("origin", "thread", "kind", "message"))
     admin = pick(admin, (pl.col("kind") == EventKind.ADMIN_REQUEST_COMPLETE)
                          | pl.col("message").str.starts_with(_ADMIN_CHUNK)).select_seq("origin", "thread")
     # (start-up lines decide where a capture has them; the admin lines only where it has none)
@@ -238,8 +233,9 @@ _FAILURE_KINDS = (EventKind.UPSTREAM_RESET, EventKind.POOL_CLIENT_DISCONNECTED, 
 
 
 def _failure_rows(events: pl.DataFrame) -> pl.DataFrame:
-    return _pick(events, tuple(c for c in ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind",
-                                           "reason") if c in events.columns), _kind(*_FAILURE_KINDS))
+    return pick(events, _kind(*_FAILURE_KINDS), tuple(
+        c for c in ("origin", "conn_id", "stream_id", "thread", "ts_us", "line_no", "kind", "reason")
+        if c in events.columns))
 
 
 def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -253,19 +249,20 @@ def link_upstream(streams: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     lines interleave) the closer one wins, and a pool line up to 20 ms back (a stalled log writer)
     is the last resort.
     """
-    attached = _pick(events, ("origin", "conn_id", "ts_us", "upstream_conn_id"),
-                     pl.col("kind") == EventKind.ATTACHED_UPSTREAM_CONNECTION)
+    attached = pick(events, pl.col("kind") == EventKind.ATTACHED_UPSTREAM_CONNECTION,
+                    ("origin", "conn_id", "ts_us", "upstream_conn_id"))
     streams = asof(streams, attached, left_on="pool_ready_ts", right_on="ts_us", by=CONN, strategy="forward",
                    take={"upstream_conn_id": "up_attached"}, tolerance=2_000)
     # (`using existing connection` alone marks a pool hit on Envoys that log no `creating stream`, <= 1.14)
     pool_kinds = [EventKind.POOL_CREATING_STREAM, EventKind.POOL_ATTACHING_TO_NEXT_STREAM,
                   EventKind.POOL_USING_EXISTING]
-    pool_lines = _pick(events, ("origin", "thread", "conn_id", "ts_us"), _kind(*pool_kinds)
-                       & pl.col("conn_id").is_not_null())
+    pool_lines = pick(events, _kind(*pool_kinds) & pl.col("conn_id").is_not_null(),
+                      ("origin", "thread", "conn_id", "ts_us"))
     # Connections a pool hands out are upstream connections: their `writing N bytes` are requests.
     upstream_conns = pool_lines.select_seq("origin", "conn_id").unique()
-    writes = joined(_pick(events, ("origin", "thread", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
-                   & pl.col("conn_id").is_not_null()), upstream_conns, on=["origin", "conn_id"], how="semi")
+    writes = joined(pick(events, (pl.col("kind") == EventKind.WRITING_BYTES) & pl.col("conn_id").is_not_null(),
+                         ("origin", "thread", "conn_id", "ts_us")),
+                    upstream_conns, on=["origin", "conn_id"], how="semi")
     real_threads = _real_threads(streams)
     by = ["origin", "thread"] if real_threads else ["origin"]
     # (one lookup for both reaches: the nearest pool line is the same, only whether it is near enough differs)
@@ -319,8 +316,8 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # Some layouts tag `new stream` with the connection only (Envoy 1.34 `[Tags: "ConnectionId":…]`): such a
     # line opens the stream whose first line comes next on that connection.
     # (on the same worker too: Envoy's own async streams all log connection id 0, as a client connection may)
-    untagged = _pick(events, ("origin", "conn_id", "thread", "ts_us", "line_no"), _kind(EventKind.NEW_STREAM)
-                     & pl.col("conn_id").is_not_null() & pl.col("stream_id").is_null())
+    untagged = pick(events, _kind(EventKind.NEW_STREAM) & pl.col("conn_id").is_not_null()
+                    & pl.col("stream_id").is_null(), ("origin", "conn_id", "thread", "ts_us", "line_no"))
     if untagged.height:
         lane = pl.col("thread").fill_null(-1).alias("lane__")
         nexts = asof(untagged.with_columns_seq(lane), streams.select_seq(*CONN, "stream_id", "first_ts", lane),
@@ -338,23 +335,23 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
             log_lines=pl.lit(1))
         if lone.height:
             streams = pl.concat([streams, lone], how="diagonal_relaxed")
-    reads = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.SOCKET_EVENT)
-                  & ((pl.col("events") & 1) == 1) & pl.col("conn_id").is_not_null())
+    reads = pick(events, (pl.col("kind") == EventKind.SOCKET_EVENT) & ((pl.col("events") & 1) == 1)
+                 & pl.col("conn_id").is_not_null(), ("origin", "conn_id", "ts_us"))
     streams = asof(streams, reads, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "read_start_ts"}, tolerance=1_000_000)
     parses = _events_of(events, EventKind.PARSING_BYTES, EventKind.H2_DISPATCHING_BYTES)
     streams = asof(streams, parses, left_on="new_stream_ts", right_on="ts_us", by=CONN, strategy="backward",
                    take={"ts_us": "parse_start_ts"}, tolerance=1_000_000)
-    h2 = _pick(events, ("origin", "conn_id"), (pl.col("logger") == "http2") & pl.col("conn_id").is_not_null()
-               ).unique().with_columns_seq(is_h2=pl.lit(True))
+    h2 = pick(events, (pl.col("logger") == "http2") & pl.col("conn_id").is_not_null(), ("origin", "conn_id")
+              ).unique().with_columns_seq(is_h2=pl.lit(True))
     streams = joined(streams, h2, on=CONN, how="left").with_columns_seq(pl.col("is_h2").fill_null(False))
 
     streams = streams.with_columns_seq(
         ds_tx_end_us=pl.coalesce("codec_done_ts", "enc_end_ts"),
     )
     # Bytes on the wire: raw sockets log `write returns`, TLS sockets (Istio mTLS) `ssl write returns`.
-    writes = _pick(events, ("origin", "conn_id", "ts_us"), _kind(EventKind.WRITE_RETURNS, EventKind.SSL_WRITE_RETURNS)
-                   & (pl.col("bytes") > 0) & pl.col("conn_id").is_not_null())
+    writes = pick(events, _kind(EventKind.WRITE_RETURNS, EventKind.SSL_WRITE_RETURNS) & (pl.col("bytes") > 0)
+                  & pl.col("conn_id").is_not_null(), ("origin", "conn_id", "ts_us"))
     streams = asof(streams, writes, left_on="ds_tx_end_us", right_on="ts_us", by=CONN, strategy="forward",
                    take={"ts_us": "life_end_ts"}, tolerance=10_000_000)
 
@@ -415,16 +412,17 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     # ... and Envoy stamps US_TX_BEG when the codec's encodeHeaders returns: the stream's next filter-manager
     # line (`decode headers called: filter=...upstream_codec`, or `continuing filter chain` when the upstream
     # filter chain resumes on a new connection) bounds it from above; a stall inside the encode lands there too.
-    encoded = pick(_pick(events, ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter"), _kind(
-        EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN)),
-        _kind(EventKind.CONTINUING_FILTER_CHAIN) | pl.col("filter").fill_null("").str.contains("upstream_codec"))
+    encoded = pick(pick(events, _kind(EventKind.DECODE_HEADERS_CALLED, EventKind.CONTINUING_FILTER_CHAIN),
+                        ("origin", "conn_id", "stream_id", "ts_us", "kind", "filter")),
+                   _kind(EventKind.CONTINUING_FILTER_CHAIN)
+                   | pl.col("filter").fill_null("").str.contains("upstream_codec"))
     streams = asof(streams, encoded, left_on="proxy_hdr_ts", right_on="ts_us", by=[*CONN, "stream_id"],
                    strategy="forward", take={"ts_us": "us_encoded_ts"}, tolerance=1_000_000)
     # Envoy <= 1.23 has no upstream filter chain (no `proxying headers`, no `upstream_codec` line): there the
     # codec's encodeHeaders shows only as the `writing N bytes` it queues on the upstream connection right after
     # `pool ready` (every version logs it; `write returns` comes an event later, after the stamp).
-    queued = _pick(events, ("origin", "conn_id", "ts_us"), (pl.col("kind") == EventKind.WRITING_BYTES)
-                   & pl.col("conn_id").is_not_null()).rename({"conn_id": "upstream_conn_id"})
+    queued = pick(events, (pl.col("kind") == EventKind.WRITING_BYTES) & pl.col("conn_id").is_not_null(),
+                  ("origin", "conn_id", "ts_us")).rename({"conn_id": "upstream_conn_id"})
     streams = asof(streams, queued, left_on="pool_ready_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_queued_ts"}, tolerance=1_000_000)
     streams = streams.with_columns_seq(us_tx_beg_us=pl.when(pl.col("proxy_hdr_ts").is_not_null()).then(pl.coalesce(
@@ -436,13 +434,13 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
     up_reads = reads.select_seq("origin", "ts_us", upstream_conn_id="conn_id")
     streams = asof(streams, up_reads, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_read_start_ts"}, tolerance=10_000_000)
-    complete_lines = _pick(events, ("origin", "ts_us", "conn_id"), (pl.col("kind") == EventKind.RESPONSE_COMPLETE)
-                           & (pl.col("logger") == "client")).rename({"conn_id": "upstream_conn_id"})
+    complete_lines = pick(events, (pl.col("kind") == EventKind.RESPONSE_COMPLETE) & (pl.col("logger") == "client"),
+                          ("origin", "ts_us", "conn_id")).rename({"conn_id": "upstream_conn_id"})
     streams = asof(streams, complete_lines, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="forward", take={"ts_us": "us_complete_ts"}, tolerance=60_000_000)
     # Envoy stamps US_RX_BEG when the upstream codec has parsed the response headers (before the router's
     # line): HTTP/1 logs that as `Client: onHeadersComplete` on the upstream connection.
-    parsed = _pick(events, ("origin", "ts_us", "conn_id"), _kind(EventKind.CLIENT_ON_HEADERS_COMPLETE)).rename(
+    parsed = pick(events, _kind(EventKind.CLIENT_ON_HEADERS_COMPLETE), ("origin", "ts_us", "conn_id")).rename(
         {"conn_id": "upstream_conn_id"})
     streams = asof(streams, parsed, left_on="us_resp_router_ts", right_on="ts_us", by=UPSTREAM_CONN,
                    strategy="backward", take={"ts_us": "us_parsed_ts"}, tolerance=1_000_000)
@@ -456,7 +454,7 @@ def build_requests(events: pl.DataFrame) -> pl.DataFrame:
 
 def _socket_origins(events: pl.DataFrame) -> pl.DataFrame:
     """Origins whose capture holds socket lines (one row each, ``origin_socket_lines = true``)."""
-    return _pick(events, ("origin",), _kind(*SOCKET_KINDS)).unique().with_columns_seq(
+    return pick(events, _kind(*SOCKET_KINDS), ("origin",)).unique().with_columns_seq(
         origin_socket_lines=pl.lit(True))
 
 
