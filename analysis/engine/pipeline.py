@@ -2,11 +2,9 @@
 requests, phases, loop slices), then ``conclude`` on the finished requests. Pure functions over frames, no I/O."""
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import polars as pl
 
@@ -19,9 +17,6 @@ from envoy_dissector.analysis.stages.requests import UID_COLUMNS, build_requests
 from envoy_dissector.analysis.stages.stitch import Stitching, stitch
 from envoy_dissector.analysis.stages.tls import downstream_waits
 from envoy_dissector.parser.kinds import EventKind
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def _no_queueing() -> pl.DataFrame:
@@ -150,7 +145,9 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
     requests, queueing = loop_queue(requests, loop, placed=placed)
     # (the windows' phase rows are written on a thread of their own while the requests are put in order: the text
     # of 233 k windows took 0.08 s of a 1 GB run's tail with one core idle)
-    rendering = _beside(render_queueing, queueing)
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envoy-dissect-conclude")
+    rendering = side.submit(render_queueing, queueing)
+    side.shutdown(wait=False)  # (the thread ends once the rows are written)
     schema, height, fixed = requests.schema, requests.height, constant_columns(requests)
     fixed["request_uid"] = None
     columns = requests.drop(list(fixed)).get_columns()
@@ -177,20 +174,6 @@ def conclude(requests: pl.DataFrame, phases: pl.DataFrame, loop: pl.DataFrame, s
                        f"network time beyond the clock offset's uncertainty (±{offset.uncertainty_us} µs): "
                        "their log timestamps contradict causality")
     return Concluded(requests, phases, stitching, tuple(out), queueing, uids_made)
-
-
-def _beside(work: Callable[[T], R], argument: T) -> Future[R]:
-    """``work(argument)`` on a thread of its own (daemon: an interrupted run does not wait for it)."""
-    done: Future[R] = Future()
-
-    def run() -> None:
-        try:
-            done.set_result(work(argument))
-        except BaseException as error:  # (handed to whoever waits for the result)
-            done.set_exception(error)
-
-    threading.Thread(target=run, name="conclude-beside", daemon=True).start()
-    return done
 
 
 def tls_waits(requests: pl.DataFrame, shakes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
