@@ -20,6 +20,8 @@ count is a count).
 * ``loop_slices`` cuts one worker's lines into the event loop's slices (``analysis/stages/loop.py``),
   ``record_gaps`` pairs its socket events with the ready lines after them (``analysis/gap_counts.py``), and
   ``served_connections`` lists the connections a worker served during each queueing window (``loop._served_during``).
+* ``asof_positions`` and ``join_positions`` give the rows an as-of lookup or a join of small frames pairs
+  (``engine/asof.py``, ``engine/frames.joined``); larger frames go to polars.
 
 This module imports only the parser's leaf modules, so that any stage may ask it.
 """
@@ -321,8 +323,8 @@ def served_connections(first: pl.Series, last: pl.Series, downstream: pl.Series,
 
 #: Integer types whose values an ``i64`` holds in order (a time compared by the lookup)
 _ORDERED_INTEGERS = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32")
-#: The most keys the compiled lookup matches on (``asof::MAX_KEYS``)
-ASOF_MAX_KEYS = 4
+#: The most keys the compiled lookups and joins match on (``keys::MAX_KEYS``)
+MAX_KEYS = 4
 
 
 def asof_positions(left_time: pl.Series, left_keys: Sequence[pl.Series], right_time: pl.Series,
@@ -348,11 +350,11 @@ def asof_positions(left_time: pl.Series, left_keys: Sequence[pl.Series], right_t
 
 
 def _keys_paired(left_keys: Sequence[pl.Series], right_keys: Sequence[pl.Series]) -> bool:
-    """Whether the compiled lookups and joins take these keys: as many on both sides, at most ``ASOF_MAX_KEYS``,
+    """Whether the compiled lookups and joins take these keys: as many on both sides, at most ``MAX_KEYS``,
     each an integer or text column of one type on both sides."""
     import polars as pl
 
-    return len(left_keys) == len(right_keys) <= ASOF_MAX_KEYS and all(
+    return len(left_keys) == len(right_keys) <= MAX_KEYS and all(
         mine.dtype == theirs.dtype and (mine.dtype.is_integer() or mine.dtype == pl.String)
         for mine, theirs in zip(left_keys, right_keys))
 
@@ -368,13 +370,12 @@ def join_positions(left_keys: Sequence[pl.Series], right_keys: Sequence[pl.Serie
     its right row (null: none matched; None for ``semi`` and ``anti``). One compiled pass (``UInt32`` positions);
     None: polars joins them (``frames.joined``, the reference): off, a join the pass does not make, no key, or keys
     the pass does not take (``_keys_paired``)."""
-    import polars as pl
 
     if not enabled() or how not in COMPILED_JOINS or not left_keys or not _keys_paired(left_keys, right_keys):
         return None
     found = _module().join_positions([k.__arrow_c_stream__() for k in left_keys],
                                      [k.__arrow_c_stream__() for k in right_keys], how)
-    rows = {name: pl.Series(_Column(found[name])) for name in ("left", "right") if name in found}
+    rows = {name: _series(found, name) for name in ("left", "right") if name in found}
     return rows.get("left"), rows.get("right")
 
 
